@@ -1,0 +1,45 @@
+# Finds every third-party dependency once, as imported targets. On a cluster without root, point
+# CMake at the modules: -DCMAKE_PREFIX_PATH="<torch cmake dir>;<hdf5>;<yaml-cpp>..." and
+# -DMETIS_ROOT=<prefix> (README, "Building on a cluster").
+find_package(Threads REQUIRED)
+find_package(ZLIB REQUIRED)
+find_package(OpenSSL REQUIRED COMPONENTS Crypto)
+find_package(fmt REQUIRED)
+find_package(spdlog REQUIRED)
+find_package(CLI11 REQUIRED)
+find_package(nlohmann_json REQUIRED)
+find_package(yaml-cpp REQUIRED)
+find_package(HDF5 REQUIRED COMPONENTS C)
+find_package(MPI REQUIRED COMPONENTS CXX)
+find_package(OpenMP REQUIRED COMPONENTS CXX)
+
+# METIS ships neither a CMake config nor a .pc file.
+find_path(METIS_INCLUDE_DIR metis.h HINTS ${METIS_ROOT} ENV METIS_ROOT PATH_SUFFIXES include)
+find_library(METIS_LIBRARY metis HINTS ${METIS_ROOT} ENV METIS_ROOT
+             PATH_SUFFIXES lib lib64 lib/x86_64-linux-gnu)
+if(NOT METIS_INCLUDE_DIR OR NOT METIS_LIBRARY)
+  message(FATAL_ERROR "METIS not found: install libmetis-dev or pass -DMETIS_ROOT=<prefix>")
+endif()
+add_library(METIS::METIS UNKNOWN IMPORTED)
+set_target_properties(METIS::METIS PROPERTIES IMPORTED_LOCATION "${METIS_LIBRARY}"
+                      INTERFACE_INCLUDE_DIRECTORIES "${METIS_INCLUDE_DIR}")
+
+if(ADGNN_CUDA OR ADGNN_NCCL)
+  enable_language(CUDA)
+  find_package(CUDAToolkit REQUIRED)
+  if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+    set(CMAKE_CUDA_ARCHITECTURES 90)
+  endif()
+endif()
+if(ADGNN_NCCL)
+  find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${NCCL_ROOT} ENV NCCL_ROOT ${CUDAToolkit_INCLUDE_DIRS}
+            PATH_SUFFIXES include)
+  find_library(NCCL_LIBRARY NAMES nccl libnccl.so.2 HINTS ${NCCL_ROOT} ENV NCCL_ROOT
+               ${CUDAToolkit_LIBRARY_DIR} PATH_SUFFIXES lib lib64)
+  if(NOT NCCL_INCLUDE_DIR OR NOT NCCL_LIBRARY)
+    message(FATAL_ERROR "NCCL not found: pass -DNCCL_ROOT=<prefix with include/nccl.h>")
+  endif()
+  add_library(NCCL::NCCL UNKNOWN IMPORTED)
+  set_target_properties(NCCL::NCCL PROPERTIES IMPORTED_LOCATION "${NCCL_LIBRARY}"
+                        INTERFACE_INCLUDE_DIRECTORIES "${NCCL_INCLUDE_DIR}")
+endif()

@@ -1,0 +1,16 @@
+// Subcommand registration for the `adgnn` binary.
+#pragma once
+
+#include <functional>
+
+namespace CLI {
+class App;
+}
+
+namespace adgnn::cli {
+
+// Adds `data stats|convert|generate|bench` under `app`; the chosen subcommand's action is stored
+// in `run` and executed by main after parsing.
+void add_data_commands(CLI::App& app, std::function<int()>& run);
+
+}  // namespace adgnn::cli

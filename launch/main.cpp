@@ -1,0 +1,42 @@
+// adgnn: one binary, subcommands per area. Bad input exits with code 2 and one line on stderr.
+#include <cstdio>
+#include <exception>
+#include <functional>
+#include <new>
+
+#include "CLI/CLI.hpp"
+#include "adgnn/loaders.h"
+#include "commands.h"
+#include "fmt/format.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"adgnn: adaptive-depth graph neural networks at scale"};
+  app.set_version_flag("--version", "adgnn 0.1.0");
+  app.require_subcommand(1);
+  std::function<int()> run;
+  adgnn::cli::add_data_commands(app, run);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "adgnn: error: %s (see --help)\n", e.what());
+    return 2;
+  }
+  try {
+    return run ? run() : 0;
+  } catch (const adgnn::InputError& e) {
+    std::fprintf(stderr, "adgnn: error: %s\n", e.what());
+    return 2;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "adgnn: error: out of memory\n");
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "adgnn: internal error: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,170 @@
+// adgnn/loaders: graphs in memory, the readers for every upstream benchmark format, our HDF5
+// graph format, the contextual-SBM generator and graph statistics. Torch-free on purpose: the
+// loaders build in seconds and are shared by the tools that never touch a tensor.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace adgnn {
+
+// Bad input (a file, a flag, a value). The message is one line, "<where>: <fault>"; the command
+// line prints it and exits with code 2.
+class InputError : public std::runtime_error {
+ public:
+  explicit InputError(const std::string& msg) : std::runtime_error(msg) {}
+};
+
+// Compressed sparse rows. `values` empty means every stored entry is 1 (adjacency).
+struct Csr {
+  int64_t rows = 0;
+  int64_t cols = 0;
+  std::vector<int64_t> indptr{0};
+  std::vector<int32_t> indices;
+  std::vector<float> values;
+
+  int64_t nnz() const { return static_cast<int64_t>(indices.size()); }
+  int64_t degree(int64_t r) const { return indptr[r + 1] - indptr[r]; }
+};
+
+// Node features: dense row-major float32, or CSR; readers keep what the file stores.
+struct Features {
+  int64_t rows = 0;
+  int64_t cols = 0;
+  bool sparse = false;
+  std::vector<float> dense;  // rows * cols when !sparse
+  Csr csr;                   // when sparse
+
+  int64_t nnz() const;
+  std::vector<float> to_dense() const;
+};
+
+// A family of train/val/test splits ("geom-gcn": 10 splits, "platonov": 10, "public": 1, ...).
+// Masks are row-major [split][node], one byte per entry.
+struct SplitSet {
+  std::string name;
+  int64_t count = 0;
+  std::vector<uint8_t> train, val, test;
+};
+
+struct Graph {
+  std::string name;
+  std::string source;         // file or folder it was read from, or the generator's parameters
+  std::string source_sha256;  // of the source bytes (several files: of their hashes in name order)
+  bool directed = false;      // whether the stored edge direction carries meaning
+  int64_t num_nodes = 0;
+  Csr adj;  // the stored directed edges, exactly as the source has them (self-loops, duplicates)
+  Features features;
+  std::vector<int64_t> labels;  // 0..num_classes-1
+  int64_t num_classes = 0;
+  std::vector<SplitSet> splits;
+
+  // Symmetric, self-loop-free, deduplicated adjacency with sorted rows: what every backbone but
+  // DirGNN aggregates over.
+  Csr symmetric() const;
+  const SplitSet* find_splits(const std::string& name) const;
+  // Checks every invariant (sizes, index and label ranges, finite features); throws InputError
+  // naming `where`.
+  void validate(const std::string& where) const;
+};
+
+// ---- upstream formats --------------------------------------------------------------------------
+
+// One NumPy array as stored: raw little-endian bytes in C order (Fortran input is transposed).
+struct NpyArray {
+  std::string descr;  // e.g. "<f4"
+  char kind = 0;      // 'f', 'i', 'u', 'b', 'U', 'O'
+  int itemsize = 0;
+  std::vector<int64_t> shape;
+  std::string data;
+
+  int64_t size() const;
+  // Converting reads; throw InputError naming `where` when the dtype cannot convert exactly.
+  std::vector<double> as_double(const std::string& where) const;
+  std::vector<float> as_float(const std::string& where) const;
+  std::vector<int64_t> as_int64(const std::string& where) const;
+};
+
+// Parsers over bytes in memory (the fuzz targets call these) and their file wrappers.
+NpyArray parse_npy(const std::string& bytes, const std::string& where);
+// Every member of a .npz; `<U` and `|O` members are skipped unless keep_all.
+std::map<std::string, NpyArray> parse_npz(const std::string& bytes, const std::string& where,
+                                          bool keep_all = false);
+std::map<std::string, NpyArray> read_npz(const std::string& path);
+std::string read_file(const std::string& path);
+std::string gunzip(const std::string& bytes, const std::string& where);
+std::string sha256_hex(const std::string& bytes);
+
+// Readers of whole datasets. Each takes the dataset's file or folder.
+Graph load_csr_npz(const std::string& path);      // CitationFull / Amazon / Planetoid-converted
+Graph load_platonov_npz(const std::string& path);  // chameleon_filtered.npz, squirrel_filtered.npz
+Graph load_geomgcn(const std::string& dir);        // out1_*.txt + <name>_split_0.6_0.2_<i>.npz
+Graph load_ogb(const std::string& dir);            // OGB node-property raw/ + split/ layout
+// Text parsers behind load_geomgcn / load_ogb, exposed for tests and fuzzing.
+Csr parse_edge_list(const std::string& text, const std::string& where, int64_t num_nodes,
+                    bool header, char sep);
+// Returns features and fills labels for the Geom-GCN node file.
+Features parse_geomgcn_nodes(const std::string& text, const std::string& where,
+                             std::vector<int64_t>& labels);
+
+// Finds a dataset by name (under data_dir, else $ADGNN_DATA) or by path, detects its format and
+// loads it. An empty data_dir means $ADGNN_DATA.
+Graph load_dataset(const std::string& name_or_path, const std::string& data_dir = "");
+std::string resolve_dataset(const std::string& name_or_path, const std::string& data_dir = "");
+std::vector<std::string> known_datasets();
+
+// ---- our HDF5 graph format (docs/hdf5-format.md) ------------------------------------------------
+
+struct H5WriteOptions {
+  int deflate_level = 1;  // 0 = no compression
+  int threads = 0;        // chunk compression threads; 0 = hardware concurrency
+};
+void write_graph_h5(const Graph& g, const std::string& path, const H5WriteOptions& opt = {});
+Graph read_graph_h5(const std::string& path, int threads = 0);
+
+// ---- synthetic graphs: contextual stochastic block model ---------------------------------------
+
+struct CsbmParams {
+  std::string name = "csbm";
+  int64_t nodes = 10000;
+  int64_t classes = 5;
+  double avg_degree = 10.0;        // 2 * undirected edges / nodes
+  int64_t undirected_edges = -1;   // overrides avg_degree when >= 0
+  std::string degree_dist = "constant";  // "constant" or "powerlaw"
+  double powerlaw_exponent = 2.5;
+  double homophily = 0.5;          // target edge homophily in [0, 1]
+  int64_t features = 64;
+  double separation = 1.0;         // distance scale of the class means
+  double noise = 1.0;              // std of the per-node Gaussian noise
+  uint64_t seed = 0;
+  int threads = 0;                 // 0 = hardware concurrency; results do not depend on it
+};
+CsbmParams csbm_preset(const std::string& preset);  // "arxiv-scale", "products-scale", "demo"
+std::vector<std::string> csbm_presets();
+Graph generate_csbm(const CsbmParams& p);
+
+// ---- statistics ----------------------------------------------------------------------------------
+
+struct GraphStats {
+  int64_t nodes = 0, stored_edges = 0, self_loops = 0, duplicates = 0, undirected_edges = 0,
+          reciprocal_pairs = 0, isolated = 0, components = 0, largest_component = 0;
+  int64_t features = 0, feature_nnz = 0, classes = 0;
+  std::vector<int64_t> class_sizes;
+  double edge_homophily = 0, edge_homophily_stored = 0, node_homophily = 0,
+         class_insensitive_homophily = 0, adjusted_homophily = 0;
+  int64_t degree_min = 0, degree_max = 0;
+  double degree_mean = 0, degree_median = 0;
+};
+GraphStats compute_stats(const Graph& g);
+std::string stats_json(const Graph& g, const GraphStats& s);
+std::string stats_table(const Graph& g, const GraphStats& s);
+
+// Writes `bytes` to `path` through a temporary file in the same folder and a rename, so a reader
+// never sees a half-written file.
+void write_file_atomic(const std::string& path, const std::string& bytes);
+
+}  // namespace adgnn

@@ -1,0 +1,510 @@
+// Our HDF5 graph format (docs/hdf5-format.md). Large datasets are chunked, byte-shuffled and
+// deflated; chunks are compressed and decompressed in parallel (H5Dwrite_chunk/H5Dread_chunk with
+// the same filter pipeline h5py applies), so loading is the fast path for big graphs.
+#include <hdf5.h>
+#include <omp.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <unistd.h>
+
+#include "adgnn/loaders.h"
+#include "fmt/format.h"
+#include "fmt/ranges.h"
+
+namespace adgnn {
+
+namespace {
+
+constexpr int kFormatVersion = 1;
+constexpr hsize_t kChunkBytes = 4 << 20;     // ~4 MiB of raw data per chunk
+constexpr hsize_t kContiguousBelow = 1 << 16;  // small datasets: contiguous, unfiltered
+
+struct H5Handle {
+  hid_t id = -1;
+  herr_t (*close)(hid_t) = nullptr;
+  H5Handle() = default;
+  H5Handle(hid_t i, herr_t (*c)(hid_t)) : id(i), close(c) {}
+  H5Handle(const H5Handle&) = delete;
+  H5Handle& operator=(const H5Handle&) = delete;
+  H5Handle(H5Handle&& o) noexcept : id(o.id), close(o.close) { o.id = -1; }
+  H5Handle& operator=(H5Handle&& o) noexcept {
+    std::swap(id, o.id);
+    std::swap(close, o.close);
+    return *this;
+  }
+  ~H5Handle() {
+    if (id >= 0 && close) close(id);
+  }
+  operator hid_t() const { return id; }
+};
+
+void silence_hdf5() {
+  static bool done = [] {
+    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+    return true;
+  }();
+  (void)done;
+}
+
+int threads_or_default(int t) { return t > 0 ? t : std::max(1, omp_get_num_procs()); }
+
+void shuffle_bytes(const char* in, char* out, size_t n_items, size_t item) {
+  for (size_t b = 0; b < item; ++b)
+    for (size_t i = 0; i < n_items; ++i) out[b * n_items + i] = in[i * item + b];
+}
+void unshuffle_bytes(const char* in, char* out, size_t n_items, size_t item) {
+  for (size_t b = 0; b < item; ++b)
+    for (size_t i = 0; i < n_items; ++i) out[i * item + b] = in[b * n_items + i];
+}
+
+class Writer {
+ public:
+  Writer(const std::string& path, const H5WriteOptions& opt) : path_(path), opt_(opt) {
+    silence_hdf5();
+    file_ = H5Handle(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
+    if (file_ < 0) throw InputError(fmt::format("{}: cannot create HDF5 file", path));
+  }
+  hid_t file() const { return file_; }
+
+  H5Handle group(const std::string& name) {
+    H5Handle g(H5Gcreate2(file_, name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
+    check(g, "create group " + name);
+    return g;
+  }
+
+  // Writes an n-dimensional array (row-major) with `item` bytes per element of HDF5 type `type`.
+  void dataset(const std::string& name, hid_t type, const void* data,
+               const std::vector<hsize_t>& dims) {
+    const size_t item = H5Tget_size(type);
+    hsize_t total = 1;
+    for (auto d : dims) total *= d;
+    H5Handle space(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr),
+                   H5Sclose);
+    H5Handle dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
+    const bool chunked = total >= kContiguousBelow && opt_.deflate_level > 0;
+    std::vector<hsize_t> chunk(dims);
+    if (chunked) {
+      // Chunk along the first dimension only; rows stay whole.
+      hsize_t row = item;
+      for (size_t k = 1; k < dims.size(); ++k) row *= dims[k];
+      chunk[0] = std::clamp<hsize_t>(kChunkBytes / std::max<hsize_t>(row, 1), 1, dims[0]);
+      H5Pset_chunk(dcpl, static_cast<int>(dims.size()), chunk.data());
+      H5Pset_shuffle(dcpl);
+      H5Pset_deflate(dcpl, static_cast<unsigned>(opt_.deflate_level));
+    }
+    H5Handle dset(H5Dcreate2(file_, name.c_str(), type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT),
+                  H5Dclose);
+    check(dset, "create dataset " + name);
+    if (total == 0) return;
+    if (!chunked) {
+      check(H5Dwrite(dset, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), "write " + name);
+      return;
+    }
+    hsize_t row_bytes = item;
+    for (size_t k = 1; k < dims.size(); ++k) row_bytes *= dims[k];
+    const hsize_t chunk_bytes = chunk[0] * row_bytes;
+    const int64_t n_chunks = static_cast<int64_t>((dims[0] + chunk[0] - 1) / chunk[0]);
+    // Compress a window of chunks in parallel, then write them in order (HDF5 is serial).
+    const int threads = threads_or_default(opt_.threads);
+    const int64_t window = 4 * threads;
+    std::vector<std::string> packed(static_cast<size_t>(window));
+    for (int64_t first = 0; first < n_chunks; first += window) {
+      const int64_t last = std::min(n_chunks, first + window);
+      bool failed = false;
+#pragma omp parallel for num_threads(threads) schedule(dynamic)
+      for (int64_t c = first; c < last; ++c) {
+        const hsize_t begin = static_cast<hsize_t>(c) * chunk[0];
+        const hsize_t rows = std::min(chunk[0], dims[0] - begin);
+        // Edge chunks are stored at full size, zero-padded, as HDF5 itself does.
+        std::string raw(chunk_bytes, '\0');
+        std::memcpy(raw.data(), static_cast<const char*>(data) + begin * row_bytes,
+                    rows * row_bytes);
+        std::string shuffled(chunk_bytes, '\0');
+        shuffle_bytes(raw.data(), shuffled.data(), chunk_bytes / item, item);
+        uLongf bound = compressBound(static_cast<uLong>(chunk_bytes));
+        std::string& out = packed[static_cast<size_t>(c - first)];
+        out.resize(bound);
+        if (compress2(reinterpret_cast<Bytef*>(out.data()), &bound,
+                      reinterpret_cast<const Bytef*>(shuffled.data()),
+                      static_cast<uLong>(chunk_bytes), opt_.deflate_level) != Z_OK) {
+#pragma omp atomic write
+          failed = true;
+        }
+        out.resize(bound);
+      }
+      if (failed) throw InputError(fmt::format("{}: compression of {} failed", path_, name));
+      for (int64_t c = first; c < last; ++c) {
+        std::vector<hsize_t> offset(dims.size(), 0);
+        offset[0] = static_cast<hsize_t>(c) * chunk[0];
+        const auto& buf = packed[static_cast<size_t>(c - first)];
+        check(H5Dwrite_chunk(dset, H5P_DEFAULT, 0, offset.data(), buf.size(), buf.data()),
+              "write chunk of " + name);
+      }
+    }
+  }
+
+  void attr_string(hid_t obj, const std::string& name, const std::string& value) {
+    H5Handle type(H5Tcopy(H5T_C_S1), H5Tclose);
+    H5Tset_size(type, H5T_VARIABLE);
+    H5Tset_cset(type, H5T_CSET_UTF8);
+    H5Handle space(H5Screate(H5S_SCALAR), H5Sclose);
+    H5Handle a(H5Acreate2(obj, name.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+    check(a, "create attribute " + name);
+    const char* p = value.c_str();
+    check(H5Awrite(a, type, &p), "write attribute " + name);
+  }
+  void attr_int(hid_t obj, const std::string& name, int64_t value) {
+    H5Handle space(H5Screate(H5S_SCALAR), H5Sclose);
+    H5Handle a(H5Acreate2(obj, name.c_str(), H5T_STD_I64LE, space, H5P_DEFAULT, H5P_DEFAULT),
+               H5Aclose);
+    check(a, "create attribute " + name);
+    check(H5Awrite(a, H5T_NATIVE_INT64, &value), "write attribute " + name);
+  }
+  void check(herr_t rc, const std::string& what) {
+    if (rc < 0) throw InputError(fmt::format("{}: HDF5 failed to {}", path_, what));
+  }
+  void check(const H5Handle& h, const std::string& what) { check(h.id < 0 ? -1 : 0, what); }
+
+ private:
+  std::string path_;
+  H5WriteOptions opt_;
+  H5Handle file_;
+};
+
+class Reader {
+ public:
+  Reader(const std::string& path, int threads) : path_(path), threads_(threads_or_default(threads)) {
+    silence_hdf5();
+    if (!std::filesystem::exists(path))
+      throw InputError(fmt::format("{}: no such file", path));
+    if (H5Fis_hdf5(path.c_str()) <= 0)
+      throw InputError(fmt::format("{}: not an HDF5 file", path));
+    file_ = H5Handle(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+    if (file_ < 0) throw InputError(fmt::format("{}: cannot open HDF5 file (corrupt?)", path));
+  }
+  hid_t file() const { return file_; }
+  bool exists(const std::string& name) const {
+    // H5Lexists on each path component (a missing parent is an error otherwise).
+    std::string partial;
+    size_t pos = 1;
+    while (pos <= name.size()) {
+      const size_t next = name.find('/', pos);
+      partial = name.substr(0, next);
+      if (H5Lexists(file_, partial.c_str(), H5P_DEFAULT) <= 0) return false;
+      if (next == std::string::npos) break;
+      pos = next + 1;
+    }
+    return true;
+  }
+
+  std::vector<hsize_t> dims(const std::string& name) const {
+    H5Handle d = open(name);
+    H5Handle space(H5Dget_space(d), H5Sclose);
+    const int nd = H5Sget_simple_extent_ndims(space);
+    std::vector<hsize_t> out(static_cast<size_t>(std::max(nd, 0)));
+    H5Sget_simple_extent_dims(space, out.data(), nullptr);
+    return out;
+  }
+
+  // Reads a dataset converted to `mem_type` (item bytes each) into `out`.
+  template <typename T>
+  std::vector<T> read(const std::string& name, hid_t mem_type,
+                      const std::vector<hsize_t>& expect) const {
+    H5Handle d = open(name);
+    const auto shape = dims(name);
+    if (shape != expect) {
+      throw InputError(fmt::format("{}: {} has shape ({}), expected ({})", path_, name,
+                                   fmt::join(shape, ", "), fmt::join(expect, ", ")));
+    }
+    hsize_t total = 1;
+    for (auto s : shape) total *= s;
+    std::vector<T> out(static_cast<size_t>(total));
+    if (total == 0) return out;
+    H5Handle ftype(H5Dget_type(d), H5Tclose);
+    if (H5Tget_class(ftype) != H5Tget_class(mem_type))
+      throw InputError(fmt::format("{}: {} has the wrong element type", path_, name));
+    if (!fast_read(d, ftype, mem_type, shape, out.data()))
+      if (H5Dread(d, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()) < 0)
+        throw InputError(fmt::format("{}: cannot read {} (corrupt data?)", path_, name));
+    return out;
+  }
+
+  std::string attr_string(hid_t obj, const std::string& name) const {
+    if (H5Aexists(obj, name.c_str()) <= 0)
+      throw InputError(fmt::format("{}: missing attribute '{}'", path_, name));
+    H5Handle a(H5Aopen(obj, name.c_str(), H5P_DEFAULT), H5Aclose);
+    H5Handle ftype(H5Aget_type(a), H5Tclose);
+    if (H5Tget_class(ftype) != H5T_STRING)
+      throw InputError(fmt::format("{}: attribute '{}' is not a string", path_, name));
+    if (H5Tis_variable_str(ftype) > 0) {
+      H5Handle mtype(H5Tcopy(H5T_C_S1), H5Tclose);
+      H5Tset_size(mtype, H5T_VARIABLE);
+      H5Tset_cset(mtype, H5Tget_cset(ftype));
+      char* p = nullptr;
+      if (H5Aread(a, mtype, &p) < 0)
+        throw InputError(fmt::format("{}: cannot read attribute '{}'", path_, name));
+      std::string s = p ? p : "";
+      H5free_memory(p);
+      return s;
+    }
+    const size_t n = H5Tget_size(ftype);
+    std::string s(n, '\0');
+    if (H5Aread(a, ftype, s.data()) < 0)
+      throw InputError(fmt::format("{}: cannot read attribute '{}'", path_, name));
+    s.resize(std::strlen(s.c_str()));
+    return s;
+  }
+  int64_t attr_int(hid_t obj, const std::string& name) const {
+    if (H5Aexists(obj, name.c_str()) <= 0)
+      throw InputError(fmt::format("{}: missing attribute '{}'", path_, name));
+    H5Handle a(H5Aopen(obj, name.c_str(), H5P_DEFAULT), H5Aclose);
+    int64_t v = 0;
+    if (H5Aread(a, H5T_NATIVE_INT64, &v) < 0)
+      throw InputError(fmt::format("{}: cannot read attribute '{}'", path_, name));
+    return v;
+  }
+
+  H5Handle open(const std::string& name) const {
+    if (!exists(name)) throw InputError(fmt::format("{}: missing dataset {}", path_, name));
+    H5Handle d(H5Dopen2(file_, name.c_str(), H5P_DEFAULT), H5Dclose);
+    if (d < 0) throw InputError(fmt::format("{}: cannot open dataset {}", path_, name));
+    return d;
+  }
+  H5Handle open_group(const std::string& name) const {
+    if (!exists(name)) throw InputError(fmt::format("{}: missing group {}", path_, name));
+    H5Handle g(H5Gopen2(file_, name.c_str(), H5P_DEFAULT), H5Gclose);
+    if (g < 0) throw InputError(fmt::format("{}: cannot open group {}", path_, name));
+    return g;
+  }
+
+ private:
+  // Parallel decompression of chunks filtered exactly [shuffle, deflate] or [deflate], chunked
+  // along dim 0 only, stored in the memory type. Anything else falls back to H5Dread.
+  bool fast_read(hid_t d, hid_t ftype, hid_t mem_type, const std::vector<hsize_t>& shape,
+                 void* out) const {
+    if (H5Tequal(ftype, mem_type) <= 0) return false;
+    H5Handle dcpl(H5Dget_create_plist(d), H5Pclose);
+    if (H5Pget_layout(dcpl) != H5D_CHUNKED) return false;
+    std::vector<hsize_t> chunk(shape.size());
+    if (H5Pget_chunk(dcpl, static_cast<int>(shape.size()), chunk.data()) !=
+        static_cast<int>(shape.size()))
+      return false;
+    for (size_t k = 1; k < shape.size(); ++k)
+      if (chunk[k] != shape[k]) return false;
+    const int nf = H5Pget_nfilters(dcpl);
+    bool shuffle = false;
+    for (int f = 0; f < nf; ++f) {
+      unsigned flags = 0, cd[8];
+      size_t ncd = 8;
+      const H5Z_filter_t id = H5Pget_filter2(dcpl, static_cast<unsigned>(f), &flags, &ncd, cd, 0,
+                                             nullptr, nullptr);
+      if (id == H5Z_FILTER_SHUFFLE && f == 0) shuffle = true;
+      else if (!(id == H5Z_FILTER_DEFLATE && f == nf - 1)) return false;
+    }
+    if (nf == 0 || nf > 2 || (nf == 2 && !shuffle)) return false;
+    const size_t item = H5Tget_size(ftype);
+    size_t row_bytes = item;
+    for (size_t k = 1; k < shape.size(); ++k) row_bytes *= shape[k];
+    const size_t chunk_bytes = chunk[0] * row_bytes;
+    const int64_t n_chunks = static_cast<int64_t>((shape[0] + chunk[0] - 1) / chunk[0]);
+    const int64_t window = 4 * threads_;
+    std::vector<std::string> raw(static_cast<size_t>(window));
+    std::vector<uint32_t> masks(static_cast<size_t>(window));
+    for (int64_t first = 0; first < n_chunks; first += window) {
+      const int64_t last = std::min(n_chunks, first + window);
+      for (int64_t c = first; c < last; ++c) {
+        std::vector<hsize_t> offset(shape.size(), 0);
+        offset[0] = static_cast<hsize_t>(c) * chunk[0];
+        hsize_t nbytes = 0;
+        if (H5Dget_chunk_storage_size(d, offset.data(), &nbytes) < 0) return false;
+        auto& buf = raw[static_cast<size_t>(c - first)];
+        buf.resize(nbytes);
+        if (H5Dread_chunk(d, H5P_DEFAULT, offset.data(), &masks[static_cast<size_t>(c - first)],
+                          buf.data()) < 0)
+          return false;
+        if (masks[static_cast<size_t>(c - first)] != 0) return false;  // a filter was skipped
+      }
+      bool failed = false;
+#pragma omp parallel for num_threads(threads_) schedule(dynamic)
+      for (int64_t c = first; c < last; ++c) {
+        std::string plain(chunk_bytes, '\0');
+        uLongf len = static_cast<uLongf>(chunk_bytes);
+        const auto& buf = raw[static_cast<size_t>(c - first)];
+        if (uncompress(reinterpret_cast<Bytef*>(plain.data()), &len,
+                       reinterpret_cast<const Bytef*>(buf.data()),
+                       static_cast<uLong>(buf.size())) != Z_OK ||
+            len != chunk_bytes) {
+#pragma omp atomic write
+          failed = true;
+          continue;
+        }
+        const hsize_t begin = static_cast<hsize_t>(c) * chunk[0];
+        const size_t rows = static_cast<size_t>(std::min<hsize_t>(chunk[0], shape[0] - begin));
+        char* dst = static_cast<char*>(out) + begin * row_bytes;
+        if (shuffle) {
+          std::string un(chunk_bytes, '\0');
+          unshuffle_bytes(plain.data(), un.data(), chunk_bytes / item, item);
+          std::memcpy(dst, un.data(), rows * row_bytes);
+        } else {
+          std::memcpy(dst, plain.data(), rows * row_bytes);
+        }
+      }
+      if (failed) throw InputError(fmt::format("{}: corrupt compressed chunk", path_));
+    }
+    return true;
+  }
+
+  std::string path_;
+  int threads_;
+  H5Handle file_;
+};
+
+}  // namespace
+
+void write_graph_h5(const Graph& g, const std::string& path, const H5WriteOptions& opt) {
+  g.validate(path);
+  const std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
+  try {
+    Writer w(tmp, opt);
+    const hid_t root = w.file();
+    w.attr_string(root, "format", "adgnn-graph");
+    w.attr_int(root, "format_version", kFormatVersion);
+    w.attr_string(root, "name", g.name);
+    w.attr_string(root, "source", g.source);
+    w.attr_string(root, "source_sha256", g.source_sha256);
+    w.attr_int(root, "directed", g.directed ? 1 : 0);
+    w.attr_int(root, "num_nodes", g.num_nodes);
+    w.attr_int(root, "num_classes", g.num_classes);
+    const hsize_t n = static_cast<hsize_t>(g.num_nodes);
+    {
+      auto grp = w.group("/graph");
+      w.dataset("/graph/indptr", H5T_STD_I64LE, g.adj.indptr.data(), {n + 1});
+      w.dataset("/graph/indices", H5T_STD_I32LE, g.adj.indices.data(),
+                {static_cast<hsize_t>(g.adj.nnz())});
+    }
+    {
+      auto grp = w.group("/features");
+      w.attr_string(grp, "layout", g.features.sparse ? "csr" : "dense");
+      w.attr_int(grp, "rows", g.features.rows);
+      w.attr_int(grp, "cols", g.features.cols);
+      if (g.features.sparse) {
+        const auto& c = g.features.csr;
+        std::vector<float> ones;
+        const float* vals = c.values.data();
+        if (c.values.empty()) {
+          ones.assign(c.indices.size(), 1.0f);
+          vals = ones.data();
+        }
+        w.dataset("/features/indptr", H5T_STD_I64LE, c.indptr.data(), {n + 1});
+        w.dataset("/features/indices", H5T_STD_I32LE, c.indices.data(),
+                  {static_cast<hsize_t>(c.nnz())});
+        w.dataset("/features/data", H5T_IEEE_F32LE, vals, {static_cast<hsize_t>(c.nnz())});
+      } else {
+        w.dataset("/features/values", H5T_IEEE_F32LE, g.features.dense.data(),
+                  {n, static_cast<hsize_t>(g.features.cols)});
+      }
+    }
+    w.dataset("/labels", H5T_STD_I64LE, g.labels.data(), {n});
+    {
+      auto grp = w.group("/splits");
+      for (const auto& s : g.splits) {
+        auto sg = w.group("/splits/" + s.name);
+        const std::vector<hsize_t> dims{static_cast<hsize_t>(s.count), n};
+        w.dataset("/splits/" + s.name + "/train", H5T_STD_U8LE, s.train.data(), dims);
+        w.dataset("/splits/" + s.name + "/val", H5T_STD_U8LE, s.val.data(), dims);
+        w.dataset("/splits/" + s.name + "/test", H5T_STD_U8LE, s.test.data(), dims);
+      }
+    }
+  } catch (...) {
+    std::filesystem::remove(tmp);
+    throw;
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::filesystem::remove(tmp);
+    throw InputError(fmt::format("{}: cannot rename into place ({})", path, ec.message()));
+  }
+}
+
+Graph read_graph_h5(const std::string& path, int threads) {
+  Reader r(path, threads);
+  const hid_t root = r.file();
+  if (H5Aexists(root, "format") <= 0 || r.attr_string(root, "format") != "adgnn-graph")
+    throw InputError(fmt::format("{}: not an adgnn graph file (no format='adgnn-graph')", path));
+  const int64_t version = r.attr_int(root, "format_version");
+  if (version != kFormatVersion)
+    throw InputError(fmt::format("{}: format version {} is not supported (this build reads {})",
+                                 path, version, kFormatVersion));
+  Graph g;
+  g.name = r.attr_string(root, "name");
+  g.source = r.attr_string(root, "source");
+  g.source_sha256 = r.attr_string(root, "source_sha256");
+  g.directed = r.attr_int(root, "directed") != 0;
+  g.num_nodes = r.attr_int(root, "num_nodes");
+  g.num_classes = r.attr_int(root, "num_classes");
+  if (g.num_nodes <= 0 || g.num_nodes > INT32_MAX)
+    throw InputError(fmt::format("{}: num_nodes {} out of range", path, g.num_nodes));
+  const hsize_t n = static_cast<hsize_t>(g.num_nodes);
+  g.adj.rows = g.adj.cols = g.num_nodes;
+  g.adj.indptr = r.read<int64_t>("/graph/indptr", H5T_NATIVE_INT64, {n + 1});
+  const auto idims = r.dims("/graph/indices");
+  if (idims.size() != 1) throw InputError(fmt::format("{}: /graph/indices is not 1-D", path));
+  g.adj.indices = r.read<int32_t>("/graph/indices", H5T_NATIVE_INT32, idims);
+  {
+    auto grp = r.open_group("/features");
+    const std::string layout = r.attr_string(grp, "layout");
+    g.features.rows = r.attr_int(grp, "rows");
+    g.features.cols = r.attr_int(grp, "cols");
+    if (g.features.rows != g.num_nodes || g.features.cols < 0)
+      throw InputError(fmt::format("{}: /features is {} x {} for {} nodes", path,
+                                   g.features.rows, g.features.cols, g.num_nodes));
+    const hsize_t f = static_cast<hsize_t>(g.features.cols);
+    if (layout == "dense") {
+      g.features.dense = r.read<float>("/features/values", H5T_NATIVE_FLOAT, {n, f});
+    } else if (layout == "csr") {
+      g.features.sparse = true;
+      auto& c = g.features.csr;
+      c.rows = g.features.rows;
+      c.cols = g.features.cols;
+      c.indptr = r.read<int64_t>("/features/indptr", H5T_NATIVE_INT64, {n + 1});
+      const auto nnz = r.dims("/features/indices");
+      if (nnz.size() != 1) throw InputError(fmt::format("{}: /features/indices is not 1-D", path));
+      c.indices = r.read<int32_t>("/features/indices", H5T_NATIVE_INT32, nnz);
+      c.values = r.read<float>("/features/data", H5T_NATIVE_FLOAT, nnz);
+    } else {
+      throw InputError(fmt::format("{}: /features layout '{}' is neither dense nor csr", path,
+                                   layout));
+    }
+  }
+  g.labels = r.read<int64_t>("/labels", H5T_NATIVE_INT64, {n});
+  if (r.exists("/splits")) {
+    auto grp = r.open_group("/splits");
+    H5G_info_t info;
+    H5Gget_info(grp, &info);
+    for (hsize_t i = 0; i < info.nlinks; ++i) {
+      char name[256];
+      if (H5Lget_name_by_idx(grp, ".", H5_INDEX_NAME, H5_ITER_INC, i, name, sizeof(name),
+                             H5P_DEFAULT) < 0)
+        throw InputError(fmt::format("{}: cannot list /splits", path));
+      SplitSet s;
+      s.name = name;
+      const std::string base = "/splits/" + s.name;
+      const auto d = r.dims(base + "/train");
+      if (d.size() != 2 || d[1] != n)
+        throw InputError(fmt::format("{}: {}/train must be (splits, {})", path, base, n));
+      s.count = static_cast<int64_t>(d[0]);
+      s.train = r.read<uint8_t>(base + "/train", H5T_NATIVE_UINT8, d);
+      s.val = r.read<uint8_t>(base + "/val", H5T_NATIVE_UINT8, d);
+      s.test = r.read<uint8_t>(base + "/test", H5T_NATIVE_UINT8, d);
+      g.splits.push_back(std::move(s));
+    }
+  }
+  g.validate(path);
+  return g;
+}
+
+}  // namespace adgnn

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Command-line behaviour: --help everywhere, exit code 2 and exactly one stderr line for bad
+# input, atomic outputs. Usage: test_cli.sh <adgnn binary> [shared data dir]
+set -u
+adgnn=$1
+data=${2:-}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+pass=0; fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+
+# expect_error <stderr fragment> <command...>: exit code 2, one stderr line containing the fragment.
+expect_error() {
+  local frag=$1; shift
+  "$@" >"$tmp/out" 2>"$tmp/err"
+  local rc=$?
+  local lines; lines=$(wc -l <"$tmp/err")
+  if [ $rc -ne 2 ]; then bad "$* -> exit $rc (want 2): $(cat "$tmp/err")"; return; fi
+  if [ "$lines" -ne 1 ]; then bad "$* -> $lines stderr lines (want 1): $(cat "$tmp/err")"; return; fi
+  grep -qF -- "$frag" "$tmp/err" || { bad "$* -> '$(cat "$tmp/err")' lacks '$frag'"; return; }
+  ok
+}
+expect_ok() {
+  "$@" >"$tmp/out" 2>"$tmp/err" && ok || bad "$* -> exit $?: $(cat "$tmp/err")"
+}
+
+for sub in "" "data" "data stats" "data convert" "data generate" "data bench"; do
+  # shellcheck disable=SC2086
+  expect_ok "$adgnn" $sub --help
+done
+expect_ok "$adgnn" --version
+
+# Flags and values.
+expect_error "homophily" "$adgnn" data generate --preset demo --homophily 1.5 -o "$tmp/x.h5"
+expect_error "--preset nosuch" "$adgnn" data generate --preset nosuch -o "$tmp/x.h5"
+expect_error "--out" "$adgnn" data generate --preset demo -o "$tmp/no/such/dir/x.h5"
+expect_error "--nodes" "$adgnn" data generate --nodes abc -o "$tmp/x.h5"
+expect_error "--frobnicate" "$adgnn" data stats --frobnicate
+expect_error "--dataset" "$adgnn" data stats
+expect_error "nosuch.npz" "$adgnn" data stats "$tmp/nosuch.npz"
+# Files: empty, corrupt, not our HDF5.
+: >"$tmp/empty.npz"
+expect_error "empty.npz: empty file" "$adgnn" data stats "$tmp/empty.npz"
+head -c 3000 /dev/urandom >"$tmp/junk.npz"
+expect_error "junk.npz" "$adgnn" data stats "$tmp/junk.npz"
+echo hello >"$tmp/text.h5"
+expect_error "text.h5: not an HDF5 file" "$adgnn" data stats "$tmp/text.h5"
+
+# Generate, then stats / convert round trip; the output appears only complete (no temp left).
+expect_ok "$adgnn" data generate --preset demo --seed 3 -o "$tmp/demo.h5"
+expect_ok "$adgnn" data stats "$tmp/demo.h5" --json
+grep -q '"nodes"' "$tmp/out" && ok || bad "stats --json lacks nodes"
+expect_ok "$adgnn" data convert "$tmp/demo.h5" -o "$tmp/demo2.h5"
+ls "$tmp" | grep -q '\.tmp\.' && bad "temporary file left behind" || ok
+# A failed write leaves an existing output untouched.
+cp "$tmp/demo.h5" "$tmp/keep.h5"
+expect_error "homophily" "$adgnn" data generate --preset demo --homophily -1 -o "$tmp/keep.h5"
+cmp -s "$tmp/demo.h5" "$tmp/keep.h5" && ok || bad "failed run changed an existing output"
+
+if [ -n "$data" ] && [ -d "$data" ]; then
+  expect_ok "$adgnn" data stats --dataset texas --data-dir "$data"
+  grep -q "183" "$tmp/out" && ok || bad "texas stats lack 183 nodes"
+  expect_ok env ADGNN_DATA="$data" "$adgnn" data convert chameleon -o "$tmp/ch.h5"
+  expect_error "--dataset nosuch" "$adgnn" data stats nosuch --data-dir "$data"
+else
+  echo "SKIP: shared data absent, dataset CLI checks skipped"
+fi
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]

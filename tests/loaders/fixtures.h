@@ -1,0 +1,30 @@
+// Test fixtures: NPY/NPZ/gzip bytes built in memory, and scratch folders.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace fixtures {
+
+std::string npy_raw(const std::string& descr, const std::vector<int64_t>& shape,
+                    const std::string& data, bool fortran = false);
+template <typename T>
+std::string npy(const std::string& descr, const std::vector<int64_t>& shape,
+                const std::vector<T>& values, bool fortran = false) {
+  std::string data(values.size() * sizeof(T), '\0');
+  if (!values.empty()) std::memcpy(data.data(), values.data(), data.size());
+  return npy_raw(descr, shape, data, fortran);
+}
+// A ZIP archive of (name, bytes) members, stored or deflated, as numpy.savez writes it.
+std::string zip(const std::vector<std::pair<std::string, std::string>>& members, bool deflate);
+std::string gzip(const std::string& text);
+void write(const std::string& path, const std::string& bytes);
+// A fresh empty folder under the system temp dir, unique to the running test.
+std::string scratch_dir();
+// The real datasets (../shared/data); empty when absent.
+std::string data_dir();
+
+}  // namespace fixtures

@@ -1,0 +1,133 @@
+// Our HDF5 format: round trips (dense and CSR features, chunked fast path and contiguous small
+// datasets) and faults.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <random>
+
+#include "adgnn/loaders.h"
+#include "fixtures.h"
+
+namespace {
+
+adgnn::Graph random_graph(int64_t n, int64_t f, bool sparse, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  adgnn::Graph g;
+  g.name = "rand";
+  g.source = "test";
+  g.source_sha256 = adgnn::sha256_hex("test");
+  g.directed = true;
+  g.num_nodes = n;
+  g.num_classes = 3;
+  std::vector<int64_t> src, dst;
+  g.adj.rows = g.adj.cols = n;
+  for (int64_t u = 0; u < n; ++u) {
+    const int k = int(rng() % 6);
+    for (int j = 0; j < k; ++j) g.adj.indices.push_back(int32_t(rng() % uint64_t(n)));
+    g.adj.indptr.push_back(int64_t(g.adj.indices.size()));
+  }
+  g.features.rows = n;
+  g.features.cols = f;
+  g.features.sparse = sparse;
+  std::normal_distribution<float> normal;
+  if (sparse) {
+    g.features.csr.rows = n;
+    g.features.csr.cols = f;
+    for (int64_t u = 0; u < n; ++u) {
+      for (int64_t c = 0; c < f; ++c)
+        if (rng() % 7 == 0) {
+          g.features.csr.indices.push_back(int32_t(c));
+          g.features.csr.values.push_back(normal(rng));
+        }
+      g.features.csr.indptr.push_back(int64_t(g.features.csr.indices.size()));
+    }
+  } else {
+    for (int64_t i = 0; i < n * f; ++i) g.features.dense.push_back(normal(rng));
+  }
+  for (int64_t u = 0; u < n; ++u) g.labels.push_back(int64_t(rng() % 3));
+  adgnn::SplitSet s;
+  s.name = "random";
+  s.count = 2;
+  for (int64_t i = 0; i < 2 * n; ++i) {
+    const int r = int(rng() % 3);
+    s.train.push_back(r == 0);
+    s.val.push_back(r == 1);
+    s.test.push_back(r == 2);
+  }
+  g.splits.push_back(s);
+  return g;
+}
+
+void expect_equal(const adgnn::Graph& a, const adgnn::Graph& b) {
+  EXPECT_EQ(a.name, b.name);
+  EXPECT_EQ(a.source, b.source);
+  EXPECT_EQ(a.source_sha256, b.source_sha256);
+  EXPECT_EQ(a.directed, b.directed);
+  EXPECT_EQ(a.num_nodes, b.num_nodes);
+  EXPECT_EQ(a.num_classes, b.num_classes);
+  EXPECT_EQ(a.adj.indptr, b.adj.indptr);
+  EXPECT_EQ(a.adj.indices, b.adj.indices);
+  EXPECT_EQ(a.features.sparse, b.features.sparse);
+  EXPECT_EQ(a.features.dense, b.features.dense);
+  EXPECT_EQ(a.features.csr.indptr, b.features.csr.indptr);
+  EXPECT_EQ(a.features.csr.indices, b.features.csr.indices);
+  EXPECT_EQ(a.features.csr.values, b.features.csr.values);
+  EXPECT_EQ(a.labels, b.labels);
+  ASSERT_EQ(a.splits.size(), b.splits.size());
+  EXPECT_EQ(a.splits[0].train, b.splits[0].train);
+  EXPECT_EQ(a.splits[0].test, b.splits[0].test);
+}
+
+TEST(H5Graph, RoundTripDenseChunkedWithThreads) {
+  const std::string dir = fixtures::scratch_dir();
+  // 40k x 64 floats = 10 MB: several 4 MiB chunks, so the parallel chunk path runs.
+  const auto g = random_graph(40000, 64, false, 1);
+  for (int threads : {1, 2}) {
+    adgnn::H5WriteOptions opt;
+    opt.threads = threads;
+    adgnn::write_graph_h5(g, dir + "/g.h5", opt);
+    expect_equal(g, adgnn::read_graph_h5(dir + "/g.h5", threads));
+  }
+  adgnn::H5WriteOptions raw;
+  raw.deflate_level = 0;
+  adgnn::write_graph_h5(g, dir + "/raw.h5", raw);
+  expect_equal(g, adgnn::read_graph_h5(dir + "/raw.h5"));
+  EXPECT_FALSE(std::filesystem::exists(dir + "/g.h5.tmp"));
+}
+
+TEST(H5Graph, RoundTripSparseSmall) {
+  const std::string dir = fixtures::scratch_dir();
+  const auto g = random_graph(50, 20, true, 2);
+  adgnn::write_graph_h5(g, dir + "/s.h5");
+  expect_equal(g, adgnn::read_graph_h5(dir + "/s.h5"));
+  EXPECT_EQ(adgnn::load_dataset(dir + "/s.h5").num_nodes, 50);
+}
+
+TEST(H5Graph, Faults) {
+  const std::string dir = fixtures::scratch_dir();
+  auto expect = [](const std::string& path, const std::string& fragment) {
+    try {
+      adgnn::read_graph_h5(path);
+      FAIL() << "no error for " << path;
+    } catch (const adgnn::InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+    }
+  };
+  expect(dir + "/none.h5", "no such file");
+  fixtures::write(dir + "/text.h5", "hello");
+  expect(dir + "/text.h5", "not an HDF5 file");
+  // Truncated copy of a valid file.
+  const auto g = random_graph(40000, 64, false, 3);
+  adgnn::write_graph_h5(g, dir + "/full.h5");
+  const std::string bytes = adgnn::read_file(dir + "/full.h5");
+  fixtures::write(dir + "/cut.h5", bytes.substr(0, bytes.size() / 2));
+  EXPECT_THROW(adgnn::read_graph_h5(dir + "/cut.h5"), adgnn::InputError);
+  // An invalid graph is refused before anything is written; an existing file stays intact.
+  auto bad = g;
+  bad.labels[0] = 99;
+  EXPECT_THROW(adgnn::write_graph_h5(bad, dir + "/full.h5"), adgnn::InputError);
+  expect_equal(g, adgnn::read_graph_h5(dir + "/full.h5"));
+}
+
+}  // namespace
