@@ -26,6 +26,9 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     std::fprintf(stderr, "adgnn: error: %s (see --help)\n", e.what());
     return 2;
+  } catch (const adgnn::InputError& e) {  // raised by option callbacks (e.g. an unknown preset)
+    std::fprintf(stderr, "adgnn: error: %s\n", e.what());
+    return 2;
   }
   try {
     return run ? run() : 0;

@@ -67,7 +67,9 @@ TEST_P(RealDataset, StatisticsMatchTheDataReadme) {
   EXPECT_EQ(s.class_sizes, x.class_sizes);
   // The README gives four decimals.
   EXPECT_NEAR(s.edge_homophily, x.edge_h, 5e-5);
-  if (x.edge_h_stored >= 0) EXPECT_NEAR(s.edge_homophily_stored, x.edge_h_stored, 5e-5);
+  if (x.edge_h_stored >= 0) {
+    EXPECT_NEAR(s.edge_homophily_stored, x.edge_h_stored, 5e-5);
+  }
   EXPECT_NEAR(s.node_homophily, x.node_h, 5e-5);
   EXPECT_NEAR(s.class_insensitive_homophily, x.ci_h, 5e-5);
   EXPECT_NEAR(s.adjusted_homophily, x.adj_h, 5e-5);

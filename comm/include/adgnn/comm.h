@@ -1,0 +1,85 @@
+// adgnn/comm: the communicator of the distributed trainer. One interface over raw buffers; the
+// MPI backend lives in mpi_communicator.cpp (this header does not include mpi.h).
+//
+// Every operation waits at most timeout() seconds and then throws CommError, so a dead, hung or
+// absent peer ends the run with a message instead of a hang. After a collective (allreduce,
+// broadcast, barrier) times out or fails, the communicator is unusable: the operation may still
+// be in flight and own the buffer, and every later call throws CommError. The usual reaction is
+// to report the error and call mpi_abort(). An exchange that times out cancels its requests and
+// leaves the communicator usable when the cancellation is confirmed.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace adgnn {
+
+// A communication failure. The message is one line naming the rank, the host and the failing
+// call: "rank 1 on host x: MPI_Iallreduce (allreduce of 1024 F32 Sum) timed out after 30 s".
+class CommError : public std::runtime_error {
+ public:
+  CommError(int rank, const std::string& host, const std::string& what);
+  int rank() const { return rank_; }  // -1 when the rank is not known yet
+  const std::string& host() const { return host_; }
+
+ private:
+  int rank_;
+  std::string host_;
+};
+
+enum class ReduceOp { Sum, Max, Min };
+enum class DType { F32, F64, I64 };
+
+int64_t dtype_bytes(DType dt);
+const char* to_string(DType dt);
+const char* to_string(ReduceOp op);
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual int local_rank() const = 0;  // rank among the ranks on this host
+  virtual std::string host() const = 0;
+
+  // Collectives: every rank calls them, in the same order, with the same count / root.
+  virtual void barrier() = 0;
+  virtual void allreduce(void* data, int64_t count, DType dt, ReduceOp op) = 0;  // in place
+  virtual void broadcast(void* data, int64_t bytes, int root) = 0;
+  // Variable-size neighbour exchange of rows: send_counts[p] / recv_counts[p] rows of row_bytes
+  // each go to / come from peer p; both buffers are packed by peer in rank order. Only peers
+  // with non-zero counts are contacted, but every rank must call exchange, also one with nothing
+  // to send or receive. recv_counts[p] on this rank must equal send_counts[this rank] on p.
+  virtual void exchange(const void* send, const std::vector<int64_t>& send_counts, void* recv,
+                        const std::vector<int64_t>& recv_counts, int64_t row_bytes) = 0;
+
+  // Every wait fails with CommError after this many seconds (> 0; infinity disables). Default
+  // 300 s, or $ADGNN_COMM_TIMEOUT when set.
+  void set_timeout(double seconds);
+  double timeout() const { return timeout_; }
+
+ protected:
+  Communicator();  // applies $ADGNN_COMM_TIMEOUT; throws std::invalid_argument on a bad value
+  double timeout_ = 300;
+};
+
+// The timeout from $ADGNN_COMM_TIMEOUT, or 300 s when it is unset.
+double default_comm_timeout();
+
+// MPI: initialises MPI (MPI_Init_thread, FUNNELED: only the thread that created it may call it)
+// when not yet initialised and returns a communicator over a duplicate of MPI_COMM_WORLD.
+// Collective over MPI_COMM_WORLD. Finalize explicitly with mpi_finalize() at the end of main,
+// after every communicator is gone or unused; never in a destructor.
+std::unique_ptr<Communicator> make_mpi_communicator();
+void mpi_finalize();
+// MPI_Abort(MPI_COMM_WORLD, code) (or _Exit when MPI is not running): the way out after a
+// CommError, since MPI_Finalize may wait for the peer that failed.
+[[noreturn]] void mpi_abort(int exit_code);
+
+}  // namespace adgnn

@@ -1,0 +1,601 @@
+// Contextual stochastic block model: balanced classes, degree-corrected edges with an exact edge
+// homophily, Gaussian class-conditional features and a random 60/20/20 split.
+//
+// Reproducibility: every random draw comes from a small counter-seeded generator keyed by
+// (seed, stream, index) - one per block of edge candidates, per feature row, per class mean - so
+// the graph depends on the seed only, never on the thread count or the OpenMP schedule.
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <stdexcept>
+#include <thread>
+
+#include "adgnn/loaders.h"
+#include "fmt/format.h"
+#include "internal.h"
+
+namespace adgnn {
+
+namespace {
+
+// ---- random numbers -----------------------------------------------------------------------------
+
+uint64_t mix64(uint64_t z) {  // splitmix64's finaliser
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// Independent streams: a seed for (seed, stream, index) through chained splitmix64 mixing.
+uint64_t stream_seed(uint64_t seed, uint64_t stream, uint64_t index) {
+  uint64_t z = mix64(seed + 0x9E3779B97F4A7C15ull * (stream + 1));
+  return mix64(z ^ mix64(index + 0x632BE59BD9B4E019ull));
+}
+
+// xoshiro256** (Blackman & Vigna), state filled from splitmix64 as its authors recommend.
+class Rng {
+ public:
+  explicit Rng(uint64_t seed) {
+    for (auto& w : s_) {
+      seed += 0x9E3779B97F4A7C15ull;
+      w = mix64(seed);
+    }
+  }
+  uint64_t next() {
+    const uint64_t r = rotl(s_[1] * 5, 7) * 9;
+    const uint64_t t = s_[1] << 17;
+    s_[2] ^= s_[0];
+    s_[3] ^= s_[1];
+    s_[1] ^= s_[2];
+    s_[0] ^= s_[3];
+    s_[2] ^= t;
+    s_[3] = rotl(s_[3], 45);
+    return r;
+  }
+  double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }  // [0, 1)
+  // Unbiased integer in [0, bound) (Lemire's multiply-and-reject).
+  uint64_t below(uint64_t bound) {
+    unsigned __int128 m = static_cast<unsigned __int128>(next()) * bound;
+    if (static_cast<uint64_t>(m) < bound) {
+      const uint64_t floor = (0 - bound) % bound;
+      while (static_cast<uint64_t>(m) < floor) m = static_cast<unsigned __int128>(next()) * bound;
+    }
+    return static_cast<uint64_t>(m >> 64);
+  }
+  // Two independent standard normals (Marsaglia's polar method: no trigonometry).
+  void gauss2(double& a, double& b) {
+    double x, y, s;
+    do {
+      x = 2.0 * uniform() - 1.0;
+      y = 2.0 * uniform() - 1.0;
+      s = x * x + y * y;
+    } while (s >= 1.0 || s == 0.0);
+    const double f = std::sqrt(-2.0 * std::log(s) / s);
+    a = x * f;
+    b = y * f;
+  }
+
+ private:
+  static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+  uint64_t s_[4];
+};
+
+enum Stream : uint64_t { kLabels = 1, kWeights, kIntra, kInter, kMeans, kFeatures, kSplits };
+
+std::vector<int64_t> permutation(int64_t n, uint64_t seed, uint64_t stream) {
+  std::vector<int64_t> perm(static_cast<size_t>(n));
+  std::iota(perm.begin(), perm.end(), 0);
+  Rng rng(stream_seed(seed, stream, 0));
+  for (int64_t i = n - 1; i > 0; --i)
+    std::swap(perm[i], perm[rng.below(static_cast<uint64_t>(i) + 1)]);
+  return perm;
+}
+
+// ---- weighted sampling --------------------------------------------------------------------------
+
+// Walker/Vose alias table over a list of nodes. One 64-bit draw gives both the slot (high half of
+// draw * size) and the acceptance test (low half, uniform within the slot).
+struct AliasEntry {
+  uint64_t threshold;  // accept `node` when the low half is below this
+  int32_t node, alias;
+};
+
+void build_alias(const int32_t* nodes, const double* w, int64_t size, AliasEntry* out) {
+  double total = 0;
+  for (int64_t i = 0; i < size; ++i) total += w[nodes[i]];
+  std::vector<double> scaled(static_cast<size_t>(size));
+  std::vector<int64_t> small, large;
+  for (int64_t i = 0; i < size; ++i) {
+    scaled[i] = w[nodes[i]] * static_cast<double>(size) / total;
+    (scaled[i] < 1.0 ? small : large).push_back(i);
+  }
+  auto set = [&](int64_t i, double p, int64_t alias) {
+    out[i].node = nodes[i];
+    out[i].alias = nodes[alias];
+    out[i].threshold =
+        p >= 1.0 ? std::numeric_limits<uint64_t>::max() : static_cast<uint64_t>(std::ldexp(p, 64));
+  };
+  while (!small.empty() && !large.empty()) {
+    const int64_t s = small.back(), l = large.back();
+    small.pop_back();
+    set(s, scaled[s], l);
+    scaled[l] -= 1.0 - scaled[s];
+    if (scaled[l] < 1.0) {
+      large.pop_back();
+      small.push_back(l);
+    }
+  }
+  // Leftovers are 1 up to rounding: always accept (alias = itself, so the rare miss is harmless).
+  for (auto i : large) set(i, 1.0, i);
+  for (auto i : small) set(i, 1.0, i);
+}
+
+inline int32_t alias_sample(const AliasEntry* table, uint64_t size, uint64_t r) {
+  const unsigned __int128 m = static_cast<unsigned __int128>(r) * size;
+  const AliasEntry& e = table[static_cast<uint64_t>(m >> 64)];
+  return static_cast<uint64_t>(m) < e.threshold ? e.node : e.alias;
+}
+
+// ---- sorting ------------------------------------------------------------------------------------
+
+// Parallel LSD radix sort of keys below 2^bits (11-bit digits). Sorting bare keys gives one answer
+// whatever the thread count.
+void radix_sort(std::vector<uint64_t>& a, int bits, int threads) {
+  const size_t n = a.size();
+  if (n < (size_t{1} << 16)) {
+    std::sort(a.begin(), a.end());
+    return;
+  }
+  constexpr int kDigit = 11;
+  constexpr size_t kRadix = size_t{1} << kDigit;
+  std::vector<uint64_t> tmp(n);
+  std::vector<size_t> hist(static_cast<size_t>(threads) * kRadix);
+  uint64_t* src = a.data();
+  uint64_t* dst = tmp.data();
+  for (int shift = 0; shift < bits; shift += kDigit) {
+    int team = 1;
+#pragma omp parallel num_threads(threads)
+    {
+      const int t = omp_get_thread_num();
+#pragma omp single
+      team = omp_get_num_threads();
+      const size_t lo = n * t / team, hi = n * (t + 1) / team;
+      size_t* h = &hist[t * kRadix];
+      std::fill(h, h + kRadix, 0);
+      for (size_t i = lo; i < hi; ++i) ++h[(src[i] >> shift) & (kRadix - 1)];
+#pragma omp barrier
+#pragma omp single
+      {
+        size_t off = 0;
+        for (size_t d = 0; d < kRadix; ++d)
+          for (int u = 0; u < team; ++u) {
+            const size_t c = hist[u * kRadix + d];
+            hist[u * kRadix + d] = off;
+            off += c;
+          }
+      }
+      for (size_t i = lo; i < hi; ++i) dst[h[(src[i] >> shift) & (kRadix - 1)]++] = src[i];
+    }
+    std::swap(src, dst);
+  }
+  if (src != a.data()) a.swap(tmp);
+}
+
+// ---- edges --------------------------------------------------------------------------------------
+
+struct EdgeSampler {
+  int64_t n = 0;
+  int bits = 1;  // key = min << bits | max
+  uint64_t seed = 0;
+  int threads = 1;
+  const int32_t* label = nullptr;
+  const AliasEntry* global = nullptr;
+  const AliasEntry* by_class = nullptr;  // classes' tables back to back
+  const int64_t* class_off = nullptr;    // class c: by_class[class_off[c] .. class_off[c + 1])
+
+  uint64_t key(uint64_t u, uint64_t v) const {
+    return u < v ? (u << bits) | v : (v << bits) | u;
+  }
+  uint64_t draw(Rng& rng, bool intra) const {
+    while (true) {  // rejections redraw both ends, so a kept pair's chance is ~ w_u w_v
+      const int32_t u = alias_sample(global, static_cast<uint64_t>(n), rng.next());
+      const int32_t c = label[u];
+      int32_t v;
+      if (intra) {
+        v = alias_sample(by_class + class_off[c],
+                         static_cast<uint64_t>(class_off[c + 1] - class_off[c]), rng.next());
+        if (v != u) return key(static_cast<uint64_t>(u), static_cast<uint64_t>(v));
+      } else {
+        v = alias_sample(global, static_cast<uint64_t>(n), rng.next());
+        if (label[v] != c) return key(static_cast<uint64_t>(u), static_cast<uint64_t>(v));
+      }
+    }
+  }
+
+  // The sorted keys of `target` distinct edges of one kind. Rounds draw as many candidates as
+  // edges are missing and keep the new distinct ones; a round can then never overshoot, so the
+  // result is the first `target` distinct keys of the candidate sequence. Only a tiny final top-up
+  // draws a fixed minimum batch and keeps its earliest new keys.
+  std::vector<uint64_t> sample(int64_t target, bool intra) const {
+    constexpr int64_t kBlock = 1 << 16;     // candidates per RNG block
+    constexpr int64_t kMinBatch = 1 << 12;  // smallest round
+    constexpr uint64_t kMaxRounds = 100000;
+    const uint64_t stream = intra ? kIntra : kInter;
+    std::vector<uint64_t> have;
+    for (uint64_t round = 0; static_cast<int64_t>(have.size()) < target; ++round) {
+      if (round == kMaxRounds)
+        throw std::runtime_error("csbm: edge sampling did not converge (graph too dense)");
+      const int64_t missing = target - static_cast<int64_t>(have.size());
+      const int64_t count = std::max(missing, kMinBatch);
+      std::vector<uint64_t> cand(static_cast<size_t>(count));
+      const int64_t blocks = (count + kBlock - 1) / kBlock;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+      for (int64_t b = 0; b < blocks; ++b) {
+        Rng rng(stream_seed(seed, stream, (round << 32) | static_cast<uint64_t>(b)));
+        const int64_t end = std::min(count, (b + 1) * kBlock);
+        for (int64_t i = b * kBlock; i < end; ++i) cand[i] = draw(rng, intra);
+      }
+      std::vector<uint64_t> fresh;
+      if (count == missing) {
+        radix_sort(cand, 2 * bits, threads);
+        cand.erase(std::unique(cand.begin(), cand.end()), cand.end());
+        fresh = without(std::move(cand), have);
+      } else {
+        // Earliest occurrence of each key, minus the keys we have, then the `missing` earliest.
+        std::vector<std::pair<uint64_t, uint64_t>> kp(static_cast<size_t>(count));
+        for (int64_t i = 0; i < count; ++i) kp[i] = {cand[i], static_cast<uint64_t>(i)};
+        std::sort(kp.begin(), kp.end());
+        std::vector<std::pair<uint64_t, uint64_t>> first;  // (position, key)
+        for (size_t i = 0; i < kp.size(); ++i)
+          if ((i == 0 || kp[i].first != kp[i - 1].first) &&
+              !std::binary_search(have.begin(), have.end(), kp[i].first))
+            first.emplace_back(kp[i].second, kp[i].first);
+        if (static_cast<int64_t>(first.size()) > missing) {
+          std::sort(first.begin(), first.end());
+          first.resize(static_cast<size_t>(missing));
+        }
+        for (const auto& f : first) fresh.push_back(f.second);
+        std::sort(fresh.begin(), fresh.end());
+      }
+      if (have.empty()) {
+        have = std::move(fresh);
+      } else {
+        const auto mid = static_cast<std::ptrdiff_t>(have.size());
+        have.insert(have.end(), fresh.begin(), fresh.end());
+        std::inplace_merge(have.begin(), have.begin() + mid, have.end());
+      }
+    }
+    return have;
+  }
+
+  // Sorted `keys` minus sorted `have`.
+  static std::vector<uint64_t> without(std::vector<uint64_t> keys,
+                                       const std::vector<uint64_t>& have) {
+    if (have.empty()) return keys;
+    size_t out = 0;
+    if (keys.size() * 16 < have.size()) {  // few keys: binary search
+      auto it = have.begin();
+      for (size_t i = 0; i < keys.size(); ++i) {
+        it = std::lower_bound(it, have.end(), keys[i]);
+        if (it == have.end() || *it != keys[i]) keys[out++] = keys[i];
+      }
+    } else {
+      size_t j = 0;
+      for (size_t i = 0; i < keys.size(); ++i) {
+        while (j < have.size() && have[j] < keys[i]) ++j;
+        if (j == have.size() || have[j] != keys[i]) keys[out++] = keys[i];
+      }
+    }
+    keys.resize(out);
+    return keys;
+  }
+};
+
+// Symmetric CSR from two disjoint sorted key lists. Walking the keys in merged order appends, to
+// every row r, first its neighbours u < r in increasing order, then its v > r in increasing
+// order: rows come out sorted without a sort.
+Csr symmetric_csr(int64_t n, int bits, const std::vector<uint64_t>& a,
+                  const std::vector<uint64_t>& b) {
+  const uint64_t mask = (uint64_t{1} << bits) - 1;
+  Csr c;
+  c.rows = c.cols = n;
+  c.indptr.assign(static_cast<size_t>(n) + 1, 0);
+  for (const auto* list : {&a, &b})
+    for (uint64_t k : *list) {
+      ++c.indptr[(k >> bits) + 1];
+      ++c.indptr[(k & mask) + 1];
+    }
+  for (int64_t i = 0; i < n; ++i) c.indptr[i + 1] += c.indptr[i];
+  c.indices.resize(static_cast<size_t>(c.indptr[n]));
+  std::vector<int64_t> fill(c.indptr.begin(), c.indptr.end() - 1);
+  size_t i = 0, j = 0;
+  while (i < a.size() || j < b.size()) {
+    const uint64_t k = (j == b.size() || (i < a.size() && a[i] < b[j])) ? a[i++] : b[j++];
+    const int64_t u = static_cast<int64_t>(k >> bits), v = static_cast<int64_t>(k & mask);
+    c.indices[fill[u]++] = static_cast<int32_t>(v);
+    c.indices[fill[v]++] = static_cast<int32_t>(u);
+  }
+  return c;
+}
+
+// ---- parameters ---------------------------------------------------------------------------------
+
+struct Sizes {
+  int64_t edges = 0, intra = 0, inter = 0;
+};
+
+// Validates `p` and returns the edge counts. Each kind of edge may use at most half of its node
+// pairs: beyond that, drawing distinct pairs by rejection slows down like a coupon collector.
+Sizes check(const CsbmParams& p) {
+  auto fail = [](const std::string& m) { throw InputError(m); };
+  if (p.nodes <= 0) fail(fmt::format("--nodes {}: must be positive", p.nodes));
+  if (p.nodes > INT32_MAX)
+    fail(fmt::format("--nodes {}: exceeds the 32-bit index range ({})", p.nodes, INT32_MAX));
+  if (p.classes < 1 || p.classes > p.nodes)
+    fail(fmt::format("--classes {}: must be in [1, {}] (at least one node per class)", p.classes,
+                     p.nodes));
+  if (p.degree_dist != "constant" && p.degree_dist != "powerlaw")
+    fail(fmt::format("--degree-dist {}: expected constant or powerlaw", p.degree_dist));
+  if (p.degree_dist == "powerlaw" &&
+      !(p.powerlaw_exponent > 2.0 && std::isfinite(p.powerlaw_exponent)))
+    fail(fmt::format("--exponent {}: must be > 2 for powerlaw (finite mean degree)",
+                     p.powerlaw_exponent));
+  if (!(p.homophily >= 0.0 && p.homophily <= 1.0))
+    fail(fmt::format("--homophily {}: must be in [0, 1]", p.homophily));
+  if (p.features < 1) fail(fmt::format("--features {}: must be positive", p.features));
+  if (p.features > std::numeric_limits<int64_t>::max() / 4 / p.nodes)
+    fail(fmt::format("--features {}: {} x {} features do not fit in memory", p.features, p.nodes,
+                     p.features));
+  if (!(p.separation >= 0.0 && std::isfinite(p.separation)))
+    fail(fmt::format("--separation {}: must be a finite number >= 0", p.separation));
+  if (!(p.noise >= 0.0 && std::isfinite(p.noise)))
+    fail(fmt::format("--noise {}: must be a finite number >= 0", p.noise));
+  if (p.threads < 0) fail(fmt::format("--threads {}: must be >= 0", p.threads));
+
+  const int64_t n = p.nodes, k = p.classes;
+  const int64_t pairs = n * (n - 1) / 2;
+  const std::string flag = p.undirected_edges >= 0
+                               ? fmt::format("--edges {}", p.undirected_edges)
+                               : fmt::format("--avg-degree {}", p.avg_degree);
+  Sizes s;
+  if (p.undirected_edges >= 0) {
+    s.edges = p.undirected_edges;
+  } else {
+    if (!(p.avg_degree > 0.0 && std::isfinite(p.avg_degree)))
+      fail(fmt::format("--avg-degree {}: must be a positive number", p.avg_degree));
+    const double m = static_cast<double>(n) * p.avg_degree / 2.0;
+    if (m > static_cast<double>(pairs) / 2.0)
+      fail(fmt::format("{}: {:.0f} undirected edges exceed half of the {} node pairs", flag, m,
+                       pairs));
+    s.edges = std::llround(m);
+  }
+  if (s.edges > pairs / 2)
+    fail(fmt::format("{}: {} undirected edges exceed half of the {} node pairs", flag, s.edges,
+                     pairs));
+  s.intra = std::llround(p.homophily * static_cast<double>(s.edges));
+  s.inter = s.edges - s.intra;
+  // Balanced classes: k - n % k classes of n / k nodes, n % k of n / k + 1.
+  const int64_t q = n / k, r = n % k;
+  const int64_t intra_pairs = (k - r) * (q * (q - 1) / 2) + r * ((q + 1) * q / 2);
+  const int64_t inter_pairs = pairs - intra_pairs;
+  if (s.intra > intra_pairs / 2)
+    fail(fmt::format("--homophily {}: {} intra-class edges exceed half of the {} intra-class node "
+                     "pairs ({}; {} classes)",
+                     p.homophily, s.intra, intra_pairs, flag, k));
+  if (s.inter > inter_pairs / 2)
+    fail(fmt::format("--homophily {}: {} inter-class edges exceed half of the {} inter-class node "
+                     "pairs ({}; {} classes)",
+                     p.homophily, s.inter, inter_pairs, flag, k));
+  return s;
+}
+
+// Degree propensities. Power law: Pareto w = (1 - U)^(-1/(exponent - 1)), w >= 1, capped so that
+// no node's expected degree exceeds sqrt(2M) (and n - 1). That is the Chung-Lu condition
+// d_u d_v / 2M <= 1: no pair is expected more than once, so hubs stay feasible, duplicates stay
+// rare and the realised degrees follow the weights. The cap depends on the mean of the capped
+// weights, hence the short fixed-point iteration.
+std::vector<double> degree_weights(const CsbmParams& p, int64_t edges, int threads) {
+  const int64_t n = p.nodes;
+  std::vector<double> w(static_cast<size_t>(n), 1.0);
+  if (p.degree_dist != "powerlaw" || edges == 0) return w;
+  const double inv = -1.0 / (p.powerlaw_exponent - 1.0);
+#pragma omp parallel for schedule(static) num_threads(threads)
+  for (int64_t v = 0; v < n; ++v) {
+    const uint64_t r = stream_seed(p.seed, kWeights, static_cast<uint64_t>(v));
+    const double u = static_cast<double>(r >> 11) * 0x1.0p-53;  // [0, 1)
+    w[v] = std::pow(1.0 - u, inv);
+  }
+  const double avg_degree = 2.0 * static_cast<double>(edges) / static_cast<double>(n);
+  const double max_degree =
+      std::min(std::sqrt(2.0 * static_cast<double>(edges)), static_cast<double>(n - 1));
+  double cap = std::numeric_limits<double>::infinity();
+  for (int it = 0; it < 8; ++it) {
+    double sum = 0;  // serial: a parallel sum would depend on the thread count
+    for (double x : w) sum += std::min(x, cap);
+    const double next = max_degree * (sum / static_cast<double>(n)) / avg_degree;
+    if (next >= cap) break;
+    cap = next;
+  }
+  if (std::isfinite(cap))
+    for (auto& x : w) x = std::min(x, cap);
+  return w;
+}
+
+int bit_width(uint64_t x) {
+  int b = 0;
+  while (x) {
+    ++b;
+    x >>= 1;
+  }
+  return std::max(b, 1);
+}
+
+}  // namespace
+
+// ---- presets ------------------------------------------------------------------------------------
+
+std::vector<std::string> csbm_presets() { return {"arxiv-scale", "demo", "products-scale"}; }
+
+CsbmParams csbm_preset(const std::string& preset) {
+  CsbmParams p;
+  p.name = preset;
+  if (preset == "arxiv-scale") {
+    // ogbn-arxiv's size, classes, feature width and edge homophily (0.65), with a power-law
+    // degree tail; features: 40 classes need a wider mean spacing to stay partly separable.
+    p.nodes = 169343;
+    p.undirected_edges = 1166243;
+    p.classes = 40;
+    p.features = 128;
+    p.homophily = 0.65;
+    p.degree_dist = "powerlaw";
+    p.powerlaw_exponent = 2.5;
+    p.separation = 3.0;
+    p.noise = 1.0;
+  } else if (preset == "products-scale") {
+    // ogbn-products' size, classes, feature width and edge homophily (0.81).
+    p.nodes = 2449029;
+    p.undirected_edges = 61859140;
+    p.classes = 47;
+    p.features = 100;
+    p.homophily = 0.81;
+    p.degree_dist = "powerlaw";
+    p.powerlaw_exponent = 2.5;
+    p.separation = 3.0;
+    p.noise = 1.0;
+  } else if (preset == "demo") {
+    // Small and heterophilic: 0.1 < 1/classes, so a neighbour is less likely than chance to share
+    // the node's class (at 0.2 = 1/classes the edges would carry no class information at all).
+    p.nodes = 3000;
+    p.classes = 5;
+    p.avg_degree = 10.0;
+    p.homophily = 0.1;
+    p.features = 32;
+    p.degree_dist = "powerlaw";
+    p.powerlaw_exponent = 2.5;
+    p.separation = 1.0;
+    p.noise = 1.0;
+  } else {
+    std::string known;
+    for (const auto& k : csbm_presets()) known += (known.empty() ? "" : ", ") + k;
+    throw InputError(fmt::format("--preset {}: unknown (known: {})", preset, known));
+  }
+  return p;
+}
+
+// ---- generator ----------------------------------------------------------------------------------
+
+Graph generate_csbm(const CsbmParams& p) {
+  const Sizes sizes = check(p);
+  const int threads = p.threads > 0
+                            ? p.threads
+                            : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  const int64_t n = p.nodes, k = p.classes, f = p.features;
+
+  Graph g;
+  g.name = p.name;
+  g.source = fmt::format(
+      "csbm v1 nodes={} classes={} edges={} intra_edges={} degree_dist={} exponent={} "
+      "homophily={} features={} separation={} noise={} seed={}",
+      n, k, sizes.edges, sizes.intra, p.degree_dist, p.powerlaw_exponent, p.homophily, f,
+      p.separation, p.noise, p.seed);
+  g.source_sha256 = sha256_hex(g.source);
+  g.directed = false;
+  g.num_nodes = n;
+  g.num_classes = k;
+
+  // Balanced classes: the i-th node of a random permutation gets class i mod k.
+  std::vector<int32_t> label(static_cast<size_t>(n));
+  {
+    const auto perm = permutation(n, p.seed, kLabels);
+    for (int64_t i = 0; i < n; ++i) label[perm[i]] = static_cast<int32_t>(i % k);
+  }
+  g.labels.assign(label.begin(), label.end());
+
+  // Edges.
+  {
+    const auto w = degree_weights(p, sizes.edges, threads);
+    std::vector<int32_t> all(static_cast<size_t>(n)), members(static_cast<size_t>(n));
+    std::iota(all.begin(), all.end(), 0);
+    std::vector<int64_t> class_off(static_cast<size_t>(k) + 1, 0);
+    for (auto c : label) ++class_off[c + 1];
+    for (int64_t c = 0; c < k; ++c) class_off[c + 1] += class_off[c];
+    {
+      std::vector<int64_t> fill(class_off.begin(), class_off.end() - 1);
+      for (int64_t v = 0; v < n; ++v) members[fill[label[v]]++] = static_cast<int32_t>(v);
+    }
+    std::vector<AliasEntry> global(static_cast<size_t>(n)), by_class(static_cast<size_t>(n));
+    build_alias(all.data(), w.data(), n, global.data());
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+    for (int64_t c = 0; c < k; ++c)
+      build_alias(members.data() + class_off[c], w.data(), class_off[c + 1] - class_off[c],
+                  by_class.data() + class_off[c]);
+
+    EdgeSampler s;
+    s.n = n;
+    s.bits = bit_width(static_cast<uint64_t>(n - 1));
+    s.seed = p.seed;
+    s.threads = threads;
+    s.label = label.data();
+    s.global = global.data();
+    s.by_class = by_class.data();
+    s.class_off = class_off.data();
+    const auto intra = s.sample(sizes.intra, true);
+    const auto inter = s.sample(sizes.inter, false);
+    global = {};
+    by_class = {};
+    g.adj = symmetric_csr(n, s.bits, intra, inter);
+  }
+
+  // Features: x_v = mu_{y_v} + noise * N(0, I). Class means mu_c = z_c * separation / sqrt(2F)
+  // with z_c ~ N(0, I_F): then E||mu_a - mu_b||^2 = separation^2, i.e. the root-mean-square
+  // distance between two class means is `separation`, in the same units as the noise's std.
+  std::vector<double> mu(static_cast<size_t>(k * f));
+  const double scale = p.separation / std::sqrt(2.0 * static_cast<double>(f));
+  for (int64_t c = 0; c < k; ++c) {
+    Rng rng(stream_seed(p.seed, kMeans, static_cast<uint64_t>(c)));
+    for (int64_t j = 0; j < f; j += 2) {
+      double a, b;
+      rng.gauss2(a, b);
+      mu[c * f + j] = a * scale;
+      if (j + 1 < f) mu[c * f + j + 1] = b * scale;
+    }
+  }
+  g.features.rows = n;
+  g.features.cols = f;
+  g.features.sparse = false;
+  g.features.dense.resize(static_cast<size_t>(n * f));
+  float* x = g.features.dense.data();
+#pragma omp parallel for schedule(static) num_threads(threads)
+  for (int64_t v = 0; v < n; ++v) {
+    Rng rng(stream_seed(p.seed, kFeatures, static_cast<uint64_t>(v)));
+    const double* m = mu.data() + label[v] * f;
+    float* row = x + v * f;
+    for (int64_t j = 0; j < f; j += 2) {
+      double a, b;
+      rng.gauss2(a, b);
+      row[j] = static_cast<float>(m[j] + p.noise * a);
+      if (j + 1 < f) row[j + 1] = static_cast<float>(m[j + 1] + p.noise * b);
+    }
+  }
+
+  // One random 60/20/20 split.
+  SplitSet split;
+  split.name = "random";
+  split.count = 1;
+  split.train.assign(static_cast<size_t>(n), 0);
+  split.val.assign(static_cast<size_t>(n), 0);
+  split.test.assign(static_cast<size_t>(n), 0);
+  {
+    const auto perm = permutation(n, p.seed, kSplits);
+    const int64_t train = n * 6 / 10, val = n * 2 / 10;
+    for (int64_t i = 0; i < n; ++i)
+      (i < train ? split.train : i < train + val ? split.val : split.test)[perm[i]] = 1;
+  }
+  g.splits.push_back(std::move(split));
+  return g;
+}
+
+}  // namespace adgnn

@@ -1,0 +1,202 @@
+// Graph partitioning: METIS k-way (idx_t is 32-bit in Debian's METIS 5.1) and two baselines.
+#include "adgnn/partition.h"
+
+#include <metis.h>
+
+#include <algorithm>
+#include <limits>
+#include <numeric>
+#include <random>
+
+#include "fmt/format.h"
+
+namespace adgnn {
+
+namespace {
+
+const char* metis_status_name(int rc) {
+  switch (rc) {
+    case METIS_ERROR_INPUT: return "METIS_ERROR_INPUT";
+    case METIS_ERROR_MEMORY: return "METIS_ERROR_MEMORY";
+    case METIS_ERROR: return "METIS_ERROR";
+    default: return "unknown METIS status";
+  }
+}
+
+// Unbiased integer in [0, bound) from a 64-bit engine; fixed algorithm so that results do not
+// depend on the standard library (std::uniform_int_distribution and std::shuffle do).
+uint64_t bounded(std::mt19937_64& rng, uint64_t bound) {
+  const uint64_t limit = std::numeric_limits<uint64_t>::max() -
+                         std::numeric_limits<uint64_t>::max() % bound;
+  uint64_t x;
+  do x = rng(); while (x >= limit);
+  return x % bound;
+}
+
+void shuffle(std::vector<int64_t>& v, std::mt19937_64& rng) {
+  for (size_t i = v.size(); i > 1; --i) std::swap(v[i - 1], v[bounded(rng, i)]);
+}
+
+Partition stats_of(const Csr& sym, int32_t parts, std::vector<int32_t> owner) {
+  Partition p;
+  p.parts = parts;
+  p.owner = std::move(owner);
+  p.part_nodes.assign(static_cast<size_t>(parts), 0);
+  p.part_edges.assign(static_cast<size_t>(parts), 0);
+  const int64_t n = sym.rows;
+  for (int64_t u = 0; u < n; ++u) {
+    const int32_t pu = p.owner[u];
+    ++p.part_nodes[pu];
+    p.part_edges[pu] += sym.degree(u);
+    for (int64_t k = sym.indptr[u]; k < sym.indptr[u + 1]; ++k) {
+      const int64_t v = sym.indices[k];
+      if (v > u && p.owner[v] != pu) ++p.edge_cut;
+    }
+  }
+  auto imbalance = [parts](const std::vector<int64_t>& x) {
+    const int64_t total = std::accumulate(x.begin(), x.end(), int64_t{0});
+    if (total == 0) return 1.0;
+    const int64_t mx = *std::max_element(x.begin(), x.end());
+    return static_cast<double>(mx) * parts / static_cast<double>(total);
+  };
+  p.node_imbalance = imbalance(p.part_nodes);
+  p.edge_imbalance = imbalance(p.part_edges);
+  return p;
+}
+
+std::vector<int32_t> metis_kway(const Csr& sym, int32_t parts, const PartitionOptions& opt,
+                                const std::vector<uint8_t>* train_mask) {
+  constexpr int64_t idx_max = std::numeric_limits<idx_t>::max();
+  const int64_t n = sym.rows;
+  if (n > idx_max || sym.nnz() > idx_max)
+    throw InputError(fmt::format(
+        "--partition metis: the graph has {} nodes and {} adjacency entries; this METIS build "
+        "({}-bit idx_t) is limited to {}",
+        n, sym.nnz(), IDXTYPEWIDTH, idx_max));
+
+  std::vector<idx_t> xadj(sym.indptr.begin(), sym.indptr.end());
+  std::vector<idx_t> adjncy(sym.indices.begin(), sym.indices.end());
+  idx_t nvtxs = static_cast<idx_t>(n);
+  idx_t ncon = 1 + (opt.balance_train ? 1 : 0) + (opt.balance_edges ? 1 : 0);
+  idx_t nparts = parts;
+
+  // Multi-constraint vertex weights, row-major [node][constraint]: 1 per node, the training-node
+  // indicator, the degree. METIS needs ncon == 1 to mean "unit weights" only when vwgt is NULL.
+  std::vector<idx_t> vwgt;
+  if (ncon > 1) {
+    vwgt.resize(static_cast<size_t>(n) * static_cast<size_t>(ncon));
+    for (int64_t u = 0; u < n; ++u) {
+      idx_t* w = &vwgt[static_cast<size_t>(u) * static_cast<size_t>(ncon)];
+      int c = 0;
+      w[c++] = 1;
+      if (opt.balance_train) w[c++] = (*train_mask)[u] ? 1 : 0;
+      // A zero-degree vertex still counts a little, so that isolated nodes spread too.
+      if (opt.balance_edges) w[c++] = static_cast<idx_t>(std::max<int64_t>(sym.degree(u), 1));
+    }
+  }
+
+  idx_t options[METIS_NOPTIONS];
+  METIS_SetDefaultOptions(options);
+  options[METIS_OPTION_OBJTYPE] = opt.objective == "vol" ? METIS_OBJTYPE_VOL : METIS_OBJTYPE_CUT;
+  options[METIS_OPTION_SEED] = static_cast<idx_t>(opt.seed % static_cast<uint64_t>(idx_max));
+  options[METIS_OPTION_NUMBERING] = 0;
+
+  std::vector<idx_t> part(static_cast<size_t>(n), 0);
+  idx_t objval = 0;
+  const int rc = METIS_PartGraphKway(&nvtxs, &ncon, xadj.data(), adjncy.data(),
+                                     vwgt.empty() ? nullptr : vwgt.data(), nullptr, nullptr,
+                                     &nparts, nullptr, nullptr, options, &objval, part.data());
+  if (rc != METIS_OK)
+    throw InputError(fmt::format("--partition metis: METIS_PartGraphKway failed with {} ({}) for "
+                                 "--parts {} on {} nodes",
+                                 metis_status_name(rc), rc, parts, n));
+  std::vector<int32_t> owner(part.begin(), part.end());
+  for (int32_t o : owner)
+    if (o < 0 || o >= parts)
+      throw InputError(fmt::format("--partition metis: METIS returned part {} outside [0, {})",
+                                   o, parts));
+  return owner;
+}
+
+std::vector<int32_t> random_parts(int64_t n, int32_t parts, const PartitionOptions& opt,
+                                  const std::vector<uint8_t>* train_mask) {
+  std::mt19937_64 rng(opt.seed);
+  std::vector<int64_t> order;
+  order.reserve(static_cast<size_t>(n));
+  if (opt.balance_train) {
+    // Training nodes first, then the rest, each shuffled; dealing the concatenation round robin
+    // balances both the training nodes and all nodes.
+    std::vector<int64_t> rest;
+    for (int64_t u = 0; u < n; ++u) ((*train_mask)[u] ? order : rest).push_back(u);
+    shuffle(order, rng);
+    shuffle(rest, rng);
+    order.insert(order.end(), rest.begin(), rest.end());
+  } else {
+    order.resize(static_cast<size_t>(n));
+    std::iota(order.begin(), order.end(), int64_t{0});
+    shuffle(order, rng);
+  }
+  std::vector<int32_t> owner(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) owner[order[i]] = static_cast<int32_t>(i % parts);
+  return owner;
+}
+
+std::vector<int32_t> contiguous_parts(int64_t n, int32_t parts) {
+  // Part p holds [ceil(p n / parts), ceil((p + 1) n / parts)): sizes differ by at most one.
+  std::vector<int32_t> owner(static_cast<size_t>(n));
+  for (int32_t p = 0; p < parts; ++p) {
+    const int64_t b = (static_cast<int64_t>(p) * n + parts - 1) / parts;
+    const int64_t e = ((static_cast<int64_t>(p) + 1) * n + parts - 1) / parts;
+    std::fill(owner.begin() + b, owner.begin() + e, p);
+  }
+  return owner;
+}
+
+}  // namespace
+
+Partition partition_stats(const Graph& g, int32_t parts, std::vector<int32_t> owner) {
+  if (parts < 1) throw InputError(fmt::format("--parts {}: must be >= 1", parts));
+  if (static_cast<int64_t>(owner.size()) != g.num_nodes)
+    throw InputError(fmt::format("partition: {} owners for a graph of {} nodes", owner.size(),
+                                 g.num_nodes));
+  for (size_t u = 0; u < owner.size(); ++u)
+    if (owner[u] < 0 || owner[u] >= parts)
+      throw InputError(fmt::format("partition: node {} has owner {}, outside [0, {})", u,
+                                   owner[u], parts));
+  return stats_of(g.symmetric(), parts, std::move(owner));
+}
+
+Partition partition_graph(const Graph& g, int32_t parts, const PartitionOptions& opt,
+                          const std::vector<uint8_t>* train_mask) {
+  const int64_t n = g.num_nodes;
+  if (parts < 1) throw InputError(fmt::format("--parts {}: must be >= 1", parts));
+  if (parts > n)
+    throw InputError(fmt::format("--parts {}: more parts than the graph's {} nodes", parts, n));
+  if (opt.method != "metis" && opt.method != "random" && opt.method != "contiguous")
+    throw InputError(fmt::format("--partition {}: unknown method (metis, random, contiguous)",
+                                 opt.method));
+  if (opt.objective != "cut" && opt.objective != "vol")
+    throw InputError(fmt::format("--objective {}: unknown objective (cut, vol)", opt.objective));
+  if (opt.balance_train) {
+    if (train_mask == nullptr)
+      throw InputError("--balance-train: needs the training mask, none was given");
+    if (static_cast<int64_t>(train_mask->size()) != n)
+      throw InputError(fmt::format("--balance-train: the training mask has {} entries, the graph "
+                                   "{} nodes",
+                                   train_mask->size(), n));
+  }
+
+  const Csr sym = g.symmetric();
+  std::vector<int32_t> owner;
+  if (parts == 1)
+    owner.assign(static_cast<size_t>(n), 0);
+  else if (opt.method == "metis")
+    owner = metis_kway(sym, parts, opt, train_mask);
+  else if (opt.method == "random")
+    owner = random_parts(n, parts, opt, train_mask);
+  else
+    owner = contiguous_parts(n, parts);
+  return stats_of(sym, parts, std::move(owner));
+}
+
+}  // namespace adgnn

@@ -1,0 +1,338 @@
+// The contextual-SBM generator: exact edge counts and homophily, thread-independent output,
+// degree shapes, class balance, feature separation, parameter errors and presets.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "adgnn/loaders.h"
+
+namespace {
+
+adgnn::CsbmParams small(double homophily, uint64_t seed = 1) {
+  adgnn::CsbmParams p;
+  p.nodes = 2000;
+  p.classes = 5;
+  p.avg_degree = 10;
+  p.homophily = homophily;
+  p.features = 8;
+  p.seed = seed;
+  p.threads = 1;
+  return p;
+}
+
+// Fraction of stored (directed) entries joining two nodes of one class; on a symmetric CSR this
+// is the edge homophily of the undirected edges.
+double edge_homophily(const adgnn::Graph& g) {
+  int64_t same = 0;
+  for (int64_t u = 0; u < g.num_nodes; ++u)
+    for (int64_t k = g.adj.indptr[u]; k < g.adj.indptr[u + 1]; ++k)
+      same += g.labels[u] == g.labels[g.adj.indices[k]];
+  return static_cast<double>(same) / static_cast<double>(g.adj.nnz());
+}
+
+// Sorted rows, no self-loops or duplicates, and every (u, v) has its (v, u).
+void expect_simple_symmetric(const adgnn::Graph& g) {
+  const auto& a = g.adj;
+  ASSERT_EQ(a.rows, g.num_nodes);
+  for (int64_t u = 0; u < a.rows; ++u)
+    for (int64_t k = a.indptr[u]; k < a.indptr[u + 1]; ++k) {
+      const int32_t v = a.indices[k];
+      ASSERT_NE(v, u) << "self-loop at " << u;
+      if (k > a.indptr[u]) {
+        ASSERT_LT(a.indices[k - 1], v) << "row " << u << " unsorted or duplicate";
+      }
+      const auto b = a.indices.begin() + a.indptr[v], e = a.indices.begin() + a.indptr[v + 1];
+      ASSERT_TRUE(std::binary_search(b, e, static_cast<int32_t>(u))) << u << "-" << v;
+    }
+}
+
+std::vector<double> class_centroids(const adgnn::Graph& g) {
+  const int64_t f = g.features.cols, k = g.num_classes;
+  std::vector<double> c(static_cast<size_t>(k * f), 0.0);
+  std::vector<int64_t> count(static_cast<size_t>(k), 0);
+  for (int64_t v = 0; v < g.num_nodes; ++v) {
+    ++count[g.labels[v]];
+    for (int64_t j = 0; j < f; ++j) c[g.labels[v] * f + j] += g.features.dense[v * f + j];
+  }
+  for (int64_t y = 0; y < k; ++y)
+    for (int64_t j = 0; j < f; ++j) c[y * f + j] /= static_cast<double>(count[y]);
+  return c;
+}
+
+double mean_centroid_distance(const adgnn::Graph& g) {
+  const auto c = class_centroids(g);
+  const int64_t f = g.features.cols, k = g.num_classes;
+  double sum = 0;
+  int pairs = 0;
+  for (int64_t a = 0; a < k; ++a)
+    for (int64_t b = a + 1; b < k; ++b, ++pairs) {
+      double d = 0;
+      for (int64_t j = 0; j < f; ++j) d += std::pow(c[a * f + j] - c[b * f + j], 2);
+      sum += std::sqrt(d);
+    }
+  return sum / pairs;
+}
+
+void expect_input_error(const adgnn::CsbmParams& p, const std::string& flag) {
+  try {
+    adgnn::generate_csbm(p);
+    ADD_FAILURE() << "no error for " << flag;
+  } catch (const adgnn::InputError& e) {
+    const std::string msg = e.what();
+    EXPECT_EQ(msg.rfind(flag, 0), 0u) << msg;  // starts with the flag
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+  }
+}
+
+}  // namespace
+
+TEST(Csbm, ExactEdgesAndHomophily) {
+  for (double h : {0.0, 0.2, 0.5, 0.9, 1.0}) {
+    for (const char* dist : {"constant", "powerlaw"}) {
+      SCOPED_TRACE(std::string(dist) + " h=" + std::to_string(h));
+      auto p = small(h);
+      p.degree_dist = dist;
+      const auto g = adgnn::generate_csbm(p);
+      g.validate("csbm");
+      EXPECT_FALSE(g.directed);
+      EXPECT_EQ(g.num_nodes, 2000);
+      EXPECT_EQ(g.adj.nnz(), 2 * 10000);  // 2000 * 10 / 2 undirected edges, both directions
+      expect_simple_symmetric(g);
+      EXPECT_NEAR(edge_homophily(g), h, 0.01);
+      const auto sym = g.symmetric();  // already simple and symmetric: unchanged
+      EXPECT_EQ(sym.indptr, g.adj.indptr);
+      EXPECT_EQ(sym.indices, g.adj.indices);
+    }
+  }
+}
+
+TEST(Csbm, ExplicitEdgeCountAndEdgeCases) {
+  auto p = small(0.37);
+  p.undirected_edges = 4321;
+  auto g = adgnn::generate_csbm(p);
+  EXPECT_EQ(g.adj.nnz(), 2 * 4321);
+  EXPECT_EQ(std::lround(edge_homophily(g) * 4321), std::lround(0.37 * 4321));
+
+  p.undirected_edges = 0;  // no edges at all
+  g = adgnn::generate_csbm(p);
+  EXPECT_EQ(g.adj.nnz(), 0);
+  g.validate("csbm");
+
+  // Dense and tiny: right at the half-of-the-pairs limit, top-up rounds must still finish.
+  adgnn::CsbmParams d;
+  d.nodes = 40;
+  d.classes = 2;
+  d.degree_dist = "powerlaw";
+  d.undirected_edges = 380;  // of 780 pairs: 380 intra-class, 400 inter-class
+  d.homophily = 0.48;        // 182 intra (limit 190), 198 inter (limit 200)
+  d.features = 2;
+  g = adgnn::generate_csbm(d);
+  EXPECT_EQ(g.adj.nnz(), 2 * 380);
+  expect_simple_symmetric(g);
+  EXPECT_NEAR(edge_homophily(g), 182.0 / 380, 1e-9);
+
+  // One class: every edge is intra-class.
+  adgnn::CsbmParams one;
+  one.nodes = 500;
+  one.classes = 1;
+  one.homophily = 1.0;
+  one.features = 3;
+  g = adgnn::generate_csbm(one);
+  EXPECT_EQ(g.adj.nnz(), 5000);
+  EXPECT_EQ(g.num_classes, 1);
+}
+
+TEST(Csbm, ReproducibleAcrossThreadCounts) {
+  auto p = small(0.3, 42);
+  p.degree_dist = "powerlaw";
+  p.features = 16;
+  p.threads = 1;
+  const auto a = adgnn::generate_csbm(p);
+  p.threads = 2;
+  const auto b = adgnn::generate_csbm(p);
+  p.threads = 0;
+  const auto c = adgnn::generate_csbm(p);
+  for (const auto* o : {&b, &c}) {
+    EXPECT_EQ(a.adj.indptr, o->adj.indptr);
+    EXPECT_EQ(a.adj.indices, o->adj.indices);
+    EXPECT_EQ(a.labels, o->labels);
+    ASSERT_EQ(a.features.dense.size(), o->features.dense.size());
+    EXPECT_EQ(0, std::memcmp(a.features.dense.data(), o->features.dense.data(),
+                             a.features.dense.size() * sizeof(float)));
+    EXPECT_EQ(a.splits[0].train, o->splits[0].train);
+    EXPECT_EQ(a.source_sha256, o->source_sha256);
+  }
+  p.seed = 43;
+  const auto d = adgnn::generate_csbm(p);
+  EXPECT_NE(a.adj.indices, d.adj.indices);
+  EXPECT_NE(a.labels, d.labels);
+  EXPECT_NE(a.features.dense, d.features.dense);
+  EXPECT_NE(a.source_sha256, d.source_sha256);
+}
+
+TEST(Csbm, DegreeDistributions) {
+  auto p = small(0.5);
+  p.degree_dist = "powerlaw";
+  auto g = adgnn::generate_csbm(p);
+  int64_t mx = 0;
+  for (int64_t u = 0; u < g.num_nodes; ++u) mx = std::max(mx, g.adj.degree(u));
+  EXPECT_GT(mx, 5 * 10) << "power law: hubs far above the mean degree 10";
+
+  p.degree_dist = "constant";
+  g = adgnn::generate_csbm(p);
+  mx = 0;
+  int64_t mn = g.num_nodes;
+  for (int64_t u = 0; u < g.num_nodes; ++u) {
+    mx = std::max(mx, g.adj.degree(u));
+    mn = std::min(mn, g.adj.degree(u));
+  }
+  EXPECT_LT(mx, 3 * 10) << "constant: Poisson-like degrees around 10";
+  EXPECT_LT(mn, 10);
+}
+
+TEST(Csbm, BalancedLabelsFeaturesAndSplits) {
+  auto p = small(0.5);
+  p.nodes = 2003;  // 5 classes of 400 or 401
+  p.features = 16;
+  p.separation = 0.5;
+  const auto near = adgnn::generate_csbm(p);
+  std::vector<int64_t> count(5, 0);
+  for (auto y : near.labels) ++count[y];
+  EXPECT_EQ(*std::min_element(count.begin(), count.end()), 400);
+  EXPECT_EQ(*std::max_element(count.begin(), count.end()), 401);
+  EXPECT_EQ(near.features.rows, 2003);
+  EXPECT_EQ(near.features.cols, 16);
+  EXPECT_FALSE(near.features.sparse);
+
+  p.separation = 4.0;
+  const auto far = adgnn::generate_csbm(p);
+  EXPECT_EQ(near.labels, far.labels);  // only the features change
+  const double dn = mean_centroid_distance(near), df = mean_centroid_distance(far);
+  EXPECT_GT(df, 2 * dn);
+  EXPECT_NEAR(df, 4.0, 1.5);  // RMS distance between class means = separation
+
+  p.separation = 0.0;
+  p.noise = 0.0;
+  const auto flat = adgnn::generate_csbm(p);
+  for (float x : flat.features.dense) ASSERT_EQ(x, 0.0f);
+
+  ASSERT_EQ(far.splits.size(), 1u);
+  const auto& s = far.splits[0];
+  EXPECT_EQ(s.name, "random");
+  EXPECT_EQ(s.count, 1);
+  int64_t tr = 0, va = 0, te = 0;
+  for (int64_t v = 0; v < 2003; ++v) {
+    EXPECT_EQ(s.train[v] + s.val[v] + s.test[v], 1) << v;
+    tr += s.train[v];
+    va += s.val[v];
+    te += s.test[v];
+  }
+  EXPECT_EQ(tr, 2003 * 6 / 10);
+  EXPECT_EQ(va, 2003 * 2 / 10);
+  EXPECT_EQ(te, 2003 - tr - va);
+  EXPECT_EQ(far.name, "csbm");
+  EXPECT_NE(far.source.find("nodes=2003"), std::string::npos) << far.source;
+  EXPECT_EQ(far.source_sha256, adgnn::sha256_hex(far.source));
+}
+
+TEST(Csbm, ParameterErrors) {
+  auto p = small(0.5);
+  p.homophily = 1.5;
+  expect_input_error(p, "--homophily 1.5");
+  p.homophily = std::nan("");
+  expect_input_error(p, "--homophily");
+  p = small(0.5);
+  p.nodes = 0;
+  expect_input_error(p, "--nodes 0");
+  p = small(0.5);
+  p.classes = 0;
+  expect_input_error(p, "--classes 0");
+  p.classes = 2001;
+  expect_input_error(p, "--classes 2001");
+  p = small(0.5);
+  p.avg_degree = -1;
+  expect_input_error(p, "--avg-degree -1");
+  p.avg_degree = 1500;  // 1.5M edges > half of the 2M pairs
+  expect_input_error(p, "--avg-degree 1500");
+  p = small(0.5);
+  p.undirected_edges = 1500000;
+  expect_input_error(p, "--edges 1500000");
+  p = small(0.5);
+  p.degree_dist = "zipf";
+  expect_input_error(p, "--degree-dist zipf");
+  p = small(0.5);
+  p.degree_dist = "powerlaw";
+  p.powerlaw_exponent = 2.0;
+  expect_input_error(p, "--exponent 2");
+  p = small(0.5);
+  p.features = 0;
+  expect_input_error(p, "--features 0");
+  p = small(0.5);
+  p.noise = -0.1;
+  expect_input_error(p, "--noise -0.1");
+  p = small(0.5);
+  p.separation = INFINITY;
+  expect_input_error(p, "--separation");
+  p = small(0.5);
+  p.threads = -2;
+  expect_input_error(p, "--threads -2");
+  // Feasible in total but not per kind: 50 classes of 40 nodes have 39,000 intra-class pairs.
+  p = small(1.0);
+  p.classes = 50;
+  p.avg_degree = 40;  // 40,000 intra-class edges wanted
+  expect_input_error(p, "--homophily 1");
+  p = small(0.5);
+  p.classes = 1;  // no inter-class pairs
+  expect_input_error(p, "--homophily 0.5");
+}
+
+TEST(Csbm, Presets) {
+  const auto names = adgnn::csbm_presets();
+  for (const char* want : {"arxiv-scale", "products-scale", "demo"})
+    EXPECT_NE(std::find(names.begin(), names.end(), want), names.end()) << want;
+
+  const auto arxiv = adgnn::csbm_preset("arxiv-scale");
+  EXPECT_EQ(arxiv.name, "arxiv-scale");
+  EXPECT_EQ(arxiv.nodes, 169343);
+  EXPECT_EQ(arxiv.undirected_edges, 1166243);
+  EXPECT_EQ(arxiv.features, 128);
+  EXPECT_EQ(arxiv.classes, 40);
+  EXPECT_DOUBLE_EQ(arxiv.homophily, 0.65);
+  EXPECT_EQ(arxiv.degree_dist, "powerlaw");
+
+  const auto products = adgnn::csbm_preset("products-scale");
+  EXPECT_EQ(products.name, "products-scale");
+  EXPECT_EQ(products.nodes, 2449029);
+  EXPECT_EQ(products.undirected_edges, 61859140);
+  EXPECT_EQ(products.features, 100);
+  EXPECT_EQ(products.classes, 47);
+  EXPECT_DOUBLE_EQ(products.homophily, 0.81);
+  EXPECT_EQ(products.degree_dist, "powerlaw");
+
+  try {
+    adgnn::csbm_preset("cora-scale");
+    ADD_FAILURE() << "unknown preset accepted";
+  } catch (const adgnn::InputError& e) {
+    const std::string msg = e.what();
+    EXPECT_EQ(msg.rfind("--preset cora-scale: unknown", 0), 0u) << msg;
+    EXPECT_NE(msg.find("arxiv-scale"), std::string::npos) << msg;
+  }
+
+  auto demo = adgnn::csbm_preset("demo");
+  EXPECT_EQ(demo.name, "demo");
+  demo.threads = 1;
+  const auto g = adgnn::generate_csbm(demo);
+  g.validate("demo");
+  EXPECT_EQ(g.name, "demo");
+  EXPECT_EQ(g.num_nodes, demo.nodes);
+  EXPECT_EQ(g.num_classes, demo.classes);
+  EXPECT_EQ(g.features.cols, demo.features);
+  EXPECT_EQ(g.adj.nnz(), std::llround(demo.nodes * demo.avg_degree));
+  EXPECT_LT(demo.homophily, 1.0 / static_cast<double>(demo.classes));  // heterophilic
+  EXPECT_NEAR(edge_homophily(g), demo.homophily, 0.01);
+  expect_simple_symmetric(g);
+}
