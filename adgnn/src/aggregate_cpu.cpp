@@ -1,0 +1,122 @@
+// CPU CSR aggregation: row-parallel forward, destination-parallel backward over a transposed
+// edge list, so results do not depend on the thread count.
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#include "kernels.h"
+
+namespace adgnn::kernels {
+
+namespace {
+
+// Row ids of the computed rows, as int64 on CPU (identity when `rows` is undefined).
+int64_t rows_count(const at::Tensor& rowptr, const at::Tensor& rows) {
+  return rows.defined() ? rows.numel() : rowptr.numel() - 1;
+}
+
+}  // namespace
+
+at::Tensor aggregate_cpu(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& w,
+                         const at::Tensor& x, const at::Tensor& rows) {
+  const int64_t n_out = rows_count(rowptr, rows);
+  const int64_t f = x.size(1);
+  at::Tensor out = at::zeros({n_out, f}, x.options());
+  const int64_t* rp = rowptr.data_ptr<int64_t>();
+  const int32_t* ci = col.data_ptr<int32_t>();
+  const int64_t* ri = rows.defined() ? rows.data_ptr<int64_t>() : nullptr;
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "aggregate_cpu", [&] {
+    const scalar_t* xp = x.data_ptr<scalar_t>();
+    const scalar_t* wp = w.defined() ? w.data_ptr<scalar_t>() : nullptr;
+    scalar_t* op = out.data_ptr<scalar_t>();
+    at::parallel_for(0, n_out, 64, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        const int64_t r = ri ? ri[i] : i;
+        scalar_t* o = op + i * f;
+        for (int64_t k = rp[r]; k < rp[r + 1]; ++k) {
+          const scalar_t* src = xp + int64_t(ci[k]) * f;
+          const scalar_t a = wp ? wp[k] : scalar_t(1);
+          for (int64_t j = 0; j < f; ++j) o[j] += a * src[j];
+        }
+      }
+    });
+  });
+  return out;
+}
+
+at::Tensor aggregate_backward_x_cpu(const at::Tensor& rowptr, const at::Tensor& col,
+                                    const at::Tensor& w, const at::Tensor& grad_out,
+                                    const at::Tensor& rows, int64_t num_src) {
+  const int64_t n_out = rows_count(rowptr, rows);
+  const int64_t f = grad_out.size(1);
+  const int64_t* rp = rowptr.data_ptr<int64_t>();
+  const int32_t* ci = col.data_ptr<int32_t>();
+  const int64_t* ri = rows.defined() ? rows.data_ptr<int64_t>() : nullptr;
+  // Transpose the computed edges: for each source node, the (output row, edge) pairs reading it,
+  // in increasing output-row order (a stable counting sort).
+  std::vector<int64_t> start(static_cast<size_t>(num_src) + 1, 0);
+  int64_t n_edges = 0;
+  for (int64_t i = 0; i < n_out; ++i) {
+    const int64_t r = ri ? ri[i] : i;
+    for (int64_t k = rp[r]; k < rp[r + 1]; ++k) ++start[ci[k] + 1];
+    n_edges += rp[r + 1] - rp[r];
+  }
+  for (int64_t s = 0; s < num_src; ++s) start[s + 1] += start[s];
+  std::vector<int64_t> t_row(static_cast<size_t>(n_edges)), t_edge(static_cast<size_t>(n_edges));
+  std::vector<int64_t> fill(start.begin(), start.end() - 1);
+  for (int64_t i = 0; i < n_out; ++i) {
+    const int64_t r = ri ? ri[i] : i;
+    for (int64_t k = rp[r]; k < rp[r + 1]; ++k) {
+      const int64_t p = fill[ci[k]]++;
+      t_row[p] = i;
+      t_edge[p] = k;
+    }
+  }
+  at::Tensor grad_x = at::zeros({num_src, f}, grad_out.options());
+  AT_DISPATCH_FLOATING_TYPES(grad_out.scalar_type(), "aggregate_backward_x_cpu", [&] {
+    const scalar_t* gp = grad_out.data_ptr<scalar_t>();
+    const scalar_t* wp = w.defined() ? w.data_ptr<scalar_t>() : nullptr;
+    scalar_t* xp = grad_x.data_ptr<scalar_t>();
+    at::parallel_for(0, num_src, 64, [&](int64_t begin, int64_t end) {
+      for (int64_t s = begin; s < end; ++s) {
+        scalar_t* dst = xp + s * f;
+        for (int64_t p = start[s]; p < start[s + 1]; ++p) {
+          const scalar_t a = wp ? wp[t_edge[p]] : scalar_t(1);
+          const scalar_t* g = gp + t_row[p] * f;
+          for (int64_t j = 0; j < f; ++j) dst[j] += a * g[j];
+        }
+      }
+    });
+  });
+  return grad_x;
+}
+
+at::Tensor aggregate_backward_w_cpu(const at::Tensor& rowptr, const at::Tensor& col,
+                                    const at::Tensor& x, const at::Tensor& grad_out,
+                                    const at::Tensor& rows) {
+  const int64_t n_out = rows_count(rowptr, rows);
+  const int64_t f = x.size(1);
+  at::Tensor grad_w = at::zeros({col.numel()}, x.options());
+  const int64_t* rp = rowptr.data_ptr<int64_t>();
+  const int32_t* ci = col.data_ptr<int32_t>();
+  const int64_t* ri = rows.defined() ? rows.data_ptr<int64_t>() : nullptr;
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "aggregate_backward_w_cpu", [&] {
+    const scalar_t* xp = x.data_ptr<scalar_t>();
+    const scalar_t* gp = grad_out.data_ptr<scalar_t>();
+    scalar_t* wp = grad_w.data_ptr<scalar_t>();
+    at::parallel_for(0, n_out, 64, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        const int64_t r = ri ? ri[i] : i;
+        const scalar_t* g = gp + i * f;
+        for (int64_t k = rp[r]; k < rp[r + 1]; ++k) {
+          const scalar_t* src = xp + int64_t(ci[k]) * f;
+          scalar_t acc = 0;
+          for (int64_t j = 0; j < f; ++j) acc += g[j] * src[j];
+          wp[k] = acc;
+        }
+      }
+    });
+  });
+  return grad_w;
+}
+
+}  // namespace adgnn::kernels

@@ -1,0 +1,136 @@
+// csr_aggregate against a dense float64 reference, finite-difference gradients, determinism,
+// and the graph tensors built from a Graph.
+#include <ATen/Parallel.h>
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "adgnn/gnn.h"
+
+namespace {
+
+struct RandomCsr {
+  at::Tensor rowptr, col;
+};
+
+RandomCsr random_csr(int64_t n_rows, int64_t n_cols, double density, uint64_t seed) {
+  torch::manual_seed(seed);
+  at::Tensor mask = torch::rand({n_rows, n_cols}, torch::kFloat64) < density;
+  RandomCsr c;
+  std::vector<int64_t> rp{0};
+  std::vector<int32_t> ci;
+  auto acc = mask.accessor<bool, 2>();
+  for (int64_t r = 0; r < n_rows; ++r) {
+    for (int64_t k = 0; k < n_cols; ++k)
+      if (acc[r][k]) ci.push_back(int32_t(k));
+    if (r % 5 == 0 && n_cols > 0) ci.push_back(0);  // duplicate entries must add up
+    rp.push_back(int64_t(ci.size()));
+  }
+  c.rowptr = torch::tensor(rp, torch::kInt64);
+  c.col = torch::tensor(std::vector<int64_t>(ci.begin(), ci.end()), torch::kInt64).to(torch::kInt32);
+  return c;
+}
+
+at::Tensor dense_of(const RandomCsr& c, const at::Tensor& w, int64_t n_cols) {
+  const int64_t n = c.rowptr.numel() - 1;
+  at::Tensor d = torch::zeros({n, n_cols}, torch::kFloat64);
+  auto rp = c.rowptr.accessor<int64_t, 1>();
+  auto ci = c.col.accessor<int32_t, 1>();
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t k = rp[r]; k < rp[r + 1]; ++k)
+      d[r][ci[k]] += w.defined() ? w[k].item<double>() : 1.0;
+  return d;
+}
+
+TEST(CsrAggregate, EqualsDenseReferenceOnAllAndActiveRows) {
+  const auto c = random_csr(50, 40, 0.1, 1);
+  const at::Tensor x = torch::randn({40, 7}, torch::kFloat64);
+  const at::Tensor w = torch::rand({c.col.numel()}, torch::kFloat64);
+  for (const at::Tensor& weight : {at::Tensor(), w}) {
+    const at::Tensor ref = torch::mm(dense_of(c, weight, 40), x);
+    EXPECT_TRUE(torch::allclose(adgnn::csr_aggregate(c.rowptr, c.col, weight, x), ref, 1e-12, 1e-12));
+    const at::Tensor rows = torch::tensor({3, 17, 0, 49}, torch::kInt64);
+    EXPECT_TRUE(torch::allclose(adgnn::csr_aggregate(c.rowptr, c.col, weight, x, rows),
+                                ref.index_select(0, rows), 1e-12, 1e-12));
+    // float32 within float tolerance
+    EXPECT_TRUE(torch::allclose(adgnn::csr_aggregate(c.rowptr, c.col, weight, x.to(torch::kFloat32)),
+                                ref.to(torch::kFloat32), 1e-5, 1e-5));
+  }
+  // No active rows: an empty result, and gradients of zero.
+  const at::Tensor xg = x.clone().requires_grad_(true);
+  const at::Tensor none = torch::empty({0}, torch::kInt64);
+  const at::Tensor out = adgnn::csr_aggregate(c.rowptr, c.col, {}, xg, none);
+  EXPECT_EQ(out.size(0), 0);
+  out.sum().backward();
+  EXPECT_EQ(xg.grad().abs().sum().item<double>(), 0.0);
+}
+
+// Central finite differences in float64 against the analytic gradient of sum(out * probe).
+TEST(CsrAggregate, GradientsMatchFiniteDifferences) {
+  const auto c = random_csr(12, 9, 0.3, 2);
+  const at::Tensor rows = torch::tensor({0, 4, 5, 11, 7}, torch::kInt64);
+  at::Tensor x = torch::randn({9, 3}, torch::kFloat64).requires_grad_(true);
+  at::Tensor w = torch::rand({c.col.numel()}, torch::kFloat64).requires_grad_(true);
+  const at::Tensor probe = torch::randn({rows.numel(), 3}, torch::kFloat64);
+  auto loss = [&](const at::Tensor& xx, const at::Tensor& ww) {
+    return (adgnn::csr_aggregate(c.rowptr, c.col, ww, xx, rows) * probe).sum();
+  };
+  loss(x, w).backward();
+  const double eps = 1e-6;
+  torch::NoGradGuard guard;
+  for (const auto& [param, grad] : {std::pair{x, x.grad()}, std::pair{w, w.grad()}}) {
+    at::Tensor flat = param.view({-1});
+    for (int64_t i = 0; i < flat.numel(); ++i) {
+      const double v = flat[i].item<double>();
+      flat[i] = v + eps;
+      const double up = loss(x, w).item<double>();
+      flat[i] = v - eps;
+      const double down = loss(x, w).item<double>();
+      flat[i] = v;
+      EXPECT_NEAR(grad.view({-1})[i].item<double>(), (up - down) / (2 * eps), 1e-7) << "entry " << i;
+    }
+  }
+}
+
+TEST(CsrAggregate, DeterministicAcrossThreadCounts) {
+  const auto c = random_csr(3000, 3000, 0.004, 3);
+  const at::Tensor x = torch::randn({3000, 16});
+  const at::Tensor g = torch::randn({3000, 16});
+  std::vector<at::Tensor> outs, grads;
+  for (int threads : {1, 2}) {
+    at::set_num_threads(threads);
+    at::Tensor xx = x.clone().requires_grad_(true);
+    at::Tensor out = adgnn::csr_aggregate(c.rowptr, c.col, {}, xx);
+    out.backward(g);
+    outs.push_back(out.detach());
+    grads.push_back(xx.grad());
+  }
+  EXPECT_TRUE(torch::equal(outs[0], outs[1]));
+  EXPECT_TRUE(torch::equal(grads[0], grads[1]));
+}
+
+TEST(GraphTensors, SymmetricAndDirectedViews) {
+  adgnn::Graph g;
+  g.num_nodes = 4;
+  g.adj.rows = g.adj.cols = 4;
+  g.adj.indptr = {0, 2, 3, 4, 5};
+  g.adj.indices = {1, 1, 2, 2, 3};  // 0->1 twice, 1->2, 2->2 loop, 3->3 loop
+  g.features.rows = 4;
+  g.features.cols = 2;
+  g.features.sparse = true;
+  g.features.csr.rows = 4;
+  g.features.csr.cols = 2;
+  g.features.csr.indptr = {0, 1, 1, 2, 2};
+  g.features.csr.indices = {1, 0};
+  g.labels = {0, 1, 1, 0};
+  g.num_classes = 2;
+  const auto t = adgnn::to_tensors(g, torch::kCPU);
+  EXPECT_TRUE(torch::equal(t.rowptr, torch::tensor({0, 1, 3, 4, 4}, torch::kInt64)));
+  EXPECT_TRUE(torch::equal(t.col.to(torch::kInt64), torch::tensor({1, 0, 2, 1}, torch::kInt64)));
+  EXPECT_TRUE(torch::equal(t.out_rowptr, torch::tensor({0, 1, 2, 2, 2}, torch::kInt64)));
+  EXPECT_TRUE(torch::equal(t.in_rowptr, torch::tensor({0, 0, 1, 2, 2}, torch::kInt64)));
+  EXPECT_TRUE(torch::equal(t.degree, torch::tensor({1.f, 2.f, 1.f, 0.f})));
+  EXPECT_TRUE(torch::equal(t.x, torch::tensor({0.f, 1.f, 0.f, 0.f, 1.f, 0.f, 0.f, 0.f}).view({4, 2})));
+  EXPECT_EQ(adgnn::cuda_kernels_built(), false);
+}
+
+}  // namespace
