@@ -24,21 +24,45 @@ add_library(METIS::METIS UNKNOWN IMPORTED)
 set_target_properties(METIS::METIS PROPERTIES IMPORTED_LOCATION "${METIS_LIBRARY}"
                       INTERFACE_INCLUDE_DIRECTORIES "${METIS_INCLUDE_DIR}")
 
-if(ADGNN_CUDA OR ADGNN_NCCL)
-  enable_language(CUDA)
-  find_package(CUDAToolkit REQUIRED)
-  if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+if(ADGNN_CUDA)
+  # Before enable_language(CUDA), which otherwise sets nvcc's default architecture.
+  if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES AND NOT DEFINED ENV{CUDAARCHS})
     set(CMAKE_CUDA_ARCHITECTURES 90)
   endif()
+  enable_language(CUDA)
+endif()
+if(ADGNN_CUDA OR ADGNN_NCCL)
+  find_package(CUDAToolkit REQUIRED)  # CUDA::cudart (the NCCL backend is C++: no nvcc needed)
 endif()
 if(ADGNN_NCCL)
-  find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${NCCL_ROOT} ENV NCCL_ROOT ${CUDAToolkit_INCLUDE_DIRS}
-            PATH_SUFFIXES include)
-  find_library(NCCL_LIBRARY NAMES nccl libnccl.so.2 HINTS ${NCCL_ROOT} ENV NCCL_ROOT
-               ${CUDAToolkit_LIBRARY_DIR} PATH_SUFFIXES lib lib64)
+  # NCCL_ROOT (CMake or environment variable) first, alone: PyTorch's wheel (nvidia/nccl) has
+  # include/nccl.h and lib/libnccl.so.2 but no libnccl.so link. Then the CUDA toolkit and the
+  # system paths.
+  find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${NCCL_ROOT} ENV NCCL_ROOT PATH_SUFFIXES include
+            NO_DEFAULT_PATH)
+  find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} PATH_SUFFIXES include)
+  find_library(NCCL_LIBRARY NAMES nccl libnccl.so.2 NAMES_PER_DIR HINTS ${NCCL_ROOT} ENV NCCL_ROOT
+               PATH_SUFFIXES lib lib64 NO_DEFAULT_PATH)
+  find_library(NCCL_LIBRARY NAMES nccl libnccl.so.2 NAMES_PER_DIR
+               HINTS ${CUDAToolkit_LIBRARY_DIR} ${CUDAToolkit_LIBRARY_ROOT}
+               PATH_SUFFIXES lib lib64)
   if(NOT NCCL_INCLUDE_DIR OR NOT NCCL_LIBRARY)
-    message(FATAL_ERROR "NCCL not found: pass -DNCCL_ROOT=<prefix with include/nccl.h>")
+    message(FATAL_ERROR "NCCL not found: pass -DNCCL_ROOT=<prefix with include/nccl.h and "
+                        "lib/libnccl.so[.2]>")
   endif()
+  file(STRINGS "${NCCL_INCLUDE_DIR}/nccl.h" _nccl_defines
+       REGEX "^#define NCCL_(MAJOR|MINOR|PATCH) ")
+  set(NCCL_VERSION "")
+  foreach(_part MAJOR MINOR PATCH)
+    string(REGEX MATCH "NCCL_${_part} +([0-9]+)" _m "${_nccl_defines}")
+    list(APPEND NCCL_VERSION "${CMAKE_MATCH_1}")
+  endforeach()
+  list(JOIN NCCL_VERSION "." NCCL_VERSION)
+  if(NCCL_VERSION VERSION_LESS 2.14)
+    message(FATAL_ERROR "NCCL ${NCCL_VERSION} at ${NCCL_INCLUDE_DIR}: the NCCL backend needs >= "
+                        "2.14 (non-blocking communicators)")
+  endif()
+  message(STATUS "NCCL ${NCCL_VERSION}: ${NCCL_INCLUDE_DIR}/nccl.h, ${NCCL_LIBRARY}")
   add_library(NCCL::NCCL UNKNOWN IMPORTED)
   set_target_properties(NCCL::NCCL PROPERTIES IMPORTED_LOCATION "${NCCL_LIBRARY}"
                         INTERFACE_INCLUDE_DIRECTORIES "${NCCL_INCLUDE_DIR}")

@@ -82,4 +82,18 @@ void mpi_finalize();
 // CommError, since MPI_Finalize may wait for the peer that failed.
 [[noreturn]] void mpi_abort(int exit_code);
 
+// NCCL (defined only in builds with -DADGNN_NCCL=ON, which define ADGNN_HAVE_NCCL): a
+// communicator over CUDA device `device` (made current with cudaSetDevice) with the rank, size,
+// local rank, host and timeout of `bootstrap` (usually the MPI communicator), which carries the
+// ncclUniqueId from rank 0. Collective over bootstrap; when any rank fails to set up its device,
+// every rank throws CommError. Every void* of its operations is a device pointer on `device` (or
+// managed memory); host memory is refused with CommError. Operations run on the communicator's
+// own CUDA stream after the work already queued on the legacy default stream (and, through it,
+// on every blocking stream); work on other non-blocking streams must be synchronized by the
+// caller. They return when the result is in the buffer. A timeout or an NCCL / CUDA failure
+// aborts the NCCL communicator (also for exchange, which NCCL cannot cancel): every later call
+// throws CommError. The destructor flushes and destroys the NCCL communicator (aborting it when
+// the peers do not finish within min(timeout(), 30 s)); it never finalizes MPI.
+std::unique_ptr<Communicator> make_nccl_communicator(Communicator& bootstrap, int device);
+
 }  // namespace adgnn

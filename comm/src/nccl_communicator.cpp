@@ -1,0 +1,528 @@
+// The NCCL backend (built with -DADGNN_NCCL=ON): the Communicator interface on CUDA device
+// buffers. The communicator is non-blocking (ncclConfig_t::blocking = 0), so that no NCCL call
+// waits by itself: every operation is enqueued on the communicator's own CUDA stream, then polled
+// (cudaStreamQuery and ncclCommGetAsyncError) until it completes or timeout() has passed. A
+// timeout or an asynchronous error aborts the NCCL communicator (ncclCommAbort stops the kernels
+// still waiting for a peer) and throws CommError; every later call then throws CommError too.
+// CUDA and NCCL return codes become CommError with cudaGetErrorString / ncclGetErrorString. The
+// CUDA runtime API only: this file needs no nvcc.
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <thread>
+
+#include "adgnn/comm.h"
+#include "fmt/format.h"
+
+#if NCCL_VERSION_CODE < NCCL_VERSION(2, 14, 0)
+#error "the NCCL backend needs NCCL >= 2.14 (non-blocking communicators, ncclCommInitRankConfig)"
+#endif
+
+namespace adgnn {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The longest the destructor waits for ncclCommFinalize before it aborts instead.
+constexpr double kDestroyGraceSeconds = 30.0;
+
+// Polling back-off, as in the MPI backend: busy for the first spins (short operations finish
+// there), then yield for a couple of milliseconds, then sleep a twentieth of the time waited so
+// far (20 us .. 1 ms). NCCL progresses on the GPU and in its own proxy threads, not in our calls.
+void backoff(int64_t spin, Clock::duration waited) {
+  using std::chrono::microseconds;
+  if (spin < 64) return;
+  if (waited < std::chrono::milliseconds(2)) {
+    std::this_thread::yield();
+    return;
+  }
+  const auto s = std::chrono::duration_cast<microseconds>(waited / 20);
+  std::this_thread::sleep_for(std::clamp(s, microseconds(20), microseconds(1000)));
+}
+
+Clock::time_point deadline_after(double seconds) {
+  if (!std::isfinite(seconds)) return Clock::time_point::max();
+  return Clock::now() +
+         std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+}
+
+std::string cuda_error_string(cudaError_t e) {
+  return fmt::format("{} ({})", cudaGetErrorString(e), cudaGetErrorName(e));
+}
+
+std::string nccl_error_string(ncclResult_t r, ncclComm_t comm) {
+  std::string s = ncclGetErrorString(r);
+  const char* last = ncclGetLastError(comm);
+  if (last != nullptr && *last != '\0') s += fmt::format(" ({})", last);
+  return s;
+}
+
+ncclDataType_t nccl_type(DType dt, bool* ok) {
+  *ok = true;
+  switch (dt) {
+    case DType::F32: return ncclFloat32;
+    case DType::F64: return ncclFloat64;
+    case DType::I64: return ncclInt64;
+  }
+  *ok = false;
+  return ncclUint8;
+}
+
+ncclRedOp_t nccl_op(ReduceOp op, bool* ok) {
+  *ok = true;
+  switch (op) {
+    case ReduceOp::Sum: return ncclSum;
+    case ReduceOp::Max: return ncclMax;
+    case ReduceOp::Min: return ncclMin;
+  }
+  *ok = false;
+  return ncclSum;
+}
+
+// Makes `device` current for the lifetime of the guard and restores the previous device after.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device) {
+    if (cudaGetDevice(&prev_) != cudaSuccess) {
+      cudaGetLastError();
+      prev_ = -1;
+    }
+    if (prev_ != device) {
+      rc_ = cudaSetDevice(device);
+      changed_ = rc_ == cudaSuccess;
+    }
+  }
+  ~DeviceGuard() {
+    if (changed_ && prev_ >= 0) cudaSetDevice(prev_);
+  }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+  cudaError_t status() const { return rc_; }
+
+ private:
+  int prev_ = -1;
+  bool changed_ = false;
+  cudaError_t rc_ = cudaSuccess;
+};
+
+class NcclCommunicator final : public Communicator {
+ public:
+  NcclCommunicator(Communicator& bootstrap, int device);
+  ~NcclCommunicator() override;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  int local_rank() const override { return local_rank_; }
+  std::string host() const override { return host_; }
+
+  void barrier() override;
+  void allreduce(void* data, int64_t count, DType dt, ReduceOp op) override;
+  void broadcast(void* data, int64_t bytes, int root) override;
+  void exchange(const void* send, const std::vector<int64_t>& send_counts, void* recv,
+                const std::vector<int64_t>& recv_counts, int64_t row_bytes) override;
+
+ private:
+  CommError error(const std::string& what) const { return CommError(rank_, host_, what); }
+  void check_usable(const char* call) const;
+  // Makes device_ current for one operation (restored when the guard goes).
+  void enter(DeviceGuard& guard, const char* call) const;
+  // Throws (without breaking the communicator) unless p is memory of device_ (or managed).
+  void check_device_buffer(const void* p, const char* call, const char* name) const;
+  // Aborts the NCCL communicator, remembers why (every later call is refused) and throws.
+  [[noreturn]] void fail(const std::string& msg);
+  void abort_comm();
+  // A CUDA call inside an operation: any error fails the communicator.
+  void cuda(cudaError_t rc, const std::string& call, const std::string& what);
+  // An NCCL call inside an operation: ncclInProgress waits for the communicator to become ready
+  // (until `deadline`); any error fails the communicator.
+  void nccl(ncclResult_t rc, const std::string& call, const std::string& what,
+            Clock::time_point deadline);
+  // Polls ncclCommGetAsyncError until the communicator has left ncclInProgress.
+  void wait_ready(const std::string& what, Clock::time_point deadline);
+  // Polls the stream (and NCCL's asynchronous errors) until everything enqueued has completed.
+  void wait_stream(const std::string& what, Clock::time_point deadline);
+  // Makes our stream wait for the work already queued on the legacy default stream (which also
+  // waits for every blocking stream), so that buffers written there are complete.
+  void order_after_default_stream(const std::string& what);
+  void release();  // frees the CUDA objects (not the NCCL communicator)
+
+  int rank_ = -1;
+  int size_ = 0;
+  int local_rank_ = -1;
+  std::string host_;
+  int device_ = -1;
+  ncclComm_t comm_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+  cudaEvent_t ready_ = nullptr;     // recorded on the legacy default stream before each operation
+  int32_t* scratch_ = nullptr;      // one device int for the barrier
+  std::string broken_;              // the failure that made this communicator unusable
+};
+
+NcclCommunicator::NcclCommunicator(Communicator& bootstrap, int device)
+    : rank_(bootstrap.rank()),
+      size_(bootstrap.size()),
+      local_rank_(bootstrap.local_rank()),
+      host_(bootstrap.host()),
+      device_(device) {
+  timeout_ = bootstrap.timeout();
+  // Local set-up first; then every rank learns whether every rank succeeded, so that a rank
+  // without its device fails everywhere at once instead of leaving the others in
+  // ncclCommInitRank until they time out.
+  std::string local_error;
+  ncclUniqueId id;
+  std::memset(&id, 0, sizeof(id));
+  auto try_cuda = [&](cudaError_t rc, const char* call) {
+    if (rc == cudaSuccess || !local_error.empty()) return rc == cudaSuccess;
+    cudaGetLastError();
+    local_error = fmt::format("make_nccl_communicator: {} (device {}) failed: {}", call, device,
+                              cuda_error_string(rc));
+    return false;
+  };
+  if (device < 0) {
+    local_error = fmt::format("make_nccl_communicator: device {} < 0", device);
+  } else if (try_cuda(cudaSetDevice(device), "cudaSetDevice") &&
+             try_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking),
+                      "cudaStreamCreateWithFlags") &&
+             try_cuda(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming),
+                      "cudaEventCreateWithFlags") &&
+             try_cuda(cudaMalloc(reinterpret_cast<void**>(&scratch_), sizeof(int32_t)),
+                      "cudaMalloc") &&
+             try_cuda(cudaMemset(scratch_, 0, sizeof(int32_t)), "cudaMemset")) {
+    if (rank_ == 0) {
+      const ncclResult_t rc = ncclGetUniqueId(&id);
+      if (rc != ncclSuccess)
+        local_error = fmt::format("make_nccl_communicator: ncclGetUniqueId failed: {}",
+                                  nccl_error_string(rc, nullptr));
+    }
+  }
+  try {
+    int64_t ok = local_error.empty() ? 1 : 0;
+    bootstrap.allreduce(&ok, 1, DType::I64, ReduceOp::Min);
+    if (!local_error.empty()) throw error(local_error);
+    if (ok != 1)
+      throw error(fmt::format(
+          "make_nccl_communicator (device {}): another rank failed to set up its device or the "
+          "NCCL id (see its error)",
+          device));
+    bootstrap.broadcast(&id, static_cast<int64_t>(sizeof(id)), 0);
+  } catch (...) {
+    release();
+    throw;
+  }
+
+  const std::string what = fmt::format(
+      "ncclCommInitRankConfig ({} ranks, device {}, NCCL {}.{}.{})", size_, device, NCCL_MAJOR,
+      NCCL_MINOR, NCCL_PATCH);
+  const auto deadline = deadline_after(timeout_);
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  const ncclResult_t rc = ncclCommInitRankConfig(&comm_, size_, id, rank_, &config);
+  try {
+    if (rc != ncclSuccess && rc != ncclInProgress) {
+      const std::string msg = fmt::format("{} failed: {}", what, nccl_error_string(rc, comm_));
+      abort_comm();
+      throw error(msg);
+    }
+    if (comm_ == nullptr) throw error(what + " returned no communicator");
+    wait_ready(what, deadline);
+  } catch (...) {
+    release();
+    throw;
+  }
+}
+
+NcclCommunicator::~NcclCommunicator() {
+  DeviceGuard guard(device_);
+  if (comm_ != nullptr) {
+    // Finalize flushes what is still in flight; the communicator is then destroyed without
+    // blocking. A peer that never finalizes (it failed) makes us abort after the grace time.
+    const auto start = Clock::now();
+    const auto deadline = deadline_after(std::min(timeout_, kDestroyGraceSeconds));
+    ncclResult_t state = ncclCommFinalize(comm_);
+    for (int64_t spin = 0; state == ncclInProgress; ++spin) {
+      if (ncclCommGetAsyncError(comm_, &state) != ncclSuccess) {
+        state = ncclInternalError;
+        break;
+      }
+      const auto now = Clock::now();
+      if (state != ncclInProgress || now >= deadline) break;
+      backoff(spin, now - start);
+    }
+    if (state == ncclSuccess)
+      ncclCommDestroy(comm_);
+    else
+      ncclCommAbort(comm_);
+    comm_ = nullptr;
+  }
+  release();
+}
+
+void NcclCommunicator::release() {
+  if (scratch_ != nullptr) cudaFree(scratch_);
+  if (ready_ != nullptr) cudaEventDestroy(ready_);
+  if (stream_ != nullptr) cudaStreamDestroy(stream_);
+  scratch_ = nullptr;
+  ready_ = nullptr;
+  stream_ = nullptr;
+  if (comm_ != nullptr) abort_comm();
+}
+
+void NcclCommunicator::abort_comm() {
+  if (comm_ == nullptr) return;
+  ncclCommAbort(comm_);
+  comm_ = nullptr;
+}
+
+void NcclCommunicator::fail(const std::string& msg) {
+  abort_comm();
+  if (broken_.empty()) broken_ = msg;
+  throw error(msg);
+}
+
+void NcclCommunicator::check_usable(const char* call) const {
+  if (!broken_.empty())
+    throw error(fmt::format("{}: communicator unusable after an earlier failure ({})", call,
+                            broken_));
+}
+
+void NcclCommunicator::enter(DeviceGuard& guard, const char* call) const {
+  if (guard.status() != cudaSuccess) {
+    cudaGetLastError();
+    throw error(fmt::format("{}: cudaSetDevice({}) failed: {}", call, device_,
+                            cuda_error_string(guard.status())));
+  }
+}
+
+void NcclCommunicator::check_device_buffer(const void* p, const char* call,
+                                           const char* name) const {
+  cudaPointerAttributes attr;
+  std::memset(&attr, 0, sizeof(attr));
+  const cudaError_t rc = cudaPointerGetAttributes(&attr, p);
+  if (rc != cudaSuccess) {
+    cudaGetLastError();  // not sticky: clear it
+    throw error(fmt::format("{}: {} buffer {} is not CUDA memory ({})", call, name, p,
+                            cuda_error_string(rc)));
+  }
+  if (attr.type == cudaMemoryTypeDevice && attr.device != device_)
+    throw error(fmt::format("{}: {} buffer {} is on device {}, the communicator on device {}",
+                            call, name, p, attr.device, device_));
+  if (attr.type != cudaMemoryTypeDevice && attr.type != cudaMemoryTypeManaged)
+    throw error(fmt::format("{}: {} buffer {} is host memory; the NCCL communicator needs device "
+                            "buffers",
+                            call, name, p));
+}
+
+void NcclCommunicator::cuda(cudaError_t rc, const std::string& call, const std::string& what) {
+  if (rc == cudaSuccess) return;
+  cudaGetLastError();
+  fail(fmt::format("{}: {} failed: {}", what, call, cuda_error_string(rc)));
+}
+
+void NcclCommunicator::nccl(ncclResult_t rc, const std::string& call, const std::string& what,
+                            Clock::time_point deadline) {
+  if (rc == ncclSuccess) return;
+  if (rc == ncclInProgress) {
+    wait_ready(what, deadline);
+    return;
+  }
+  fail(fmt::format("{}: {} failed: {}", what, call, nccl_error_string(rc, comm_)));
+}
+
+void NcclCommunicator::wait_ready(const std::string& what, Clock::time_point deadline) {
+  const auto start = Clock::now();
+  for (int64_t spin = 0;; ++spin) {
+    ncclResult_t state = ncclSuccess;
+    const ncclResult_t rc = ncclCommGetAsyncError(comm_, &state);
+    if (rc != ncclSuccess)
+      fail(fmt::format("{}: ncclCommGetAsyncError failed: {}", what,
+                       nccl_error_string(rc, comm_)));
+    if (state == ncclSuccess) return;
+    if (state != ncclInProgress)
+      fail(fmt::format("{} failed: {}", what, nccl_error_string(state, comm_)));
+    const auto now = Clock::now();
+    if (now >= deadline)
+      fail(fmt::format("{} timed out after {:g} s (NCCL communicator aborted)", what, timeout_));
+    backoff(spin, now - start);
+  }
+}
+
+void NcclCommunicator::wait_stream(const std::string& what, Clock::time_point deadline) {
+  const auto start = Clock::now();
+  for (int64_t spin = 0;; ++spin) {
+    const cudaError_t q = cudaStreamQuery(stream_);
+    if (q == cudaSuccess) return;
+    if (q != cudaErrorNotReady) {
+      cudaGetLastError();
+      fail(fmt::format("{} failed: cudaStreamQuery: {}", what, cuda_error_string(q)));
+    }
+    ncclResult_t state = ncclSuccess;
+    const ncclResult_t rc = ncclCommGetAsyncError(comm_, &state);
+    if (rc != ncclSuccess)
+      fail(fmt::format("{}: ncclCommGetAsyncError failed: {}", what,
+                       nccl_error_string(rc, comm_)));
+    if (state != ncclSuccess && state != ncclInProgress)
+      fail(fmt::format("{} failed: {}", what, nccl_error_string(state, comm_)));
+    const auto now = Clock::now();
+    if (now >= deadline)
+      fail(fmt::format("{} timed out after {:g} s (NCCL communicator aborted)", what, timeout_));
+    backoff(spin, now - start);
+  }
+}
+
+void NcclCommunicator::order_after_default_stream(const std::string& what) {
+  cuda(cudaEventRecord(ready_, cudaStreamLegacy), "cudaEventRecord", what);
+  cuda(cudaStreamWaitEvent(stream_, ready_, 0), "cudaStreamWaitEvent", what);
+}
+
+void NcclCommunicator::barrier() {
+  check_usable("barrier");
+  DeviceGuard guard(device_);
+  enter(guard, "barrier");
+  const std::string what = "ncclAllReduce (barrier)";
+  const auto deadline = deadline_after(timeout_);
+  nccl(ncclAllReduce(scratch_, scratch_, 1, ncclInt32, ncclSum, comm_, stream_), "ncclAllReduce",
+       what, deadline);
+  wait_stream(what, deadline);
+}
+
+void NcclCommunicator::allreduce(void* data, int64_t count, DType dt, ReduceOp op) {
+  check_usable("allreduce");
+  bool type_ok = false, op_ok = false;
+  const ncclDataType_t type = nccl_type(dt, &type_ok);
+  const ncclRedOp_t nop = nccl_op(op, &op_ok);
+  if (!type_ok || !op_ok) throw error("allreduce: invalid DType or ReduceOp");
+  if (count < 0) throw error(fmt::format("allreduce: count {} < 0", count));
+  if (count == 0) return;
+  if (data == nullptr) throw error(fmt::format("allreduce: null buffer for {} elements", count));
+  DeviceGuard guard(device_);
+  enter(guard, "allreduce");
+  check_device_buffer(data, "allreduce", "the");
+  const std::string what = fmt::format("ncclAllReduce (allreduce of {} {} {})", count,
+                                       to_string(dt), to_string(op));
+  const auto deadline = deadline_after(timeout_);
+  order_after_default_stream(what);
+  nccl(ncclAllReduce(data, data, static_cast<size_t>(count), type, nop, comm_, stream_),
+       "ncclAllReduce", what, deadline);
+  wait_stream(what, deadline);
+}
+
+void NcclCommunicator::broadcast(void* data, int64_t bytes, int root) {
+  check_usable("broadcast");
+  if (root < 0 || root >= size_)
+    throw error(fmt::format("broadcast: root {} outside [0, {})", root, size_));
+  if (bytes < 0) throw error(fmt::format("broadcast: {} bytes < 0", bytes));
+  if (bytes == 0) return;
+  if (data == nullptr) throw error(fmt::format("broadcast: null buffer for {} bytes", bytes));
+  DeviceGuard guard(device_);
+  enter(guard, "broadcast");
+  check_device_buffer(data, "broadcast", "the");
+  const std::string what =
+      fmt::format("ncclBroadcast (broadcast of {} bytes from rank {})", bytes, root);
+  const auto deadline = deadline_after(timeout_);
+  order_after_default_stream(what);
+  nccl(ncclBroadcast(data, data, static_cast<size_t>(bytes), ncclUint8, root, comm_, stream_),
+       "ncclBroadcast", what, deadline);
+  wait_stream(what, deadline);
+}
+
+void NcclCommunicator::exchange(const void* send, const std::vector<int64_t>& send_counts,
+                                void* recv, const std::vector<int64_t>& recv_counts,
+                                int64_t row_bytes) {
+  check_usable("exchange");
+  if (static_cast<int64_t>(send_counts.size()) != size_ ||
+      static_cast<int64_t>(recv_counts.size()) != size_)
+    throw error(fmt::format("exchange: {} send and {} receive counts, expected {} (one per rank)",
+                            send_counts.size(), recv_counts.size(), size_));
+  if (row_bytes < 0) throw error(fmt::format("exchange: row_bytes {} < 0", row_bytes));
+  std::vector<int64_t> send_off(size_ + 1, 0), recv_off(size_ + 1, 0);
+  for (int p = 0; p < size_; ++p) {
+    for (const auto* counts : {&send_counts, &recv_counts}) {
+      const int64_t c = (*counts)[p];
+      if (c < 0 || (row_bytes > 0 && c > INT64_MAX / row_bytes))
+        throw error(fmt::format("exchange: {}_counts[{}] = {} is invalid for {}-byte rows",
+                                counts == &send_counts ? "send" : "recv", p, c, row_bytes));
+    }
+    send_off[p + 1] = send_off[p] + send_counts[p] * row_bytes;
+    recv_off[p + 1] = recv_off[p] + recv_counts[p] * row_bytes;
+    if (send_off[p + 1] < send_off[p] || recv_off[p + 1] < recv_off[p])
+      throw error("exchange: total bytes overflow int64");
+  }
+  if (send_counts[rank_] != recv_counts[rank_])
+    throw error(fmt::format("exchange: send_counts[{0}] = {1} but recv_counts[{0}] = {2}: the "
+                            "rows a rank sends itself must match",
+                            rank_, send_counts[rank_], recv_counts[rank_]));
+  if ((send == nullptr && send_off[size_] > 0) || (recv == nullptr && recv_off[size_] > 0))
+    throw error("exchange: null buffer with non-zero counts");
+  if (send_off[size_] == 0 && recv_off[size_] == 0) return;  // nothing to move on this rank
+
+  DeviceGuard guard(device_);
+  enter(guard, "exchange");
+  if (send_off[size_] > 0) check_device_buffer(send, "exchange", "send");
+  if (recv_off[size_] > 0) check_device_buffer(recv, "exchange", "recv");
+
+  int64_t rows_out = 0, rows_in = 0;
+  int peers_out = 0, peers_in = 0;
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_) continue;
+    rows_out += send_counts[p];
+    rows_in += recv_counts[p];
+    peers_out += send_off[p + 1] > send_off[p];
+    peers_in += recv_off[p + 1] > recv_off[p];
+  }
+  const std::string what = fmt::format(
+      "exchange (ncclSend/ncclRecv: {} rows out to {} peers, {} rows in from {} peers, {}-byte "
+      "rows)",
+      rows_out, peers_out, rows_in, peers_in, row_bytes);
+  const auto deadline = deadline_after(timeout_);
+  const char* sbuf = static_cast<const char*>(send);
+  char* rbuf = static_cast<char*>(recv);
+  order_after_default_stream(what);
+  const int64_t self_bytes = send_off[rank_ + 1] - send_off[rank_];
+  if (self_bytes > 0)
+    cuda(cudaMemcpyAsync(rbuf + recv_off[rank_], sbuf + send_off[rank_],
+                         static_cast<size_t>(self_bytes), cudaMemcpyDeviceToDevice, stream_),
+         "cudaMemcpyAsync (rows to itself)", what);
+  if (peers_out + peers_in > 0) {
+    nccl(ncclGroupStart(), "ncclGroupStart", what, deadline);
+    for (int p = 0; p < size_; ++p) {
+      if (p == rank_) continue;
+      const int64_t out = send_off[p + 1] - send_off[p];
+      const int64_t in = recv_off[p + 1] - recv_off[p];
+      // Inside a group the calls are only recorded; errors also come back from ncclGroupEnd.
+      if (out > 0) {
+        const ncclResult_t rc = ncclSend(sbuf + send_off[p], static_cast<size_t>(out), ncclUint8,
+                                         p, comm_, stream_);
+        if (rc != ncclSuccess && rc != ncclInProgress) {
+          ncclGroupEnd();
+          fail(fmt::format("{}: ncclSend of {} rows to rank {} failed: {}", what, send_counts[p],
+                           p, nccl_error_string(rc, comm_)));
+        }
+      }
+      if (in > 0) {
+        const ncclResult_t rc =
+            ncclRecv(rbuf + recv_off[p], static_cast<size_t>(in), ncclUint8, p, comm_, stream_);
+        if (rc != ncclSuccess && rc != ncclInProgress) {
+          ncclGroupEnd();
+          fail(fmt::format("{}: ncclRecv of {} rows from rank {} failed: {}", what,
+                           recv_counts[p], p, nccl_error_string(rc, comm_)));
+        }
+      }
+    }
+    nccl(ncclGroupEnd(), "ncclGroupEnd", what, deadline);
+  }
+  wait_stream(what, deadline);
+}
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_nccl_communicator(Communicator& bootstrap, int device) {
+  return std::make_unique<NcclCommunicator>(bootstrap, device);
+}
+
+}  // namespace adgnn
