@@ -364,6 +364,109 @@ class Reader {
 
 }  // namespace
 
+namespace {
+
+hid_t h5_type(const std::string& dtype, const std::string& where) {
+  if (dtype == "f32") return H5T_IEEE_F32LE;
+  if (dtype == "f64") return H5T_IEEE_F64LE;
+  if (dtype == "i64") return H5T_STD_I64LE;
+  if (dtype == "u8") return H5T_STD_U8LE;
+  throw InputError(fmt::format("{}: unsupported array dtype '{}'", where, dtype));
+}
+
+size_t dtype_size(const std::string& dtype) { return dtype == "u8" ? 1 : dtype == "f32" ? 4 : 8; }
+
+}  // namespace
+
+void write_arrays_h5(const std::string& path, const std::map<std::string, H5Array>& arrays,
+                     const std::map<std::string, std::string>& attrs) {
+  const std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
+  try {
+    Writer w(tmp, H5WriteOptions{});
+    for (const auto& [k, v] : attrs) w.attr_string(w.file(), k, v);
+    for (const auto& [name, a] : arrays) {
+      std::vector<hsize_t> dims(a.shape.begin(), a.shape.end());
+      hsize_t total = 1;
+      for (auto d : dims) total *= d;
+      if (total * dtype_size(a.dtype) != a.bytes.size())
+        throw InputError(fmt::format("{}: array {} holds {} bytes for shape of {} elements", path,
+                                     name, a.bytes.size(), total));
+      // Intermediate groups ("a/b/c") are created on the way.
+      for (size_t p = name.find('/', 1); p != std::string::npos; p = name.find('/', p + 1)) {
+        const std::string grp = "/" + name.substr(0, p);
+        if (H5Lexists(w.file(), grp.c_str(), H5P_DEFAULT) <= 0) w.group(grp);
+      }
+      w.dataset("/" + name, h5_type(a.dtype, path), a.bytes.data(), dims);
+    }
+  } catch (...) {
+    std::filesystem::remove(tmp);
+    throw;
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::filesystem::remove(tmp);
+    throw InputError(fmt::format("{}: cannot rename into place ({})", path, ec.message()));
+  }
+}
+
+std::map<std::string, H5Array> read_arrays_h5(const std::string& path,
+                                              std::map<std::string, std::string>* attrs) {
+  Reader r(path, 0);
+  std::map<std::string, H5Array> out;
+  if (attrs) {
+    H5O_info_t info;
+    H5Oget_info2(r.file(), &info, H5O_INFO_NUM_ATTRS);
+    for (hsize_t i = 0; i < info.num_attrs; ++i) {
+      char name[512];
+      H5Aget_name_by_idx(r.file(), ".", H5_INDEX_NAME, H5_ITER_INC, i, name, sizeof(name), H5P_DEFAULT);
+      (*attrs)[name] = r.attr_string(r.file(), name);
+    }
+  }
+  // Walk every dataset in the file.
+  struct Ctx {
+    std::vector<std::string> names;
+  } ctx;
+  H5Ovisit2(
+      r.file(), H5_INDEX_NAME, H5_ITER_INC,
+      [](hid_t, const char* name, const H5O_info_t* info, void* data) -> herr_t {
+        if (info->type == H5O_TYPE_DATASET) static_cast<Ctx*>(data)->names.push_back(name);
+        return 0;
+      },
+      &ctx, H5O_INFO_BASIC);
+  for (const auto& name : ctx.names) {
+    const std::string full = "/" + name;
+    H5Handle d = r.open(full);
+    H5Handle ft(H5Dget_type(d), H5Tclose);
+    H5Array a;
+    const H5T_class_t cls = H5Tget_class(ft);
+    const size_t sz = H5Tget_size(ft);
+    hid_t mem;
+    if (cls == H5T_FLOAT && sz == 4) a.dtype = "f32", mem = H5T_NATIVE_FLOAT;
+    else if (cls == H5T_FLOAT && sz == 8) a.dtype = "f64", mem = H5T_NATIVE_DOUBLE;
+    else if (cls == H5T_INTEGER && sz == 8) a.dtype = "i64", mem = H5T_NATIVE_INT64;
+    else if (cls == H5T_INTEGER && sz == 1) a.dtype = "u8", mem = H5T_NATIVE_UINT8;
+    else throw InputError(fmt::format("{}: dataset {} has an unsupported type", path, full));
+    const auto dims = r.dims(full);
+    a.shape.assign(dims.begin(), dims.end());
+    if (a.dtype == "u8") {
+      const auto v = r.read<uint8_t>(full, mem, dims);
+      a.bytes.assign(reinterpret_cast<const char*>(v.data()), v.size());
+    } else if (a.dtype == "f32") {
+      const auto v = r.read<float>(full, mem, dims);
+      a.bytes.assign(reinterpret_cast<const char*>(v.data()), v.size() * 4);
+    } else if (a.dtype == "f64") {
+      const auto v = r.read<double>(full, mem, dims);
+      a.bytes.assign(reinterpret_cast<const char*>(v.data()), v.size() * 8);
+    } else {
+      const auto v = r.read<int64_t>(full, mem, dims);
+      a.bytes.assign(reinterpret_cast<const char*>(v.data()), v.size() * 8);
+    }
+    out.emplace(name, std::move(a));
+  }
+  return out;
+}
+
 void write_graph_h5(const Graph& g, const std::string& path, const H5WriteOptions& opt) {
   g.validate(path);
   const std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());

@@ -126,6 +126,19 @@ struct H5WriteOptions {
 void write_graph_h5(const Graph& g, const std::string& path, const H5WriteOptions& opt = {});
 Graph read_graph_h5(const std::string& path, int threads = 0);
 
+// Named arrays in an HDF5 file (checkpoints, predictions): each array is raw little-endian
+// bytes of dtype "f32", "f64", "i64" or "u8", plus string attributes on the root. Written
+// atomically (temporary file + rename).
+struct H5Array {
+  std::string dtype;
+  std::vector<int64_t> shape;
+  std::string bytes;
+};
+void write_arrays_h5(const std::string& path, const std::map<std::string, H5Array>& arrays,
+                     const std::map<std::string, std::string>& attrs);
+std::map<std::string, H5Array> read_arrays_h5(const std::string& path,
+                                              std::map<std::string, std::string>* attrs);
+
 // ---- synthetic graphs: contextual stochastic block model ---------------------------------------
 
 struct CsbmParams {

@@ -1,0 +1,304 @@
+// The six backbones, written aggregation-first where the layer is linear in its neighbours, so
+// only the chosen rows are aggregated and transformed. Weight layout: W is [in, out], y = x W.
+#include "layers.h"
+
+#include <torch/torch.h>
+
+#include <cmath>
+
+namespace adgnn::detail {
+
+namespace F = torch::nn::functional;
+
+EdgeList edges_of_rows(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& rows) {
+  EdgeList e;
+  const at::Tensor begin = rowptr.index_select(0, rows);
+  const at::Tensor counts = rowptr.index_select(0, rows + 1) - begin;
+  e.dst_local = torch::repeat_interleave(counts);
+  const at::Tensor first = (counts.cumsum(0) - counts).index_select(0, e.dst_local);
+  e.edge = begin.index_select(0, e.dst_local) +
+           (torch::arange(e.dst_local.numel(), rowptr.options()) - first);
+  e.src = col.index_select(0, e.edge).to(torch::kInt64);
+  return e;
+}
+
+int64_t Layer::edges_read(const MessageGraph& g, const at::Tensor& rows) const {
+  if (rows.numel() == 0) return 0;
+  return (g.rowptr.index_select(0, rows + 1) - g.rowptr.index_select(0, rows)).sum().item<int64_t>();
+}
+
+at::Tensor Layer::add(const std::string& name, at::Tensor t) {
+  t = t.to(device_, dtype_);  // initialised on the CPU generator, so every device starts identically
+  t.set_requires_grad(true);
+  params_.emplace_back(name, t);
+  return t;
+}
+at::Tensor Layer::glorot(const std::string& name, int64_t fan_in, int64_t fan_out) {
+  return glorot_shape(name, {fan_in, fan_out}, fan_in, fan_out);
+}
+at::Tensor Layer::glorot_shape(const std::string& name, std::vector<int64_t> shape,
+                               int64_t fan_in, int64_t fan_out) {
+  const double a = std::sqrt(6.0 / double(fan_in + fan_out));
+  return add(name, torch::empty(shape).uniform_(-a, a));
+}
+at::Tensor Layer::zeros(const std::string& name, int64_t n) {
+  return add(name, torch::zeros({n}));
+}
+
+namespace {
+
+at::Tensor self_rows(const at::Tensor& h, const at::Tensor& rows) { return h.index_select(0, rows); }
+
+// GCN (Kipf & Welling): symmetric normalisation with self-loops, as PyG's GCNConv.
+class GcnLayer : public Layer {
+ public:
+  GcnLayer(int64_t in, int64_t out, c10::Device d, c10::ScalarType dt) : Layer(in, out, d, dt) {
+    w_ = glorot("weight", in, out);
+    b_ = zeros("bias", out);
+  }
+  at::Tensor forward(const MessageGraph& g, const at::Tensor& h, const at::Tensor& rows) override {
+    const at::Tensor self_w = (g.degree.index_select(0, rows) + 1).reciprocal().unsqueeze(1);
+    const at::Tensor agg = csr_aggregate(g.rowptr, g.col, g.gcn_weight, h, rows) +
+                           self_rows(h, rows) * self_w.to(h.scalar_type());
+    return torch::addmm(b_, agg, w_);
+  }
+  at::Tensor self_only(const at::Tensor& h_rows) override { return torch::addmm(b_, h_rows, w_); }
+  at::Tensor input_transform(const at::Tensor& h) override { return h.mm(w_); }
+
+ private:
+  at::Tensor w_, b_;
+};
+
+// GraphSAGE with mean aggregation, as PyG's SAGEConv: lin_l(mean of neighbours) + lin_r(x).
+class SageLayer : public Layer {
+ public:
+  SageLayer(int64_t in, int64_t out, c10::Device d, c10::ScalarType dt) : Layer(in, out, d, dt) {
+    wl_ = glorot("lin_l.weight", in, out);
+    bl_ = zeros("lin_l.bias", out);
+    wr_ = glorot("lin_r.weight", in, out);
+  }
+  at::Tensor forward(const MessageGraph& g, const at::Tensor& h, const at::Tensor& rows) override {
+    const at::Tensor deg = g.degree.index_select(0, rows).clamp_min(1).unsqueeze(1).to(h.scalar_type());
+    const at::Tensor mean = csr_aggregate(g.rowptr, g.col, {}, h, rows) / deg;
+    return torch::addmm(bl_, mean, wl_) + self_rows(h, rows).mm(wr_);
+  }
+  at::Tensor self_only(const at::Tensor& h_rows) override { return torch::addmm(bl_, h_rows, wr_); }
+  at::Tensor input_transform(const at::Tensor& h) override { return h.mm(wl_); }
+
+ private:
+  at::Tensor wl_, bl_, wr_;
+};
+
+// Softmax over each destination's incoming entries plus its self-loop; returns the aggregated
+// [rows, heads, C] messages. `score_edge` [E, H], `score_self` [R, H]; z_src [E, H, C] message
+// values per entry, z_self [R, H, C] the self-loop message.
+at::Tensor attention_aggregate(const EdgeList& e, const at::Tensor& score_edge,
+                               const at::Tensor& score_self, const at::Tensor& z_src,
+                               const at::Tensor& z_self) {
+  const int64_t heads = score_self.size(1);
+  at::Tensor m = score_self.detach().clone();  // per-row max, for a stable exp
+  if (e.dst_local.numel() > 0)
+    m = m.scatter_reduce(0, e.dst_local.unsqueeze(1).expand({-1, heads}), score_edge.detach(),
+                         "amax", /*include_self=*/true);
+  const at::Tensor ex_edge = (score_edge - m.index_select(0, e.dst_local)).exp();
+  const at::Tensor ex_self = (score_self - m).exp();
+  const at::Tensor denom = ex_self.index_add(0, e.dst_local, ex_edge);
+  const at::Tensor a_edge = ex_edge / denom.index_select(0, e.dst_local);
+  const at::Tensor a_self = ex_self / denom;
+  const at::Tensor out = z_self * a_self.unsqueeze(-1);
+  return out.index_add(0, e.dst_local, z_src * a_edge.unsqueeze(-1));
+}
+
+// The rows whose transform a set of destination rows needs: the rows themselves and their
+// sources. Returns (sorted unique rows, position of each source / row in it).
+struct Needed {
+  at::Tensor rows, src_pos, dst_pos;
+};
+Needed needed_rows(const EdgeList& e, const at::Tensor& rows) {
+  Needed n;
+  n.rows = std::get<0>(torch::_unique(torch::cat({rows, e.src}), /*sorted=*/true));
+  n.src_pos = torch::searchsorted(n.rows, e.src);
+  n.dst_pos = torch::searchsorted(n.rows, rows);
+  return n;
+}
+
+// GAT (Velickovic et al.), as PyG's GATConv: self-loops added, LeakyReLU(0.2) scores.
+class GatLayer : public Layer {
+ public:
+  GatLayer(int64_t in, int64_t channels, int64_t heads, bool concat, c10::Device d, c10::ScalarType dt)
+      : Layer(in, concat ? heads * channels : channels, d, dt), heads_(heads), c_(channels), concat_(concat) {
+    w_ = glorot("lin.weight", in, heads * channels);
+    att_src_ = glorot_shape("att_src", {1, heads, channels}, heads, channels);
+    att_dst_ = glorot_shape("att_dst", {1, heads, channels}, heads, channels);
+    b_ = zeros("bias", out_dim_);
+  }
+  at::Tensor forward(const MessageGraph& g, const at::Tensor& h, const at::Tensor& rows) override {
+    const EdgeList e = edges_of_rows(g.rowptr, g.col, rows);
+    const Needed n = needed_rows(e, rows);
+    const at::Tensor z = h.index_select(0, n.rows).mm(w_).view({-1, heads_, c_});
+    const at::Tensor a_s = (z * att_src_).sum(-1), a_d = (z * att_dst_).sum(-1);
+    const at::Tensor a_d_rows = a_d.index_select(0, n.dst_pos);
+    const at::Tensor s_edge = F::leaky_relu(
+        a_s.index_select(0, n.src_pos) + a_d_rows.index_select(0, e.dst_local),
+        F::LeakyReLUFuncOptions().negative_slope(0.2));
+    const at::Tensor s_self = F::leaky_relu(a_s.index_select(0, n.dst_pos) + a_d_rows,
+                                            F::LeakyReLUFuncOptions().negative_slope(0.2));
+    const at::Tensor out = attention_aggregate(e, s_edge, s_self,
+                                               z.index_select(0, n.src_pos),
+                                               z.index_select(0, n.dst_pos));
+    return finish(out);
+  }
+  at::Tensor self_only(const at::Tensor& h_rows) override {
+    return finish(h_rows.mm(w_).view({-1, heads_, c_}));  // softmax over the self-loop alone: 1
+  }
+  at::Tensor input_transform(const at::Tensor& h) override { return h.mm(w_); }
+
+ private:
+  at::Tensor finish(const at::Tensor& out) {
+    return (concat_ ? out.reshape({out.size(0), heads_ * c_}) : out.mean(1)) + b_;
+  }
+  int64_t heads_, c_;
+  bool concat_;
+  at::Tensor w_, att_src_, att_dst_, b_;
+};
+
+// GATv2 (Brody et al.), as PyG's GATv2Conv (share_weights = False).
+class Gatv2Layer : public Layer {
+ public:
+  Gatv2Layer(int64_t in, int64_t channels, int64_t heads, bool concat, c10::Device d, c10::ScalarType dt)
+      : Layer(in, concat ? heads * channels : channels, d, dt), heads_(heads), c_(channels), concat_(concat) {
+    wl_ = glorot("lin_l.weight", in, heads * channels);
+    bl_ = zeros("lin_l.bias", heads * channels);
+    wr_ = glorot("lin_r.weight", in, heads * channels);
+    br_ = zeros("lin_r.bias", heads * channels);
+    att_ = glorot_shape("att", {1, heads, channels}, heads, channels);
+    b_ = zeros("bias", out_dim_);
+  }
+  at::Tensor forward(const MessageGraph& g, const at::Tensor& h, const at::Tensor& rows) override {
+    const EdgeList e = edges_of_rows(g.rowptr, g.col, rows);
+    const Needed n = needed_rows(e, rows);
+    const at::Tensor hn = h.index_select(0, n.rows);
+    const at::Tensor xl = torch::addmm(bl_, hn, wl_).view({-1, heads_, c_});
+    const at::Tensor xr_rows = torch::addmm(br_, h.index_select(0, rows), wr_).view({-1, heads_, c_});
+    const at::Tensor xl_src = xl.index_select(0, n.src_pos), xl_self = xl.index_select(0, n.dst_pos);
+    const auto slope = F::LeakyReLUFuncOptions().negative_slope(0.2);
+    const at::Tensor s_edge =
+        (F::leaky_relu(xl_src + xr_rows.index_select(0, e.dst_local), slope) * att_).sum(-1);
+    const at::Tensor s_self = (F::leaky_relu(xl_self + xr_rows, slope) * att_).sum(-1);
+    return finish(attention_aggregate(e, s_edge, s_self, xl_src, xl_self));
+  }
+  at::Tensor self_only(const at::Tensor& h_rows) override {
+    return finish(torch::addmm(bl_, h_rows, wl_).view({-1, heads_, c_}));
+  }
+  at::Tensor input_transform(const at::Tensor& h) override { return h.mm(wl_); }
+
+ private:
+  at::Tensor finish(const at::Tensor& out) {
+    return (concat_ ? out.reshape({out.size(0), heads_ * c_}) : out.mean(1)) + b_;
+  }
+  int64_t heads_, c_;
+  bool concat_;
+  at::Tensor wl_, bl_, wr_, br_, att_, b_;
+};
+
+// MixHop (Abu-El-Haija et al.) with powers 0, 1, 2 over the GCN-normalised adjacency with
+// self-loops, as PyG's MixHopConv; the classifier layer projects the three powers to out_dim.
+class MixHopLayer : public Layer {
+ public:
+  MixHopLayer(int64_t in, int64_t channels, bool classifier, c10::Device d, c10::ScalarType dt)
+      : Layer(in, classifier ? channels : 3 * channels, d, dt), c_(channels), classifier_(classifier) {
+    for (int p = 0; p < 3; ++p) w_[p] = glorot("lins." + std::to_string(p) + ".weight", in, channels);
+    b_ = zeros("bias", 3 * channels);
+    if (classifier_) {
+      wc_ = glorot("classifier.weight", 3 * channels, channels);
+      bc_ = zeros("classifier.bias", channels);
+    }
+  }
+  at::Tensor forward(const MessageGraph& g, const at::Tensor& h, const at::Tensor& rows) override {
+    const EdgeList e = edges_of_rows(g.rowptr, g.col, rows);
+    const at::Tensor needed = std::get<0>(torch::_unique(torch::cat({rows, e.src}), true));
+    // A h on the rows that the second hop reads, scattered back into source-row positions.
+    const at::Tensor a1_needed = propagate(g, h, needed);
+    const at::Tensor a1 = torch::zeros({h.size(0), h.size(1)}, h.options()).index_put({needed}, a1_needed);
+    const at::Tensor a1_rows = a1.index_select(0, rows);
+    const at::Tensor a2_rows = propagate(g, a1, rows);
+    return finish(torch::cat({h.index_select(0, rows).mm(w_[0]), a1_rows.mm(w_[1]), a2_rows.mm(w_[2])}, 1));
+  }
+  at::Tensor self_only(const at::Tensor& h_rows) override {
+    return finish(torch::cat({h_rows.mm(w_[0]), h_rows.mm(w_[1]), h_rows.mm(w_[2])}, 1));
+  }
+  at::Tensor input_transform(const at::Tensor& h) override { return h.mm(w_[1]); }
+  int64_t edges_read(const MessageGraph& g, const at::Tensor& rows) const override {
+    if (rows.numel() == 0) return 0;
+    const EdgeList e = edges_of_rows(g.rowptr, g.col, rows);
+    const at::Tensor needed = std::get<0>(torch::_unique(torch::cat({rows, e.src}), true));
+    return e.edge.numel() + Layer::edges_read(g, needed);
+  }
+
+ private:
+  static at::Tensor propagate(const MessageGraph& g, const at::Tensor& h, const at::Tensor& rows) {
+    const at::Tensor self_w = (g.degree.index_select(0, rows) + 1).reciprocal().unsqueeze(1);
+    return csr_aggregate(g.rowptr, g.col, g.gcn_weight, h, rows) +
+           h.index_select(0, rows) * self_w.to(h.scalar_type());
+  }
+  at::Tensor finish(const at::Tensor& cat) {
+    const at::Tensor out = cat + b_;
+    return classifier_ ? torch::addmm(bc_, out, wc_) : out;
+  }
+  int64_t c_;
+  bool classifier_;
+  at::Tensor w_[3], b_, wc_, bc_;
+};
+
+// DirGNN (Rossi et al.) around GCN, as PyG's DirGNNConv(GCNConv): alpha * conv over outgoing
+// edges + (1 - alpha) * conv over incoming edges + a root linear term.
+class DirGnnLayer : public Layer {
+ public:
+  DirGnnLayer(int64_t in, int64_t out, double alpha, c10::Device d, c10::ScalarType dt) : Layer(in, out, d, dt), alpha_(alpha) {
+    w_in_ = glorot("conv_in.weight", in, out);
+    b_in_ = zeros("conv_in.bias", out);
+    w_out_ = glorot("conv_out.weight", in, out);
+    b_out_ = zeros("conv_out.bias", out);
+    w_root_ = glorot("lin.weight", in, out);
+    b_root_ = zeros("lin.bias", out);
+  }
+  at::Tensor forward(const MessageGraph& g, const at::Tensor& h, const at::Tensor& rows) override {
+    const at::Tensor x_in = torch::addmm(b_in_, csr_aggregate(g.in_rowptr, g.in_col, g.in_weight, h, rows), w_in_);
+    const at::Tensor x_out = torch::addmm(b_out_, csr_aggregate(g.out_rowptr, g.out_col, g.out_weight, h, rows), w_out_);
+    return alpha_ * x_out + (1 - alpha_) * x_in + torch::addmm(b_root_, h.index_select(0, rows), w_root_);
+  }
+  at::Tensor self_only(const at::Tensor& h_rows) override {
+    return alpha_ * b_out_ + (1 - alpha_) * b_in_ + torch::addmm(b_root_, h_rows, w_root_);
+  }
+  at::Tensor input_transform(const at::Tensor& h) override { return h.mm(w_in_); }
+  int64_t edges_read(const MessageGraph& g, const at::Tensor& rows) const override {
+    if (rows.numel() == 0) return 0;
+    return (g.in_rowptr.index_select(0, rows + 1) - g.in_rowptr.index_select(0, rows)).sum().item<int64_t>() +
+           (g.out_rowptr.index_select(0, rows + 1) - g.out_rowptr.index_select(0, rows)).sum().item<int64_t>();
+  }
+
+ private:
+  double alpha_;
+  at::Tensor w_in_, b_in_, w_out_, b_out_, w_root_, b_root_;
+};
+
+}  // namespace
+
+bool known_backbone(const std::string& b) {
+  return b == "gcn" || b == "gat" || b == "sage" || b == "mixhop" || b == "gatv2" || b == "dirgnn";
+}
+
+std::unique_ptr<Layer> make_layer(const std::string& backbone, int64_t in_dim, int64_t channels,
+                                  const LayerOptions& opt) {
+  const c10::Device d = opt.device;
+  const c10::ScalarType dt = opt.dtype;
+  if (backbone == "gcn") return std::make_unique<GcnLayer>(in_dim, channels, d, dt);
+  if (backbone == "sage") return std::make_unique<SageLayer>(in_dim, channels, d, dt);
+  if (backbone == "gat") return std::make_unique<GatLayer>(in_dim, channels, opt.heads, opt.concat_heads, d, dt);
+  if (backbone == "gatv2") return std::make_unique<Gatv2Layer>(in_dim, channels, opt.heads, opt.concat_heads, d, dt);
+  if (backbone == "mixhop") return std::make_unique<MixHopLayer>(in_dim, channels, opt.classifier, d, dt);
+  if (backbone == "dirgnn") return std::make_unique<DirGnnLayer>(in_dim, channels, opt.dirgnn_alpha, d, dt);
+  throw InputError("--model " + backbone + ": unknown backbone (gcn, gat, sage, mixhop, gatv2, dirgnn)");
+}
+
+}  // namespace adgnn::detail

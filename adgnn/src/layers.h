@@ -1,0 +1,71 @@
+// Backbone layers (internal). Each computes the full update of chosen destination rows, reading
+// neighbour rows through a MessageGraph, and the "self-only" update of rows treated as isolated
+// nodes with their self-loop (method.md, clarifications).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "adgnn/gnn.h"
+
+namespace adgnn::detail {
+
+// The CSR entries of the chosen rows: for entry e, dst_local[e] indexes `rows`, edge[e] is the
+// CSR position and src[e] the source row (int64).
+struct EdgeList {
+  at::Tensor dst_local, edge, src;
+};
+EdgeList edges_of_rows(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& rows);
+
+class Layer {
+ public:
+  Layer(int64_t in_dim, int64_t out_dim, c10::Device device, c10::ScalarType dtype)
+      : in_dim_(in_dim), out_dim_(out_dim), device_(device), dtype_(dtype) {}
+  virtual ~Layer() = default;
+  // Full update of destination rows `rows` (int64, sorted) reading source rows h [num_src, in].
+  virtual at::Tensor forward(const MessageGraph& g, const at::Tensor& h, const at::Tensor& rows) = 0;
+  // The layer applied to rows as if each were an isolated node with its self-loop.
+  virtual at::Tensor self_only(const at::Tensor& h_rows) = 0;
+  // The layer's first linear transform of source rows (f_delta's input at layer 1).
+  virtual at::Tensor input_transform(const at::Tensor& h) = 0;
+  // CSR entries read when computing `rows` (reported per layer).
+  virtual int64_t edges_read(const MessageGraph& g, const at::Tensor& rows) const;
+
+  int64_t in_dim() const { return in_dim_; }
+  int64_t out_dim() const { return out_dim_; }
+  std::vector<std::pair<std::string, at::Tensor>>& params() { return params_; }
+
+ protected:
+  at::Tensor add(const std::string& name, at::Tensor t);
+  at::Tensor glorot(const std::string& name, int64_t fan_in, int64_t fan_out);
+  at::Tensor glorot_shape(const std::string& name, std::vector<int64_t> shape, int64_t fan_in,
+                          int64_t fan_out);
+  at::Tensor zeros(const std::string& name, int64_t n);
+
+  int64_t in_dim_, out_dim_;
+  c10::Device device_;
+  c10::ScalarType dtype_;
+  std::vector<std::pair<std::string, at::Tensor>> params_;
+};
+
+struct LayerOptions {
+  int64_t heads = 1;
+  bool concat_heads = true;     // GAT/GATv2: concatenate heads (hidden) or average (last layer)
+  bool classifier = false;      // MixHop: project the concatenated powers to out_dim
+  double dirgnn_alpha = 0.5;
+  c10::Device device = c10::Device("cpu");
+  c10::ScalarType dtype = c10::ScalarType::Float;  // Double for gradient checks
+};
+
+// A layer reading in_dim-wide rows with `channels` output channels; its out_dim() is the width
+// it emits (GAT/GATv2 with concatenated heads: heads x channels; MixHop: 3 x channels unless it
+// is the classifier).
+std::unique_ptr<Layer> make_layer(const std::string& backbone, int64_t in_dim, int64_t channels,
+                                  const LayerOptions& opt);
+bool known_backbone(const std::string& backbone);
+
+}  // namespace adgnn::detail

@@ -1,0 +1,350 @@
+// The AD-GNN model (../shared/docs/method.md): depth benefit, stopping depths, message passing
+// with per-node depth (frozen rows, self-only updates at width-changing layers) and the
+// straight-through surrogate for the hard masks.
+#include <torch/torch.h>
+
+#include <cmath>
+
+#include "adgnn/gnn.h"
+#include "layers.h"
+
+namespace adgnn {
+
+namespace F = torch::nn::functional;
+using detail::Layer;
+
+// ---- graph tensors -> message graph ---------------------------------------------------------------
+
+MessageGraph message_graph(const GraphTensors& t) {
+  MessageGraph g;
+  g.num_dst = g.num_src = t.num_nodes;
+  g.rowptr = t.rowptr;
+  g.col = t.col;
+  g.out_rowptr = t.out_rowptr;
+  g.out_col = t.out_col;
+  g.in_rowptr = t.in_rowptr;
+  g.in_col = t.in_col;
+  g.degree = t.degree;
+  g.in_degree = (t.in_rowptr.slice(0, 1) - t.in_rowptr.slice(0, 0, -1)).to(torch::kFloat32);
+  g.out_degree = (t.out_rowptr.slice(0, 1) - t.out_rowptr.slice(0, 0, -1)).to(torch::kFloat32);
+  g.global_id = torch::arange(t.num_nodes, t.rowptr.options());
+  auto entry_rows = [](const at::Tensor& rowptr) {
+    return torch::repeat_interleave(rowptr.slice(0, 1) - rowptr.slice(0, 0, -1));
+  };
+  const at::Tensor rows = entry_rows(g.rowptr), cols = g.col.to(torch::kInt64);
+  const at::Tensor inv_sqrt = (g.degree + 1).rsqrt();
+  g.gcn_weight = inv_sqrt.index_select(0, rows) * inv_sqrt.index_select(0, cols);
+  // DirGNN: PyG's gcn_norm without self-loops uses the degree at the message's target for both
+  // endpoints: in-degree for incoming messages, out-degree for outgoing ones (0 -> weight 0).
+  auto dir_weight = [&](const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& deg) {
+    const at::Tensor inv = torch::where(deg > 0, deg.rsqrt(), torch::zeros_like(deg));
+    return inv.index_select(0, entry_rows(rowptr)) * inv.index_select(0, col.to(torch::kInt64));
+  };
+  g.in_weight = dir_weight(g.in_rowptr, g.in_col, g.in_degree);
+  g.out_weight = dir_weight(g.out_rowptr, g.out_col, g.out_degree);
+  g.max_degree_product =
+      g.col.numel() ? (g.degree.index_select(0, rows) * g.degree.index_select(0, cols)).max()
+                    : torch::ones({}, g.degree.options());
+  return g;
+}
+
+// ---- counter-based dropout ----------------------------------------------------------------------
+
+namespace {
+
+inline uint64_t mix64(uint64_t z) {
+  z += 0x9e3779b97f4a7c15ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+}  // namespace
+
+at::Tensor dropout_rows(const at::Tensor& h, const at::Tensor& global_id, double p, uint64_t seed,
+                        int64_t epoch, int64_t layer) {
+  if (p <= 0) return h;
+  TORCH_CHECK(p < 1, "dropout must be below 1");
+  const int64_t rows = h.size(0), cols = h.size(1);
+  const at::Tensor gid = global_id.slice(0, 0, rows).to(torch::kCPU).contiguous();
+  at::Tensor mask = torch::empty({rows, cols}, torch::kFloat32);
+  const uint64_t key = mix64(seed ^ mix64(uint64_t(epoch) * 0x100000001b3ULL ^ mix64(uint64_t(layer))));
+  const int64_t* g = gid.data_ptr<int64_t>();
+  float* m = mask.data_ptr<float>();
+  const float keep_scale = float(1.0 / (1.0 - p));
+  const uint64_t threshold = uint64_t(p * 18446744073709551616.0);
+  at::parallel_for(0, rows, 256, [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      const uint64_t row_key = mix64(key ^ uint64_t(g[r]));
+      for (int64_t c = 0; c < cols; ++c)
+        m[r * cols + c] = mix64(row_key + uint64_t(c)) >= threshold ? keep_scale : 0.0f;
+    }
+  });
+  return h * mask.to(h.device(), h.scalar_type());
+}
+
+// ---- the model -----------------------------------------------------------------------------------
+
+struct Model::Impl {
+  ModelConfig cfg;
+  std::vector<std::unique_ptr<Layer>> layers;
+  // BatchNorm after hidden layer t (t = 0..L-2): weight, bias; running mean, var.
+  std::vector<at::Tensor> bn_weight, bn_bias, bn_mean, bn_var;
+  at::Tensor theta_a;  // a_2..a_L
+  at::Tensor fd_w1, fd_b1, fd_w2, fd_b2;  // f_delta: 2H -> H -> 1
+
+  bool adaptive() const { return cfg.variant != "plain"; }
+
+  // tau(t), t = 1..L, as a [L] tensor (differentiable in theta).
+  at::Tensor tau() const {
+    const int64_t L = cfg.layers;
+    at::Tensor cum = torch::zeros({1}, theta_a.options());
+    if (L > 1) cum = torch::cat({cum, F::softplus(theta_a).cumsum(0)});
+    const at::Tensor theta = 1 - (-cum).exp();
+    return cfg.lambda + (1 - cfg.lambda) * theta;
+  }
+
+  // Normalised depth benefit eps_tilde over the destination rows.
+  at::Tensor depth_benefit(const MessageGraph& g, const at::Tensor& z_src, bool training,
+                           const at::Tensor& labels, const at::Tensor& train_mask,
+                           at::Tensor& reg_loss, MinMaxReduce reduce, void* ctx) {
+    const int64_t n = g.num_dst;
+    const at::Tensor all = torch::arange(n, g.rowptr.options());
+    const at::Tensor deg = g.degree.slice(0, 0, n);
+    at::Tensor d_plus;
+    if (cfg.variant == "ad_fast") {
+      // p_uv = d_u d_v / max d_i d_j: d+_v = d_v * sum_u d_u / max.
+      const at::Tensor nb = csr_aggregate(g.rowptr, g.col, {}, g.degree.unsqueeze(1), all).squeeze(1);
+      d_plus = deg * nb / g.max_degree_product;
+    } else {
+      const detail::EdgeList e = detail::edges_of_rows(g.rowptr, g.col, all);
+      const at::Tensor zu = z_src.index_select(0, e.src), zv = z_src.index_select(0, e.dst_local);
+      const at::Tensor hidden = torch::relu(torch::addmm(fd_b1, torch::cat({zu * zv, (zu - zv).abs()}, 1), fd_w1));
+      const at::Tensor logit = torch::addmm(fd_b2, hidden, fd_w2).squeeze(1);
+      d_plus = torch::zeros({n}, logit.options()).index_add(0, e.dst_local, torch::sigmoid(logit));
+      // L_reg: BCE on training edges (both endpoints in the training set), target y_u == y_v.
+      if (training && labels.defined() && train_mask.defined() && e.src.numel() > 0) {
+        const at::Tensor src_ok = e.src < train_mask.size(0);
+        const at::Tensor src_c = torch::where(src_ok, e.src, torch::zeros_like(e.src));
+        const at::Tensor sel = (src_ok & train_mask.index_select(0, src_c) &
+                                train_mask.index_select(0, e.dst_local)).nonzero().squeeze(1);
+        if (sel.numel() > 0) {
+          const at::Tensor target = (labels.index_select(0, src_c.index_select(0, sel)) ==
+                                     labels.index_select(0, e.dst_local.index_select(0, sel)))
+                                        .to(logit.scalar_type());
+          reg_loss = F::binary_cross_entropy_with_logits(logit.index_select(0, sel), target);
+        }
+      }
+    }
+    const at::Tensor d = deg.to(d_plus.scalar_type());
+    const at::Tensor alpha = (1 + 2 * d_plus - d) / (d + 1);
+    // log eps_hat = t_max (2 log|alpha| + log(d + 1)); |alpha| is floored so that log stays finite
+    // (eps_tilde of such a node is ~exp(-55 t_max) relative to the largest: zero in practice).
+    const at::Tensor l = double(cfg.layers) * (2 * alpha.abs().clamp_min(1e-12).log() + (d + 1).log());
+    double lo = n ? l.min().item<double>() : 0.0, hi = n ? l.max().item<double>() : 0.0;
+    if (n == 0) lo = INFINITY, hi = -INFINITY;
+    if (reduce) reduce(lo, hi, ctx);
+    if (!(hi > lo)) return torch::ones_like(l);  // all nodes equal: everyone is the maximum
+    // Min-max constants are treated as constants (not differentiated), identically on every rank.
+    if (cfg.normalisation == "log") return (l - lo) / (hi - lo);
+    const double base = std::exp(lo - hi);
+    return ((l - hi).exp() - base) / (1 - base);
+  }
+
+  // BatchNorm1d over the given rows (training: batch statistics, updating running ones).
+  at::Tensor batchnorm(size_t t, const at::Tensor& x, bool training) {
+    return torch::batch_norm(x, bn_weight[t], bn_bias[t], bn_mean[t], bn_var[t],
+                             training && x.size(0) > 1, 0.1, 1e-5, false);
+  }
+};
+
+Model::Model(const ModelConfig& cfg) : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  m.cfg = cfg;
+  if (!detail::known_backbone(cfg.backbone))
+    throw InputError("--model " + cfg.backbone + ": unknown backbone (gcn, gat, sage, mixhop, gatv2, dirgnn)");
+  if (cfg.variant != "plain" && cfg.variant != "ad" && cfg.variant != "ad_fast")
+    throw InputError("--variant " + cfg.variant + ": unknown (plain, ad, ad_fast)");
+  if (cfg.layers < 1) throw InputError("--layers " + std::to_string(cfg.layers) + ": must be >= 1");
+  if (cfg.hidden < 1) throw InputError("--hidden " + std::to_string(cfg.hidden) + ": must be >= 1");
+  if (cfg.in_dim < 1 || cfg.out_dim < 1) throw InputError("model: input and output widths must be positive");
+  if (cfg.dropout < 0 || cfg.dropout >= 1) throw InputError("--dropout: must be in [0, 1)");
+  if (cfg.lambda < 0 || cfg.lambda > 1) throw InputError("--lambda: must be in [0, 1]");
+  if (cfg.kappa <= 0) throw InputError("--kappa: must be positive");
+  if (cfg.heads < 1) throw InputError("--heads: must be >= 1");
+  if (cfg.normalisation != "linear" && cfg.normalisation != "log")
+    throw InputError("--normalisation " + cfg.normalisation + ": expected linear or log");
+  c10::Device device("cpu");
+  try {
+    device = c10::Device(cfg.device);
+  } catch (const std::exception&) {
+    throw InputError("--device " + cfg.device + ": not a device (cpu, cuda, cuda:N)");
+  }
+  torch::manual_seed(cfg.seed);
+  const c10::ScalarType dtype = cfg.float64 ? torch::kFloat64 : torch::kFloat32;
+  const auto on = [&](at::Tensor t) { return t.to(device, dtype).requires_grad_(true); };
+  int64_t width = cfg.in_dim;
+  for (int64_t t = 0; t < cfg.layers; ++t) {
+    const bool last = t == cfg.layers - 1;
+    detail::LayerOptions opt;
+    opt.heads = last ? 1 : cfg.heads;
+    opt.concat_heads = !last;
+    opt.classifier = last;
+    opt.dirgnn_alpha = cfg.dirgnn_alpha;
+    opt.device = device;
+    opt.dtype = dtype;
+    m.layers.push_back(detail::make_layer(cfg.backbone, width, last ? cfg.out_dim : cfg.hidden, opt));
+    width = m.layers.back()->out_dim();
+    if (!last && cfg.batchnorm) {
+      m.bn_weight.push_back(on(torch::ones({width})));
+      m.bn_bias.push_back(on(torch::zeros({width})));
+      m.bn_mean.push_back(torch::zeros({width}, torch::dtype(dtype).device(device)));
+      m.bn_var.push_back(torch::ones({width}, torch::dtype(dtype).device(device)));
+    }
+  }
+  m.theta_a = on(torch::full({std::max<int64_t>(cfg.layers - 1, 0)}, cfg.theta_init));
+  if (cfg.variant == "ad") {
+    // f_delta reads the first layer's transform of the input (width of one layer-1 channel set).
+    const int64_t h = m.layers.front()->input_transform(torch::zeros({1, cfg.in_dim}, torch::dtype(dtype).device(device))).size(1);
+    const double a1 = std::sqrt(6.0 / double(3 * h)), a2 = std::sqrt(6.0 / double(h + 1));
+    m.fd_w1 = on(torch::empty({2 * h, h}).uniform_(-a1, a1));
+    m.fd_b1 = on(torch::zeros({h}));
+    m.fd_w2 = on(torch::empty({h, 1}).uniform_(-a2, a2));
+    m.fd_b2 = on(torch::zeros({1}));
+  }
+}
+
+Model::~Model() = default;
+Model::Model(Model&&) noexcept = default;
+Model& Model::operator=(Model&&) noexcept = default;
+
+const ModelConfig& Model::config() const { return impl_->cfg; }
+
+std::vector<std::pair<std::string, at::Tensor>> Model::named_parameters() const {
+  const Impl& m = *impl_;
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  for (size_t t = 0; t < m.layers.size(); ++t)
+    for (auto& [name, p] : m.layers[t]->params())
+      out.emplace_back("layers." + std::to_string(t) + "." + name, p);
+  for (size_t t = 0; t < m.bn_weight.size(); ++t) {
+    out.emplace_back("bn." + std::to_string(t) + ".weight", m.bn_weight[t]);
+    out.emplace_back("bn." + std::to_string(t) + ".bias", m.bn_bias[t]);
+  }
+  if (m.cfg.variant == "ad") {
+    out.emplace_back("f_delta.w1", m.fd_w1);
+    out.emplace_back("f_delta.b1", m.fd_b1);
+    out.emplace_back("f_delta.w2", m.fd_w2);
+    out.emplace_back("f_delta.b2", m.fd_b2);
+  }
+  if (m.adaptive() && m.theta_a.numel() > 0) out.emplace_back("theta.a", m.theta_a);
+  return out;
+}
+
+std::vector<std::pair<std::string, at::Tensor>> Model::named_buffers() const {
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  for (size_t t = 0; t < impl_->bn_mean.size(); ++t) {
+    out.emplace_back("bn." + std::to_string(t) + ".running_mean", impl_->bn_mean[t]);
+    out.emplace_back("bn." + std::to_string(t) + ".running_var", impl_->bn_var[t]);
+  }
+  return out;
+}
+
+int64_t Model::num_parameters() const {
+  int64_t n = 0;
+  for (const auto& [name, p] : named_parameters()) n += p.numel();
+  return n;
+}
+
+ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool training,
+                             int64_t epoch, const at::Tensor& labels, const at::Tensor& train_mask,
+                             MinMaxReduce reduce, void* reduce_ctx) {
+  Impl& m = *impl_;
+  const ModelConfig& c = m.cfg;
+  const int64_t L = c.layers, n = g.num_dst;
+  TORCH_CHECK(g.num_src == n, "Model::forward: halo rows need the distributed trainer's exchange");
+  ForwardOutput out;
+  out.reg_loss = torch::zeros({}, x.options());
+  const at::Tensor all_rows = torch::arange(n, g.rowptr.options());
+
+  at::Tensor h = x;  // source rows of the current layer's input
+  at::Tensor hin = training ? dropout_rows(h, g.global_id, c.dropout, c.seed, epoch, 1) : h;
+
+  at::Tensor eps, tau, depth;
+  if (m.adaptive()) {
+    const at::Tensor z = c.variant == "ad" ? m.layers.front()->input_transform(hin) : at::Tensor();
+    eps = m.depth_benefit(g, z, training, labels, train_mask, out.reg_loss, reduce, reduce_ctx);
+    tau = m.tau();
+    // T(v) = max{t : eps_v >= tau(t)}; tau increases, so it is the count of satisfied t.
+    depth = (eps.detach().unsqueeze(1) >= tau.detach().unsqueeze(0)).sum(1).to(torch::kInt64);
+  } else {
+    depth = torch::full({n}, L, torch::dtype(torch::kInt64).device(x.device()));
+  }
+
+  for (int64_t t = 1; t <= L; ++t) {
+    Layer& layer = *m.layers[t - 1];
+    const bool last = t == L;
+    const bool width_change = t == 1 || last || layer.in_dim() != layer.out_dim();
+    if (t > 1) hin = training ? dropout_rows(h, g.global_id, c.dropout, c.seed, epoch, t) : h;
+    auto post = [&](at::Tensor v) {  // BatchNorm + ReLU of a hidden layer's fresh outputs
+      if (last) return v;
+      if (c.batchnorm) v = m.batchnorm(size_t(t - 1), v, training);
+      return torch::relu(v);
+    };
+
+    if (!m.adaptive()) {
+      const at::Tensor upd = post(layer.forward(g, hin, all_rows));
+      out.stats.active_rows.push_back(n);
+      out.stats.computed_rows.push_back(n);
+      out.stats.edges_processed.push_back(layer.edges_read(g, all_rows));
+      h = upd;
+      out.layer_outputs.push_back(h);
+      continue;
+    }
+
+    const at::Tensor active = depth >= t;
+    const at::Tensor tau_t = tau.select(0, t - 1);
+    at::Tensor band = torch::zeros_like(active);
+    if (training)
+      band = c.band > 0 ? (eps.detach() - tau_t.detach()).abs() < c.band * c.kappa
+                        : torch::ones_like(active);
+    const at::Tensor comp_rows = (active | band).nonzero().squeeze(1);
+    const at::Tensor frozen_rows = (~active | band).nonzero().squeeze(1);
+    const at::Tensor act_rows = active.nonzero().squeeze(1);
+    const at::Tensor band_rows = band.nonzero().squeeze(1);
+    out.stats.active_rows.push_back(act_rows.numel());
+    out.stats.computed_rows.push_back(comp_rows.numel());
+    out.stats.edges_processed.push_back(layer.edges_read(g, comp_rows));
+
+    at::Tensor upd = layer.forward(g, hin, comp_rows);
+    at::Tensor frozen;
+    if (width_change) {
+      // Inactive rows at width-changing layers: the layer with the self term only.
+      at::Tensor self = layer.self_only(hin.index_select(0, frozen_rows));
+      const at::Tensor both = post(torch::cat({upd, self}, 0));
+      upd = both.slice(0, 0, comp_rows.numel());
+      frozen = both.slice(0, comp_rows.numel());
+    } else {
+      upd = post(upd);
+      frozen = h.index_select(0, frozen_rows);  // unchanged since the previous layer
+    }
+    at::Tensor next = torch::zeros({n, layer.out_dim()}, upd.options())
+                          .index_put({frozen_rows}, frozen)
+                          .index_put({act_rows}, upd.index_select(0, torch::searchsorted(comp_rows, act_rows)));
+    if (band_rows.numel() > 0) {
+      // Straight-through: forward keeps the hard mask, backward sees
+      // d/d(eps, tau) of sigmoid((eps - tau) / kappa) * (update - frozen).
+      const at::Tensor s = torch::sigmoid((eps.index_select(0, band_rows) - tau_t) / c.kappa);
+      const at::Tensor diff = upd.index_select(0, torch::searchsorted(comp_rows, band_rows)) -
+                              frozen.index_select(0, torch::searchsorted(frozen_rows, band_rows));
+      next = next.index_add(0, band_rows, (s - s.detach()).unsqueeze(1) * diff);
+    }
+    h = next;
+    out.layer_outputs.push_back(h);
+  }
+  out.logits = h;
+  out.depth = depth;
+  out.eps = eps;
+  return out;
+}
+
+}  // namespace adgnn
