@@ -12,5 +12,7 @@ namespace adgnn::cli {
 // Adds `data stats|convert|generate|bench` under `app`; the chosen subcommand's action is stored
 // in `run` and executed by main after parsing.
 void add_data_commands(CLI::App& app, std::function<int()>& run);
+// Adds `train`.
+void add_train_commands(CLI::App& app, std::function<int()>& run);
 
 }  // namespace adgnn::cli

@@ -57,9 +57,8 @@ class GcnLayer : public Layer {
     b_ = zeros("bias", out);
   }
   at::Tensor forward(const MessageGraph& g, const at::Tensor& h, const at::Tensor& rows) override {
-    const at::Tensor self_w = (g.degree.index_select(0, rows) + 1).reciprocal().unsqueeze(1);
-    const at::Tensor agg = csr_aggregate(g.rowptr, g.col, g.gcn_weight, h, rows) +
-                           self_rows(h, rows) * self_w.to(h.scalar_type());
+    const at::Tensor self_w = (g.degree.index_select(0, rows).to(h.scalar_type()) + 1).reciprocal().unsqueeze(1);
+    const at::Tensor agg = csr_aggregate(g.rowptr, g.col, g.gcn_weight, h, rows) + self_rows(h, rows) * self_w;
     return torch::addmm(b_, agg, w_);
   }
   at::Tensor self_only(const at::Tensor& h_rows) override { return torch::addmm(b_, h_rows, w_); }
@@ -237,9 +236,8 @@ class MixHopLayer : public Layer {
 
  private:
   static at::Tensor propagate(const MessageGraph& g, const at::Tensor& h, const at::Tensor& rows) {
-    const at::Tensor self_w = (g.degree.index_select(0, rows) + 1).reciprocal().unsqueeze(1);
-    return csr_aggregate(g.rowptr, g.col, g.gcn_weight, h, rows) +
-           h.index_select(0, rows) * self_w.to(h.scalar_type());
+    const at::Tensor self_w = (g.degree.index_select(0, rows).to(h.scalar_type()) + 1).reciprocal().unsqueeze(1);
+    return csr_aggregate(g.rowptr, g.col, g.gcn_weight, h, rows) + h.index_select(0, rows) * self_w;
   }
   at::Tensor finish(const at::Tensor& cat) {
     const at::Tensor out = cat + b_;

@@ -15,7 +15,7 @@ using detail::Layer;
 
 // ---- graph tensors -> message graph ---------------------------------------------------------------
 
-MessageGraph message_graph(const GraphTensors& t) {
+MessageGraph message_graph(const GraphTensors& t, c10::ScalarType dtype) {
   MessageGraph g;
   g.num_dst = g.num_src = t.num_nodes;
   g.rowptr = t.rowptr;
@@ -32,13 +32,16 @@ MessageGraph message_graph(const GraphTensors& t) {
     return torch::repeat_interleave(rowptr.slice(0, 1) - rowptr.slice(0, 0, -1));
   };
   const at::Tensor rows = entry_rows(g.rowptr), cols = g.col.to(torch::kInt64);
-  const at::Tensor inv_sqrt = (g.degree + 1).rsqrt();
-  g.gcn_weight = inv_sqrt.index_select(0, rows) * inv_sqrt.index_select(0, cols);
+  // Normalisations are computed in float64 and stored in the model's precision.
+  const at::Tensor deg64 = g.degree.to(torch::kFloat64);
+  const at::Tensor inv_sqrt = (deg64 + 1).rsqrt();
+  g.gcn_weight = (inv_sqrt.index_select(0, rows) * inv_sqrt.index_select(0, cols)).to(dtype);
   // DirGNN: PyG's gcn_norm without self-loops uses the degree at the message's target for both
   // endpoints: in-degree for incoming messages, out-degree for outgoing ones (0 -> weight 0).
   auto dir_weight = [&](const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& deg) {
-    const at::Tensor inv = torch::where(deg > 0, deg.rsqrt(), torch::zeros_like(deg));
-    return inv.index_select(0, entry_rows(rowptr)) * inv.index_select(0, col.to(torch::kInt64));
+    const at::Tensor d = deg.to(torch::kFloat64);
+    const at::Tensor inv = torch::where(d > 0, d.rsqrt(), torch::zeros_like(d));
+    return (inv.index_select(0, entry_rows(rowptr)) * inv.index_select(0, col.to(torch::kInt64))).to(dtype);
   };
   g.in_weight = dir_weight(g.in_rowptr, g.in_col, g.in_degree);
   g.out_weight = dir_weight(g.out_rowptr, g.out_col, g.out_degree);
@@ -140,7 +143,8 @@ struct Model::Impl {
     const at::Tensor alpha = (1 + 2 * d_plus - d) / (d + 1);
     // log eps_hat = t_max (2 log|alpha| + log(d + 1)); |alpha| is floored so that log stays finite
     // (eps_tilde of such a node is ~exp(-55 t_max) relative to the largest: zero in practice).
-    const at::Tensor l = double(cfg.layers) * (2 * alpha.abs().clamp_min(1e-12).log() + (d + 1).log());
+    const double t_max = double(cfg.t_max > 0 ? cfg.t_max : cfg.layers);
+    const at::Tensor l = t_max * (2 * alpha.abs().clamp_min(1e-12).log() + (d + 1).log());
     double lo = n ? l.min().item<double>() : 0.0, hi = n ? l.max().item<double>() : 0.0;
     if (n == 0) lo = INFINITY, hi = -INFINITY;
     if (reduce) reduce(lo, hi, ctx);

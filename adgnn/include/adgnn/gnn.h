@@ -53,12 +53,14 @@ struct MessageGraph {
   at::Tensor global_id;              // int64 [num_src], node ids for partition-invariant dropout
   at::Tensor max_degree_product;     // float scalar: max over edges of d_u d_v (global)
 };
-MessageGraph message_graph(const GraphTensors& t);
+// Edge normalisations in `dtype` (the model's precision), computed in float64.
+MessageGraph message_graph(const GraphTensors& t, c10::ScalarType dtype = c10::ScalarType::Float);
 
 struct ModelConfig {
   std::string backbone = "gcn";     // gcn, gat, sage, mixhop, gatv2, dirgnn
   std::string variant = "plain";    // plain, ad (learned), ad_fast, ad_sharp (AD#)
   int64_t in_dim = 0, hidden = 64, out_dim = 0, layers = 2;
+  int64_t t_max = 0;                // exponent of the depth benefit (0: layers)
   double dropout = 0.5;
   bool batchnorm = false;           // BatchNorm1d after each hidden layer
   int64_t heads = 1;                // GAT / GATv2 attention heads (hidden layers concatenate)

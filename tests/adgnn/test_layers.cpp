@@ -1,0 +1,339 @@
+// The backbone layers (adgnn/src/layers.h) in float64: equal to PyTorch Geometric's layers given
+// the same weights and graph (references from tests/adgnn/pyg_reference.py, run by the ctest
+// fixture `pyg_reference`), on all rows, on a subset of rows and as self-only updates; and
+// gradients against central finite differences (these always run, Python or not).
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "adgnn/gnn.h"
+#include "adgnn/loaders.h"
+#include "layers.h"
+
+#ifndef ADGNN_PYG_REF_DIR
+#define ADGNN_PYG_REF_DIR ""
+#endif
+
+namespace {
+
+using Named = std::vector<std::pair<std::string, at::Tensor>>;
+using Arrays = std::map<std::string, at::Tensor>;
+
+// ---- helpers ---------------------------------------------------------------------------------
+
+// Largest |a - b| relative to max(1, max |b|); shapes must agree.
+void expect_close(const at::Tensor& a, const at::Tensor& b, double tol, const std::string& what) {
+  ASSERT_TRUE(a.defined()) << what << ": undefined (no gradient reached it)";
+  ASSERT_EQ(a.sizes(), b.sizes()) << what;
+  if (b.numel() == 0) return;
+  const at::Tensor bb = b.to(a.scalar_type());
+  const double scale = std::max(1.0, bb.abs().max().item<double>());
+  const double diff = (a - bb).abs().max().item<double>();
+  EXPECT_LE(diff, tol * scale) << what << ": max |ours - reference| = " << diff << " (scale " << scale
+                               << ")";
+}
+
+// A Graph holding the directed edges src -> dst, features x (dense), one class.
+adgnn::Graph graph_of(int64_t n, const std::vector<int64_t>& src, const std::vector<int64_t>& dst,
+                      const at::Tensor& x) {
+  adgnn::Graph g;
+  g.name = "layers-test";
+  g.directed = true;
+  g.num_nodes = n;
+  g.adj.rows = g.adj.cols = n;
+  std::vector<std::vector<int32_t>> rows(static_cast<size_t>(n));
+  for (size_t e = 0; e < src.size(); ++e) rows[size_t(src[e])].push_back(int32_t(dst[e]));
+  g.adj.indptr.assign(1, 0);
+  for (const auto& r : rows) {
+    g.adj.indices.insert(g.adj.indices.end(), r.begin(), r.end());
+    g.adj.indptr.push_back(int64_t(g.adj.indices.size()));
+  }
+  const at::Tensor xf = x.to(torch::kFloat32).contiguous();
+  g.features.rows = n;
+  g.features.cols = x.size(1);
+  g.features.dense.assign(xf.data_ptr<float>(), xf.data_ptr<float>() + xf.numel());
+  g.labels.assign(size_t(n), 0);
+  g.num_classes = 1;
+  g.validate("layers-test");
+  return g;
+}
+
+adgnn::MessageGraph message_graph_of(const adgnn::Graph& g) {
+  return adgnn::message_graph(adgnn::to_tensors(g, torch::kCPU), torch::kFloat64);
+}
+
+Named grads_of(const at::Tensor& loss, const Named& leaves) {
+  std::vector<at::Tensor> inputs;
+  for (const auto& [name, t] : leaves) inputs.push_back(t);
+  const auto gs = torch::autograd::grad({loss}, inputs, {}, /*retain_graph=*/false,
+                                        /*create_graph=*/false, /*allow_unused=*/true);
+  Named out;
+  for (size_t i = 0; i < leaves.size(); ++i)
+    out.emplace_back(leaves[i].first, gs[i].defined() ? gs[i] : torch::zeros_like(leaves[i].second));
+  return out;
+}
+
+// ---- the configurations ------------------------------------------------------------------------
+
+struct Config {
+  std::string file;      // reference name (<file>.npz)
+  std::string backbone;  // make_layer's name
+  int64_t channels;
+  int64_t heads;
+  bool concat;
+  bool classifier = false;
+};
+
+std::ostream& operator<<(std::ostream& os, const Config& c) { return os << c.file; }
+
+adgnn::detail::LayerOptions options_of(const Config& c) {
+  adgnn::detail::LayerOptions opt;
+  opt.heads = c.heads;
+  opt.concat_heads = c.concat;
+  opt.classifier = c.classifier;
+  opt.dirgnn_alpha = 0.5;
+  opt.dtype = torch::kFloat64;
+  return opt;
+}
+
+// PyG's name of one of our parameters (our Linear weights are the transpose of PyG's).
+std::string pyg_name(const std::string& backbone, const std::string& ours) {
+  if (backbone == "gcn" && ours == "weight") return "lin.weight";
+  if (backbone == "dirgnn" && (ours == "conv_in.weight" || ours == "conv_out.weight"))
+    return ours.substr(0, ours.find('.')) + ".lin.weight";
+  return ours;
+}
+bool transposed(const std::string& pyg) {
+  return pyg.size() >= 6 && pyg.compare(pyg.size() - 6, 6, "weight") == 0;
+}
+
+// ---- PyG equivalence -----------------------------------------------------------------------------
+
+Arrays load_reference(const std::string& path) {
+  Arrays out;
+  for (const auto& [name, a] : adgnn::read_npz(path)) {
+    at::Tensor t;
+    if (a.kind == 'f') {
+      const std::vector<double> v = a.as_double(path + ":" + name);
+      t = torch::tensor(v, torch::kFloat64);
+    } else {
+      const std::vector<int64_t> v = a.as_int64(path + ":" + name);
+      t = torch::tensor(v, torch::kInt64);
+    }
+    out[name] = t.reshape(a.shape);
+  }
+  return out;
+}
+
+std::vector<int64_t> to_vector(const at::Tensor& t) {
+  const at::Tensor c = t.to(torch::kInt64).contiguous();
+  return std::vector<int64_t>(c.data_ptr<int64_t>(), c.data_ptr<int64_t>() + c.numel());
+}
+
+class PygEquivalence : public ::testing::TestWithParam<Config> {
+ protected:
+  void SetUp() override {
+    const Config& c = GetParam();
+    const std::string dir = ADGNN_PYG_REF_DIR;
+    const std::string path = dir + "/" + c.file + ".npz";
+    if (dir.empty() || !std::ifstream(path).good())
+      GTEST_SKIP() << "PyG reference " << path
+                   << " is absent: run `ctest -R layers` (its fixture pyg_reference writes it with "
+                      "the venv's python; configure with -DADGNN_PYTHON=...) or "
+                      "`python tests/adgnn/pyg_reference.py "
+                   << (dir.empty() ? "<dir>" : dir) << "`";
+    ref_ = load_reference(path);
+    ASSERT_EQ(ref_.at("channels").item<int64_t>(), c.channels);
+    ASSERT_EQ(ref_.at("heads").item<int64_t>(), c.heads);
+    ASSERT_EQ(ref_.at("concat").item<int64_t>() != 0, c.concat);
+    x_ = ref_.at("x");
+    n_ = x_.size(0);
+    graph_ = message_graph_of(graph_of(n_, to_vector(ref_.at("src")), to_vector(ref_.at("dst")), x_));
+    layer_ = adgnn::detail::make_layer(c.backbone, x_.size(1), c.channels, options_of(c));
+    // PyG's parameters into ours, each used exactly once.
+    std::set<std::string> unused;
+    for (const auto& [name, t] : ref_)
+      if (name.rfind("param.", 0) == 0) unused.insert(name.substr(6));
+    torch::NoGradGuard no_grad;
+    for (auto& [ours, p] : layer_->params()) {
+      const std::string theirs = pyg_name(c.backbone, ours);
+      ASSERT_TRUE(ref_.count("param." + theirs)) << "our " << ours << " has no PyG parameter " << theirs;
+      at::Tensor v = ref_.at("param." + theirs);
+      if (transposed(theirs)) v = v.t();
+      ASSERT_EQ(p.sizes(), v.sizes()) << ours << " vs PyG " << theirs;
+      ASSERT_EQ(p.scalar_type(), torch::kFloat64) << ours;
+      p.copy_(v);
+      unused.erase(theirs);
+    }
+    ASSERT_TRUE(unused.empty()) << "PyG parameter " << *unused.begin() << " has no counterpart";
+  }
+
+  // Our gradients against PyG's arrays <prefix>grad_x and <prefix>grad.<name>.
+  void compare_grads(const at::Tensor& loss, const at::Tensor& x, const std::string& prefix,
+                     double tol) {
+    Named leaves{{"x", x}};
+    for (const auto& np : layer_->params()) leaves.push_back(np);
+    const Named g = grads_of(loss, leaves);
+    expect_close(g[0].second, ref_.at(prefix + "grad_x"), tol, prefix + "grad_x");
+    for (size_t i = 1; i < g.size(); ++i) {
+      const std::string theirs = pyg_name(GetParam().backbone, g[i].first);
+      const at::Tensor ours = transposed(theirs) ? g[i].second.t() : g[i].second;
+      expect_close(ours, ref_.at(prefix + "grad." + theirs), tol,
+                   prefix + "grad of " + g[i].first + " (PyG " + theirs + ")");
+    }
+  }
+
+  void check_all_rows() {
+    const at::Tensor x = x_.clone().requires_grad_(true);
+    const at::Tensor out = layer_->forward(graph_, x, torch::arange(n_, torch::kInt64));
+    EXPECT_EQ(out.size(1), layer_->out_dim());
+    expect_close(out, ref_.at("out"), kOutTol, "out");
+    compare_grads((out * ref_.at("probe")).sum(), x, "", kGradTol);
+  }
+
+  void check_subset_of_rows() {
+    const at::Tensor rows = ref_.at("sub_rows");
+    const at::Tensor x = x_.clone().requires_grad_(true);
+    const at::Tensor out = layer_->forward(graph_, x, rows);
+    ASSERT_EQ(out.size(0), rows.numel());
+    expect_close(out, ref_.at("out").index_select(0, rows), kOutTol, "out[sub_rows]");
+    compare_grads((out * ref_.at("probe").index_select(0, rows)).sum(), x, "sub_", kGradTol);
+    // One row at a time (no in-edges, isolated, no out-edges), and no rows.
+    torch::NoGradGuard no_grad;
+    for (int64_t r : {int64_t(0), n_ - 1, int64_t(1), int64_t(7)}) {
+      const at::Tensor one = layer_->forward(graph_, x_, torch::tensor({r}, torch::kInt64));
+      expect_close(one, ref_.at("out").slice(0, r, r + 1), kOutTol, "row " + std::to_string(r));
+    }
+    const at::Tensor none = layer_->forward(graph_, x_, torch::empty({0}, torch::kInt64));
+    EXPECT_EQ(none.size(0), 0);
+  }
+
+  static constexpr double kOutTol = 1e-10, kGradTol = 1e-9;
+
+  Arrays ref_;
+  at::Tensor x_;
+  int64_t n_ = 0;
+  adgnn::MessageGraph graph_;
+  std::unique_ptr<adgnn::detail::Layer> layer_;
+};
+
+TEST_P(PygEquivalence, AllRowsOutputAndGradients) { check_all_rows(); }
+
+// Only the requested rows are computed; they equal those rows of PyG's full output, and the
+// gradients of a loss on them equal PyG's.
+TEST_P(PygEquivalence, SubsetOfRows) { check_subset_of_rows(); }
+
+// self_only(h_rows) equals PyG's layer on those rows as an edgeless graph.
+TEST_P(PygEquivalence, SelfOnlyEqualsEdgelessGraph) {
+  const at::Tensor h = x_.index_select(0, ref_.at("self_rows")).requires_grad_(true);
+  const at::Tensor out = layer_->self_only(h);
+  expect_close(out, ref_.at("self_out"), kOutTol, "self_out");
+  compare_grads((out * ref_.at("self_probe")).sum(), h, "self_", kGradTol);
+}
+
+const std::vector<Config> kPygConfigs = {
+    {"gcn", "gcn", 4, 1, true},
+    {"gat_h2_concat", "gat", 3, 2, true},
+    {"gat_h1_mean", "gat", 4, 1, false},
+    {"gat_h2_mean", "gat", 3, 2, false},
+    {"sage", "sage", 4, 1, true},
+    {"mixhop", "mixhop", 3, 1, true},
+    {"gatv2_h2_concat", "gatv2", 3, 2, true},
+    {"gatv2_h2_mean", "gatv2", 3, 2, false},
+    {"dirgnn", "dirgnn", 4, 1, true},
+};
+
+INSTANTIATE_TEST_SUITE_P(Backbones, PygEquivalence, ::testing::ValuesIn(kPygConfigs),
+                         [](const auto& info) { return info.param.file; });
+
+// ---- finite differences ----------------------------------------------------------------------------
+
+// A small directed graph with a duplicate edge, a self-loop (both dropped by to_tensors), a node
+// without in-edges (0), one without out-edges (1) and an isolated node (n - 1).
+adgnn::MessageGraph small_graph(int64_t n, int64_t in_dim, uint64_t seed) {
+  torch::manual_seed(seed);
+  std::vector<int64_t> src{0, 0, 2, 2, 3, 4}, dst{2, 3, 1, 1, 3, 2};
+  const at::Tensor r = torch::randint(2, n - 1, {2, 2 * n}, torch::kInt64);
+  for (int64_t e = 0; e < r.size(1); ++e) {
+    const int64_t u = r[0][e].item<int64_t>(), v = r[1][e].item<int64_t>();
+    if (u != v) src.push_back(u), dst.push_back(v);
+  }
+  return message_graph_of(graph_of(n, src, dst, torch::randn({n, in_dim}, torch::kFloat64)));
+}
+
+// Central differences of loss() in every entry of every leaf, against autograd.
+void check_finite_differences(const std::function<at::Tensor()>& loss, const Named& leaves) {
+  const Named analytic = grads_of(loss(), leaves);
+  const double eps = 1e-6;
+  torch::NoGradGuard no_grad;
+  for (size_t l = 0; l < leaves.size(); ++l) {
+    at::Tensor flat = leaves[l].second.view({-1});
+    const at::Tensor grad = analytic[l].second.reshape({-1});
+    for (int64_t i = 0; i < flat.numel(); ++i) {
+      const double v = flat[i].item<double>();
+      flat[i] = v + eps;
+      const double up = loss().item<double>();
+      flat[i] = v - eps;
+      const double down = loss().item<double>();
+      flat[i] = v;
+      const double numeric = (up - down) / (2 * eps), exact = grad[i].item<double>();
+      EXPECT_NEAR(exact, numeric, 1e-6 * std::max(1.0, std::abs(numeric)))
+          << leaves[l].first << " entry " << i;
+    }
+  }
+}
+
+class FiniteDifferences : public ::testing::TestWithParam<Config> {};
+
+TEST_P(FiniteDifferences, Forward) {
+  const Config& c = GetParam();
+  const int64_t n = 12, in_dim = 3;
+  const adgnn::MessageGraph g = small_graph(n, in_dim, 11);
+  auto layer = adgnn::detail::make_layer(c.backbone, in_dim, c.channels, options_of(c));
+  const at::Tensor x = torch::randn({n, in_dim}, torch::kFloat64).requires_grad_(true);
+  const at::Tensor rows = torch::tensor(std::vector<int64_t>{0, 1, 4, 5, 9, n - 1}, torch::kInt64);
+  const at::Tensor probe = torch::randn({rows.numel(), layer->out_dim()}, torch::kFloat64);
+  Named leaves{{"x", x}};
+  for (const auto& np : layer->params()) leaves.push_back(np);
+  check_finite_differences([&] { return (layer->forward(g, x, rows) * probe).sum(); }, leaves);
+}
+
+TEST_P(FiniteDifferences, SelfOnly) {
+  const Config& c = GetParam();
+  const int64_t in_dim = 3;
+  torch::manual_seed(12);
+  auto layer = adgnn::detail::make_layer(c.backbone, in_dim, c.channels, options_of(c));
+  const at::Tensor h = torch::randn({4, in_dim}, torch::kFloat64).requires_grad_(true);
+  const at::Tensor probe = torch::randn({4, layer->out_dim()}, torch::kFloat64);
+  Named leaves{{"h_rows", h}};
+  for (const auto& np : layer->params()) leaves.push_back(np);
+  check_finite_differences([&] { return (layer->self_only(h) * probe).sum(); }, leaves);
+}
+
+const std::vector<Config> kFdConfigs = {
+    {"gcn", "gcn", 2, 1, true},
+    {"gat_h1_mean", "gat", 2, 1, false},
+    {"gat_h2_concat", "gat", 2, 2, true},
+    {"gat_h2_mean", "gat", 2, 2, false},
+    {"sage", "sage", 2, 1, true},
+    {"mixhop", "mixhop", 2, 1, true},
+    {"mixhop_classifier", "mixhop", 2, 1, true, /*classifier=*/true},
+    {"gatv2_h2_concat", "gatv2", 2, 2, true},
+    {"gatv2_h1_mean", "gatv2", 2, 1, false},
+    {"dirgnn", "dirgnn", 2, 1, true},
+};
+
+INSTANTIATE_TEST_SUITE_P(Backbones, FiniteDifferences, ::testing::ValuesIn(kFdConfigs),
+                         [](const auto& info) { return info.param.file; });
+
+}  // namespace

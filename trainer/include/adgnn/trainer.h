@@ -1,0 +1,58 @@
+// adgnn/trainer: full-graph training of one model on one graph (the one-process case; the
+// distributed trainer adds partitions and a communicator around the same loop), the paper's
+// protocol (splits, runs, best-validation selection), checkpoints and metrics.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "adgnn/gnn.h"
+#include "adgnn/loaders.h"
+
+namespace adgnn {
+
+struct TrainConfig {
+  ModelConfig model;               // in_dim / out_dim are taken from the graph
+  std::string dataset, data_dir;   // as for `adgnn data` (name, or path)
+  // "auto": the dataset's Platonov splits when it has them, else seeded random 60/20/20;
+  // "random"; or a split family stored with the dataset ("geom-gcn", "platonov", "public", ...).
+  std::string splits = "auto";
+  double train_fraction = 0.6, val_fraction = 0.2;
+  int64_t epochs = 200;
+  double lr = 0.01, weight_decay = 5e-4;
+  int64_t patience = 0;            // early stopping after this many epochs without a better val; 0: off
+  int64_t runs = 1;                // run r: seed + r, split r (of a stored family) or a new random split
+  std::string checkpoint;          // HDF5 file (run r > 0 appends "-run<r>"); empty: none
+  int64_t checkpoint_every = 20;
+  bool resume = false;             // continue from the checkpoint where it stopped
+  std::string metrics;             // JSON-lines file, one line per epoch; empty: none
+  std::string predictions;         // HDF5 file with final logits, depths, embeddings; empty: none
+  bool progress = true;            // a progress line on a terminal
+  int64_t threads = 0;             // intra-op threads (0: all cores)
+};
+
+struct RunResult {
+  int64_t run = 0, best_epoch = 0, epochs_run = 0;
+  double best_val = 0, test_at_best = 0, train_at_best = 0;
+  double seconds = 0, ms_per_epoch = 0;
+  std::vector<int64_t> depth_histogram;  // nodes with T(v) = 0..L at the best epoch
+  std::vector<int64_t> edges_per_layer;  // CSR entries read per layer (last training epoch)
+};
+
+struct TrainSummary {
+  std::vector<RunResult> runs;
+  double test_mean = 0, test_std = 0, val_mean = 0, val_std = 0;
+  int64_t parameters = 0;
+};
+
+// Checks the configuration against the graph (flags named in the errors).
+void validate_train_config(const TrainConfig& cfg);
+RunResult train_run(const Graph& g, const TrainConfig& cfg, int64_t run);
+TrainSummary train(const Graph& g, const TrainConfig& cfg);
+
+// Reads a YAML config (keys as the `adgnn train` flags, without dashes; see configs/) into `cfg`.
+void load_train_config(const std::string& path, TrainConfig& cfg);
+std::string describe(const TrainConfig& cfg);  // one line, every setting (for logs and checkpoints)
+
+}  // namespace adgnn

@@ -1,0 +1,349 @@
+// The training loop: Adam with weight decay (theta excluded), dropout keyed by epoch (so a
+// resumed run recomputes exactly what the uninterrupted one would), best-validation selection,
+// early stopping, HDF5 checkpoints and JSON-lines metrics.
+#include <torch/torch.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "adgnn/trainer.h"
+#include "nlohmann/json.hpp"
+
+namespace adgnn {
+
+namespace {
+
+struct Masks {
+  at::Tensor train, val, test;  // bool [N]
+};
+
+at::Tensor bool_tensor(const uint8_t* p, int64_t n) {
+  return torch::from_blob(const_cast<uint8_t*>(p), {n}, torch::kUInt8).to(torch::kBool).clone();
+}
+
+Masks choose_split(const Graph& g, const TrainConfig& cfg, int64_t run) {
+  const int64_t n = g.num_nodes;
+  std::string family = cfg.splits;
+  if (family == "auto") family = g.find_splits("platonov") ? "platonov" : "random";
+  Masks m;
+  if (family == "random") {
+    // Seeded per run; independent of the model seed's use elsewhere.
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(cfg.model.seed * 1000003ULL + uint64_t(run) + 17);
+    const at::Tensor perm = torch::randperm(n, gen, torch::kInt64);
+    const int64_t n_train = int64_t(std::llround(cfg.train_fraction * double(n)));
+    const int64_t n_val = int64_t(std::llround(cfg.val_fraction * double(n)));
+    m.train = torch::zeros({n}, torch::kBool).index_fill_(0, perm.slice(0, 0, n_train), true);
+    m.val = torch::zeros({n}, torch::kBool).index_fill_(0, perm.slice(0, n_train, n_train + n_val), true);
+    m.test = torch::zeros({n}, torch::kBool).index_fill_(0, perm.slice(0, n_train + n_val), true);
+    return m;
+  }
+  const SplitSet* s = g.find_splits(family);
+  if (!s) {
+    std::string have;
+    for (const auto& x : g.splits) have += (have.empty() ? "" : ", ") + x.name;
+    throw InputError("--splits " + family + ": " + g.name + " has no such split family (it has: " +
+                     (have.empty() ? "none" : have) + "; or use random)");
+  }
+  const int64_t k = run % s->count;
+  m.train = bool_tensor(s->train.data() + k * n, n);
+  m.val = bool_tensor(s->val.data() + k * n, n);
+  m.test = bool_tensor(s->test.data() + k * n, n);
+  return m;
+}
+
+double accuracy(const at::Tensor& logits, const at::Tensor& y, const at::Tensor& mask) {
+  const int64_t total = mask.sum().item<int64_t>();
+  if (total == 0) return 0.0;
+  const at::Tensor pred = logits.argmax(1);
+  return double((pred.eq(y) & mask).sum().item<int64_t>()) / double(total);
+}
+
+std::string run_path(const std::string& path, int64_t run) {
+  if (path.empty() || run == 0) return path;
+  const auto dot = path.rfind('.');
+  const auto slash = path.rfind('/');
+  if (dot == std::string::npos || (slash != std::string::npos && dot < slash))
+    return path + "-run" + std::to_string(run);
+  return path.substr(0, dot) + "-run" + std::to_string(run) + path.substr(dot);
+}
+
+H5Array to_array(const at::Tensor& t) {
+  const at::Tensor c = t.detach().to(torch::kCPU).contiguous();
+  H5Array a;
+  a.shape.assign(c.sizes().begin(), c.sizes().end());
+  if (c.scalar_type() == torch::kFloat32) a.dtype = "f32";
+  else if (c.scalar_type() == torch::kFloat64) a.dtype = "f64";
+  else if (c.scalar_type() == torch::kInt64) a.dtype = "i64";
+  else if (c.scalar_type() == torch::kUInt8) a.dtype = "u8";
+  else throw std::runtime_error("checkpoint: unsupported tensor type");
+  a.bytes.assign(static_cast<const char*>(c.data_ptr()), size_t(c.nbytes()));
+  return a;
+}
+
+void from_array(const H5Array& a, at::Tensor& t, const std::string& where) {
+  const auto want = to_array(t.detach().slice(0, 0, 0).reshape({0}));  // dtype only
+  if (a.dtype != want.dtype || std::vector<int64_t>(t.sizes().begin(), t.sizes().end()) != a.shape)
+    throw InputError(where + ": stored tensor does not match the model (dtype or shape)");
+  torch::NoGradGuard guard;
+  const at::Tensor src = torch::from_blob(const_cast<char*>(a.bytes.data()), t.sizes(),
+                                          t.options().device(torch::kCPU));
+  t.copy_(src);
+}
+
+struct Checkpoint {
+  int64_t epoch = 0, best_epoch = 0, done = 0;
+  double best_val = -1, best_test = 0, best_train = 0;
+};
+
+void save_checkpoint(const std::string& path, const Model& model, torch::optim::Optimizer& opt,
+                     const Checkpoint& c, const std::string& fingerprint) {
+  std::map<std::string, H5Array> arrays;
+  for (const auto& [name, p] : model.named_parameters()) arrays["param/" + name] = to_array(p);
+  for (const auto& [name, b] : model.named_buffers()) arrays["buffer/" + name] = to_array(b);
+  torch::serialize::OutputArchive archive;
+  opt.save(archive);
+  std::ostringstream os;
+  archive.save_to(os);
+  const std::string blob = os.str();
+  H5Array o;
+  o.dtype = "u8";
+  o.shape = {int64_t(blob.size())};
+  o.bytes = blob;
+  arrays["optimizer"] = std::move(o);
+  std::map<std::string, std::string> attrs{
+      {"format", "adgnn-checkpoint"},
+      {"config", fingerprint},
+      {"epoch", std::to_string(c.epoch)},
+      {"best_epoch", std::to_string(c.best_epoch)},
+      {"done", std::to_string(c.done)},
+  };
+  // Doubles travel as exact hex floats, so a resumed run compares against the same best value.
+  char buf[64];
+  for (auto [k, v] : {std::pair{"best_val", c.best_val}, {"best_test", c.best_test}, {"best_train", c.best_train}}) {
+    std::snprintf(buf, sizeof(buf), "%a", v);
+    attrs[k] = buf;
+  }
+  write_arrays_h5(path, arrays, attrs);
+}
+
+Checkpoint load_checkpoint(const std::string& path, Model& model, torch::optim::Optimizer& opt,
+                           const std::string& fingerprint) {
+  std::map<std::string, std::string> attrs;
+  auto arrays = read_arrays_h5(path, &attrs);
+  if (attrs["format"] != "adgnn-checkpoint")
+    throw InputError(path + ": not an adgnn checkpoint");
+  if (attrs["config"] != fingerprint)
+    throw InputError(path + ": checkpoint was written by a different configuration (stored: " +
+                     attrs["config"] + ")");
+  for (auto& [name, p] : model.named_parameters()) {
+    auto it = arrays.find("param/" + name);
+    if (it == arrays.end()) throw InputError(path + ": missing parameter " + name);
+    from_array(it->second, p, path + "[" + name + "]");
+  }
+  for (auto& [name, b] : model.named_buffers()) {
+    auto it = arrays.find("buffer/" + name);
+    if (it == arrays.end()) throw InputError(path + ": missing buffer " + name);
+    from_array(it->second, b, path + "[" + name + "]");
+  }
+  auto it = arrays.find("optimizer");
+  if (it == arrays.end()) throw InputError(path + ": missing optimizer state");
+  torch::serialize::InputArchive archive;
+  std::istringstream is(it->second.bytes);
+  archive.load_from(is);
+  opt.load(archive);
+  Checkpoint c;
+  c.epoch = std::stoll(attrs["epoch"]);
+  c.best_epoch = std::stoll(attrs["best_epoch"]);
+  c.done = std::stoll(attrs["done"]);
+  c.best_val = std::strtod(attrs["best_val"].c_str(), nullptr);
+  c.best_test = std::strtod(attrs["best_test"].c_str(), nullptr);
+  c.best_train = std::strtod(attrs["best_train"].c_str(), nullptr);
+  return c;
+}
+
+std::string eta(double seconds) {
+  char buf[32];
+  if (seconds >= 3600) std::snprintf(buf, sizeof(buf), "%.1fh", seconds / 3600);
+  else if (seconds >= 60) std::snprintf(buf, sizeof(buf), "%.1fm", seconds / 60);
+  else std::snprintf(buf, sizeof(buf), "%.0fs", seconds);
+  return buf;
+}
+
+}  // namespace
+
+void validate_train_config(const TrainConfig& cfg) {
+  auto bad = [](const std::string& flag, const std::string& why) { throw InputError(flag + ": " + why); };
+  if (cfg.epochs < 1) bad("--epochs " + std::to_string(cfg.epochs), "must be >= 1");
+  if (!(cfg.lr > 0) || !std::isfinite(cfg.lr)) bad("--lr", "must be positive");
+  if (cfg.weight_decay < 0) bad("--weight-decay", "must be >= 0");
+  if (cfg.runs < 1) bad("--runs " + std::to_string(cfg.runs), "must be >= 1");
+  if (cfg.patience < 0) bad("--patience", "must be >= 0");
+  if (cfg.checkpoint_every < 1) bad("--checkpoint-every", "must be >= 1");
+  if (cfg.resume && cfg.checkpoint.empty()) bad("--resume", "needs --checkpoint");
+  if (cfg.train_fraction <= 0 || cfg.val_fraction < 0 || cfg.train_fraction + cfg.val_fraction >= 1)
+    bad("--splits random", "train and validation fractions must leave a test set");
+}
+
+RunResult train_run(const Graph& g, const TrainConfig& cfg_in, int64_t run) {
+  validate_train_config(cfg_in);
+  TrainConfig cfg = cfg_in;
+  cfg.model.in_dim = g.features.cols;
+  cfg.model.out_dim = g.num_classes;
+  cfg.model.seed = cfg_in.model.seed + uint64_t(run);
+  if (cfg.threads > 0) at::set_num_threads(int(cfg.threads));
+
+  Model model(cfg.model);
+  const c10::Device device(cfg.model.device);
+  const GraphTensors gt = to_tensors(g, device);
+  const MessageGraph mg = message_graph(gt, cfg.model.float64 ? torch::kFloat64 : torch::kFloat32);
+  const at::Tensor x = cfg.model.float64 ? gt.x.to(torch::kFloat64) : gt.x;
+  const Masks cpu_masks = choose_split(g, cfg, run);
+  const Masks masks{cpu_masks.train.to(device), cpu_masks.val.to(device), cpu_masks.test.to(device)};
+  if (masks.train.sum().item<int64_t>() == 0)
+    throw InputError("--splits " + cfg.splits + ": run " + std::to_string(run) + " has no training nodes");
+  const at::Tensor train_idx = masks.train.nonzero().squeeze(1);
+
+  std::vector<at::Tensor> decay, no_decay;
+  for (const auto& [name, p] : model.named_parameters())
+    (name.rfind("theta.", 0) == 0 ? no_decay : decay).push_back(p);
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(decay, std::make_unique<torch::optim::AdamOptions>(
+                                 torch::optim::AdamOptions(cfg.lr).weight_decay(cfg.weight_decay)));
+  if (!no_decay.empty())
+    groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamOptions>(
+                                      torch::optim::AdamOptions(cfg.lr).weight_decay(0)));
+  torch::optim::Adam opt(groups, torch::optim::AdamOptions(cfg.lr));
+
+  const std::string ckpt = run_path(cfg.checkpoint, run);
+  const std::string fingerprint = describe(cfg) + " run=" + std::to_string(run) + " graph=" + g.source_sha256;
+  Checkpoint state;
+  if (cfg.resume && !ckpt.empty() && std::filesystem::exists(ckpt))
+    state = load_checkpoint(ckpt, model, opt, fingerprint);
+
+  RunResult res;
+  res.run = run;
+  std::ofstream metrics;
+  if (!cfg.metrics.empty()) {
+    metrics.open(run_path(cfg.metrics, run), cfg.resume ? std::ios::app : std::ios::trunc);
+    if (!metrics) throw InputError("--metrics " + cfg.metrics + ": cannot open for writing");
+  }
+  const bool tty = cfg.progress && ::isatty(STDERR_FILENO);
+  const auto t0 = std::chrono::steady_clock::now();
+  int64_t since_best = state.epoch - state.best_epoch;
+  int64_t epoch = state.epoch;
+  std::vector<int64_t> last_edges;
+  int64_t done_here = 0;  // epochs trained in this process (resume starts later)
+  while (!state.done && epoch < cfg.epochs) {
+    ++epoch;
+    ++done_here;
+    const auto te = std::chrono::steady_clock::now();
+    ForwardOutput fw = model.forward(mg, x, true, epoch, gt.y, masks.train);
+    const at::Tensor loss = torch::nn::functional::cross_entropy(
+                                fw.logits.index_select(0, train_idx), gt.y.index_select(0, train_idx)) +
+                            fw.reg_loss;
+    opt.zero_grad();
+    loss.backward();
+    opt.step();
+    last_edges = fw.stats.edges_processed;
+    const double train_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - te).count();
+
+    torch::NoGradGuard no_grad;
+    const ForwardOutput ev = model.forward(mg, x, false, epoch);
+    const double tr = accuracy(ev.logits, gt.y, masks.train), va = accuracy(ev.logits, gt.y, masks.val),
+                 te_acc = accuracy(ev.logits, gt.y, masks.test);
+    if (va > state.best_val) {
+      state.best_val = va;
+      state.best_test = te_acc;
+      state.best_train = tr;
+      state.best_epoch = epoch;
+      since_best = 0;
+      const at::Tensor hist = torch::bincount(ev.depth.to(torch::kCPU), {}, cfg.model.layers + 1);
+      res.depth_histogram.assign(hist.data_ptr<int64_t>(), hist.data_ptr<int64_t>() + hist.numel());
+    } else {
+      ++since_best;
+    }
+    if (metrics) {
+      nlohmann::json j{{"run", run},
+                       {"epoch", epoch},
+                       {"loss", loss.item<double>()},
+                       {"reg_loss", fw.reg_loss.item<double>()},
+                       {"train_acc", tr},
+                       {"val_acc", va},
+                       {"test_acc", te_acc},
+                       {"best_val", state.best_val},
+                       {"best_epoch", state.best_epoch},
+                       {"train_step_ms", train_ms},
+                       {"active_rows", fw.stats.active_rows},
+                       {"computed_rows", fw.stats.computed_rows},
+                       {"edges_processed", fw.stats.edges_processed},
+                       {"eval_active_rows", ev.stats.active_rows}};
+      metrics << j.dump() << '\n';
+      metrics.flush();
+    }
+    const bool stop = cfg.patience > 0 && since_best >= cfg.patience;
+    state.epoch = epoch;
+    if (stop || epoch == cfg.epochs) state.done = 1;
+    if (!ckpt.empty() && (epoch % cfg.checkpoint_every == 0 || state.done))
+      save_checkpoint(ckpt, model, opt, state, fingerprint);
+    if (tty) {
+      const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const double per = el / double(done_here);
+      std::fprintf(stderr, "\r[run %lld] epoch %lld/%lld  loss %.4f  val %.2f  best %.2f@%lld (test %.2f)  ETA %s   ",
+                   (long long)run, (long long)epoch, (long long)cfg.epochs, loss.item<double>(), 100 * va,
+                   100 * state.best_val, (long long)state.best_epoch, 100 * state.best_test,
+                   eta(per * double(cfg.epochs - epoch)).c_str());
+    }
+    if (stop) break;
+  }
+  if (tty) std::fprintf(stderr, "\n");
+  res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  res.epochs_run = epoch;
+  res.ms_per_epoch = done_here > 0 ? 1e3 * res.seconds / double(done_here) : 0;
+  res.best_epoch = state.best_epoch;
+  res.best_val = state.best_val;
+  res.test_at_best = state.best_test;
+  res.train_at_best = state.best_train;
+  res.edges_per_layer = last_edges;
+
+  if (!cfg.predictions.empty()) {
+    torch::NoGradGuard no_grad;
+    const ForwardOutput ev = model.forward(mg, x, false, epoch);
+    std::map<std::string, H5Array> arrays{{"logits", to_array(ev.logits)},
+                                          {"prediction", to_array(ev.logits.argmax(1))},
+                                          {"depth", to_array(ev.depth)},
+                                          {"labels", to_array(gt.y)}};
+    if (ev.eps.defined()) arrays["eps"] = to_array(ev.eps);
+    if (ev.layer_outputs.size() >= 2)
+      arrays["embedding"] = to_array(ev.layer_outputs[ev.layer_outputs.size() - 2]);
+    write_arrays_h5(run_path(cfg.predictions, run), arrays, {{"config", fingerprint}});
+  }
+  return res;
+}
+
+TrainSummary train(const Graph& g, const TrainConfig& cfg) {
+  validate_train_config(cfg);
+  TrainSummary s;
+  for (int64_t r = 0; r < cfg.runs; ++r) s.runs.push_back(train_run(g, cfg, r));
+  auto mean_std = [&](auto get, double& mean, double& sd) {
+    mean = 0;
+    for (const auto& r : s.runs) mean += get(r);
+    mean /= double(s.runs.size());
+    sd = 0;
+    for (const auto& r : s.runs) sd += (get(r) - mean) * (get(r) - mean);
+    sd = s.runs.size() > 1 ? std::sqrt(sd / double(s.runs.size() - 1)) : 0.0;
+  };
+  mean_std([](const RunResult& r) { return r.test_at_best; }, s.test_mean, s.test_std);
+  mean_std([](const RunResult& r) { return r.best_val; }, s.val_mean, s.val_std);
+  ModelConfig mc = cfg.model;
+  mc.in_dim = g.features.cols;
+  mc.out_dim = g.num_classes;
+  s.parameters = Model(mc).num_parameters();
+  return s;
+}
+
+}  // namespace adgnn
