@@ -118,7 +118,7 @@ struct Model::Impl {
     if (cfg.variant == "ad_fast") {
       // p_uv = d_u d_v / max d_i d_j: d+_v = d_v * sum_u d_u / max.
       const at::Tensor nb = csr_aggregate(g.rowptr, g.col, {}, g.degree.unsqueeze(1), all).squeeze(1);
-      d_plus = deg * nb / g.max_degree_product;
+      d_plus = (deg.to(torch::kFloat64) * nb / g.max_degree_product).to(theta_a.scalar_type());
     } else {
       const detail::EdgeList e = detail::edges_of_rows(g.rowptr, g.col, all);
       const at::Tensor zu = z_src.index_select(0, e.src), zv = z_src.index_select(0, e.dst_local);
@@ -340,7 +340,10 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
       const at::Tensor s = torch::sigmoid((eps.index_select(0, band_rows) - tau_t) / c.kappa);
       const at::Tensor diff = upd.index_select(0, torch::searchsorted(comp_rows, band_rows)) -
                               frozen.index_select(0, torch::searchsorted(frozen_rows, band_rows));
-      next = next.index_add(0, band_rows, (s - s.detach()).unsqueeze(1) * diff);
+      const at::Tensor base = c.soft_masks && t >= 2
+                                  ? active.index_select(0, band_rows).to(s.scalar_type())
+                                  : s.detach();
+      next = next.index_add(0, band_rows, (s - base).unsqueeze(1) * diff);
     }
     h = next;
     out.layer_outputs.push_back(h);

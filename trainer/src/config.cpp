@@ -75,12 +75,13 @@ std::string describe(const TrainConfig& c) {
   const ModelConfig& m = c.model;
   std::ostringstream os;
   os << "model=" << m.backbone << " variant=" << m.variant << " hidden=" << m.hidden
-     << " layers=" << m.layers << " t_max=" << m.t_max << " dropout=" << m.dropout
+     << " layers=" << m.layers << " dropout=" << m.dropout
      << " batchnorm=" << m.batchnorm << " heads=" << m.heads << " lambda=" << m.lambda
      << " kappa=" << m.kappa << " band=" << m.band << " normalisation=" << m.normalisation
      << " theta_init=" << m.theta_init << " seed=" << m.seed << " splits=" << c.splits
-     << " epochs=" << c.epochs << " lr=" << c.lr << " weight_decay=" << c.weight_decay
-     << " patience=" << c.patience << " float64=" << m.float64;
+     << " lr=" << c.lr << " weight_decay=" << c.weight_decay
+     << " patience=" << c.patience << " float64=" << m.float64 << " soft_masks=" << m.soft_masks
+     << " t_max=" << m.t_max << " dirgnn_alpha=" << m.dirgnn_alpha << " device=" << m.device;
   return os.str();
 }
 

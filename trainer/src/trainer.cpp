@@ -96,7 +96,8 @@ void from_array(const H5Array& a, at::Tensor& t, const std::string& where) {
 }
 
 struct Checkpoint {
-  int64_t epoch = 0, best_epoch = 0, done = 0;
+  int64_t epoch = 0, best_epoch = 0;
+  int64_t stopped = 0;  // early stopping ended the run (more --epochs on resume do not restart it)
   double best_val = -1, best_test = 0, best_train = 0;
 };
 
@@ -120,7 +121,7 @@ void save_checkpoint(const std::string& path, const Model& model, torch::optim::
       {"config", fingerprint},
       {"epoch", std::to_string(c.epoch)},
       {"best_epoch", std::to_string(c.best_epoch)},
-      {"done", std::to_string(c.done)},
+      {"stopped", std::to_string(c.stopped)},
   };
   // Doubles travel as exact hex floats, so a resumed run compares against the same best value.
   char buf[64];
@@ -159,7 +160,7 @@ Checkpoint load_checkpoint(const std::string& path, Model& model, torch::optim::
   Checkpoint c;
   c.epoch = std::stoll(attrs["epoch"]);
   c.best_epoch = std::stoll(attrs["best_epoch"]);
-  c.done = std::stoll(attrs["done"]);
+  c.stopped = std::stoll(attrs["stopped"]);
   c.best_val = std::strtod(attrs["best_val"].c_str(), nullptr);
   c.best_test = std::strtod(attrs["best_test"].c_str(), nullptr);
   c.best_train = std::strtod(attrs["best_train"].c_str(), nullptr);
@@ -220,6 +221,7 @@ RunResult train_run(const Graph& g, const TrainConfig& cfg_in, int64_t run) {
   torch::optim::Adam opt(groups, torch::optim::AdamOptions(cfg.lr));
 
   const std::string ckpt = run_path(cfg.checkpoint, run);
+  // Everything that changes the trajectory, except --epochs: a finished run can be extended.
   const std::string fingerprint = describe(cfg) + " run=" + std::to_string(run) + " graph=" + g.source_sha256;
   Checkpoint state;
   if (cfg.resume && !ckpt.empty() && std::filesystem::exists(ckpt))
@@ -238,7 +240,7 @@ RunResult train_run(const Graph& g, const TrainConfig& cfg_in, int64_t run) {
   int64_t epoch = state.epoch;
   std::vector<int64_t> last_edges;
   int64_t done_here = 0;  // epochs trained in this process (resume starts later)
-  while (!state.done && epoch < cfg.epochs) {
+  while (!state.stopped && epoch < cfg.epochs) {
     ++epoch;
     ++done_here;
     const auto te = std::chrono::steady_clock::now();
@@ -287,8 +289,8 @@ RunResult train_run(const Graph& g, const TrainConfig& cfg_in, int64_t run) {
     }
     const bool stop = cfg.patience > 0 && since_best >= cfg.patience;
     state.epoch = epoch;
-    if (stop || epoch == cfg.epochs) state.done = 1;
-    if (!ckpt.empty() && (epoch % cfg.checkpoint_every == 0 || state.done))
+    state.stopped = stop;
+    if (!ckpt.empty() && (epoch % cfg.checkpoint_every == 0 || stop || epoch == cfg.epochs))
       save_checkpoint(ckpt, model, opt, state, fingerprint);
     if (tty) {
       const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

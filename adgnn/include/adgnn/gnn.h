@@ -73,6 +73,10 @@ struct ModelConfig {
   uint64_t seed = 0;
   std::string device = "cpu";       // where parameters live ("cpu", "cuda", "cuda:1")
   bool float64 = false;             // double-precision parameters (gradient checks, references)
+  // Diagnostic: at layers >= 2, rows in the surrogate band use the soft mask sigmoid((eps -
+  // tau) / kappa) in the forward pass too, so the surrogate path can be checked by finite
+  // differences (its gradient is the straight-through one).
+  bool soft_masks = false;
 };
 
 // What one forward pass computed, besides the logits.

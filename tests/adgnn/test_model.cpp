@@ -1,0 +1,305 @@
+// The AD mechanism: depth-benefit values by hand on a 6-node graph, nested active sets, skipped
+// rows, frozen embeddings, and finite-difference checks of the f_delta and theta (surrogate) paths.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cmath>
+
+#include "adgnn/gnn.h"
+
+namespace {
+
+// Edges 0-1, 0-2, 0-3, 1-2, 3-4; node 5 isolated. Degrees 3, 2, 2, 2, 1, 0.
+adgnn::Graph six_nodes() {
+  adgnn::Graph g;
+  g.name = "six";
+  g.num_nodes = 6;
+  g.adj.rows = g.adj.cols = 6;
+  g.adj.indptr = {0, 3, 4, 4, 5, 5, 5};
+  g.adj.indices = {1, 2, 3, 2, 4};
+  g.features.rows = 6;
+  g.features.cols = 3;
+  g.features.dense = {1, 0, 0, 0, 1, 0, 0, 0, 1, 1, 1, 0, 0, 1, 1, 1, 0, 1};
+  g.labels = {0, 0, 1, 1, 0, 1};
+  g.num_classes = 2;
+  g.validate("six");
+  return g;
+}
+
+adgnn::ModelConfig config(const std::string& variant, int64_t layers, const adgnn::Graph& g) {
+  adgnn::ModelConfig c;
+  c.variant = variant;
+  c.layers = layers;
+  c.hidden = 8;
+  c.in_dim = g.features.cols;
+  c.out_dim = g.num_classes;
+  c.dropout = 0;
+  c.seed = 3;
+  return c;
+}
+
+// eps_tilde from log eps_hat values, linear min-max as method.md specifies.
+std::vector<double> linear_norm(const std::vector<double>& l) {
+  const double lo = *std::min_element(l.begin(), l.end()), hi = *std::max_element(l.begin(), l.end());
+  std::vector<double> e;
+  for (double v : l) e.push_back((std::exp(v - hi) - std::exp(lo - hi)) / (1 - std::exp(lo - hi)));
+  return e;
+}
+
+TEST(DepthBenefit, FastMetricByHand) {
+  const auto g = six_nodes();
+  const auto t = adgnn::to_tensors(g, torch::kCPU);
+  const auto mg = adgnn::message_graph(t);
+  // max d_u d_v over edges = 3 * 2 = 6. d+_v = d_v * sum_u d_u / 6:
+  // node 0: 3 * 6 / 6 = 3 -> alpha = (1 + 3 - 0) / 4 = 1
+  // nodes 1, 2: 2 * 5 / 6 = 5/3 -> alpha = (1 + 5/3 - 1/3) / 3 = 7/9
+  // node 3: 2 * 4 / 6 = 4/3 -> alpha = (1 + 4/3 - 2/3) / 3 = 5/9
+  // node 4: 1 * 2 / 6 = 1/3 -> alpha = (1 + 1/3 - 2/3) / 2 = 1/3
+  // node 5: isolated -> alpha = 1, eps_hat = 1.
+  const std::vector<double> alpha{1, 7.0 / 9, 7.0 / 9, 5.0 / 9, 1.0 / 3, 1};
+  const std::vector<double> deg{3, 2, 2, 2, 1, 0};
+  const double t_max = 2;
+  std::vector<double> l;
+  for (int v = 0; v < 6; ++v) l.push_back(t_max * (2 * std::log(alpha[v]) + std::log(deg[v] + 1)));
+  adgnn::Model model(config("ad_fast", 2, g));
+  const auto out = model.forward(mg, t.x, false, 0);
+  const auto lin = linear_norm(l);
+  for (int v = 0; v < 6; ++v) EXPECT_NEAR(out.eps[v].item<double>(), lin[v], 1e-6) << "node " << v;
+  EXPECT_EQ(out.eps[0].item<double>(), 1.0);  // the largest eps_hat: node 0, (1 * 4)^2
+
+  auto cfg = config("ad_fast", 2, g);
+  cfg.normalisation = "log";
+  adgnn::Model log_model(cfg);
+  const auto lo = *std::min_element(l.begin(), l.end()), hi = *std::max_element(l.begin(), l.end());
+  const auto out_log = log_model.forward(mg, t.x, false, 0);
+  for (int v = 0; v < 6; ++v)
+    EXPECT_NEAR(out_log.eps[v].item<double>(), (l[v] - lo) / (hi - lo), 1e-6) << "node " << v;
+}
+
+TEST(DepthBenefit, LearnedMetricWithAConstantSameLabelProbability) {
+  const auto g = six_nodes();
+  const auto t = adgnn::to_tensors(g, torch::kCPU);
+  const auto mg = adgnn::message_graph(t);
+  adgnn::Model model(config("ad", 2, g));
+  const double p = 0.25;
+  {
+    torch::NoGradGuard guard;
+    for (auto& [name, w] : model.named_parameters()) {
+      if (name == "f_delta.w2") w.zero_();
+      if (name == "f_delta.b2") w.fill_(std::log(p / (1 - p)));
+    }
+  }
+  // d+ = p d, alpha = (1 + 2 p d - d) / (d + 1).
+  const std::vector<double> deg{3, 2, 2, 2, 1, 0};
+  std::vector<double> l;
+  for (double d : deg) l.push_back(2 * (2 * std::log(std::abs((1 + 2 * p * d - d) / (d + 1))) + std::log(d + 1)));
+  const auto out = model.forward(mg, t.x, false, 0);
+  const auto lin = linear_norm(l);
+  for (int v = 0; v < 6; ++v) EXPECT_NEAR(out.eps[v].item<double>(), lin[v], 1e-6) << "node " << v;
+}
+
+adgnn::Graph csbm(int64_t nodes, double h, uint64_t seed) {
+  adgnn::CsbmParams p;
+  p.nodes = nodes;
+  p.classes = 3;
+  p.avg_degree = 6;
+  p.degree_dist = "powerlaw";
+  p.homophily = h;
+  p.features = 8;
+  p.seed = seed;
+  return adgnn::generate_csbm(p);
+}
+
+TEST(ActiveSets, NestedShrinkingAndOnlyActiveRowsAggregated) {
+  const auto g = csbm(400, 0.5, 1);
+  const auto t = adgnn::to_tensors(g, torch::kCPU);
+  const auto mg = adgnn::message_graph(t);
+  for (const char* norm : {"linear", "log"}) {
+    auto cfg = config("ad_fast", 4, g);
+    cfg.normalisation = norm;
+    cfg.theta_init = -2;  // small steps: several depths occur under the log normalisation
+    adgnn::Model model(cfg);
+    const auto out = model.forward(mg, t.x, false, 0);
+    const at::Tensor deg = t.rowptr.slice(0, 1) - t.rowptr.slice(0, 0, -1);
+    for (int64_t layer = 1; layer <= 4; ++layer) {
+      const at::Tensor active = out.depth >= layer;
+      EXPECT_EQ(out.stats.active_rows[layer - 1], active.sum().item<int64_t>());
+      // Evaluation computes exactly the active rows: edges read = their degrees.
+      EXPECT_EQ(out.stats.edges_processed[layer - 1], deg.masked_select(active).sum().item<int64_t>());
+      if (layer > 1) {
+        EXPECT_LE(out.stats.active_rows[layer - 1], out.stats.active_rows[layer - 2]);
+      }
+    }
+    EXPECT_EQ(out.stats.active_rows[0], 400);  // lambda = 0: every node aggregates once
+    EXPECT_LT(out.stats.active_rows[3], 400) << norm;
+  }
+}
+
+TEST(ActiveSets, InactiveRowsAreFrozenAtWidthKeepingLayers) {
+  const auto g = csbm(300, 0.5, 2);
+  const auto t = adgnn::to_tensors(g, torch::kCPU);
+  const auto mg = adgnn::message_graph(t);
+  auto cfg = config("ad_fast", 4, g);
+  cfg.normalisation = "log";
+  cfg.theta_init = -2;
+  adgnn::Model model(cfg);
+  const auto out = model.forward(mg, t.x, false, 0);
+  ASSERT_EQ(out.layer_outputs.size(), 4u);
+  int64_t checked = 0;
+  for (int64_t v = 0; v < g.num_nodes; ++v) {
+    const int64_t T = out.depth[v].item<int64_t>();
+    for (int64_t layer = std::max<int64_t>(T + 1, 2); layer <= 3; ++layer) {  // layers 2, 3 keep width
+      EXPECT_TRUE(torch::equal(out.layer_outputs[layer - 1][v], out.layer_outputs[layer - 2][v]))
+          << "node " << v << " T=" << T << " layer " << layer;
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 0);
+}
+
+// Central differences of a scalar function of one tensor, against its autograd gradient.
+void expect_fd(const std::function<at::Tensor()>& loss, at::Tensor param, double tol) {
+  param.mutable_grad() = at::Tensor();
+  loss().backward();
+  const at::Tensor grad = param.grad().clone();
+  torch::NoGradGuard guard;
+  at::Tensor flat = param.view({-1});
+  const double eps = 1e-6;
+  for (int64_t i = 0; i < flat.numel(); ++i) {
+    const double v = flat[i].item<double>();
+    flat[i] = v + eps;
+    const double up = loss().item<double>();
+    flat[i] = v - eps;
+    const double down = loss().item<double>();
+    flat[i] = v;
+    EXPECT_NEAR(grad.view({-1})[i].item<double>(), (up - down) / (2 * eps), tol) << "entry " << i;
+  }
+}
+
+struct FixedRange {
+  double lo, hi;
+};
+void fixed_range(double& lo, double& hi, void* ctx) {
+  lo = static_cast<FixedRange*>(ctx)->lo;
+  hi = static_cast<FixedRange*>(ctx)->hi;
+}
+
+TEST(AdGradients, FDeltaPathMatchesFiniteDifferences) {
+  const auto g = six_nodes();
+  const auto t = adgnn::to_tensors(g, torch::kCPU);
+  const auto mg = adgnn::message_graph(t, torch::kFloat64);
+  const at::Tensor x = t.x.to(torch::kFloat64);
+  auto cfg = config("ad", 2, g);
+  cfg.float64 = true;
+  cfg.hidden = 4;
+  adgnn::Model model(cfg);
+  // The min-max constants are not differentiated: hold them fixed, as every rank does.
+  FixedRange range{-12.0, 3.0};
+  const at::Tensor probe = torch::randn({6}, torch::kFloat64);
+  auto loss = [&] {
+    return (model.forward(mg, x, false, 0, {}, {}, fixed_range, &range).eps * probe).sum();
+  };
+  for (auto& [name, p] : model.named_parameters())
+    if (name.rfind("f_delta.", 0) == 0 || name == "layers.0.weight") expect_fd(loss, p, 1e-6);
+  // L_reg: binary cross-entropy of f_delta on training edges.
+  const at::Tensor y = t.y;
+  const at::Tensor train = torch::tensor({true, true, true, false, true, false});
+  auto reg = [&] { return model.forward(mg, x, true, 0, y, train, fixed_range, &range).reg_loss; };
+  EXPECT_GT(reg().item<double>(), 0.0);
+  for (auto& [name, p] : model.named_parameters())
+    if (name.rfind("f_delta.", 0) == 0) expect_fd(reg, p, 1e-6);
+}
+
+TEST(AdGradients, ThetaThroughTheSurrogateMatchesFiniteDifferences) {
+  // With soft masks at layers >= 2 and every row in the band, the forward pass is smooth in
+  // theta; for a loss linear in the logits its gradient is the straight-through gradient.
+  const auto g = csbm(60, 0.5, 4);
+  const auto t = adgnn::to_tensors(g, torch::kCPU);
+  const auto mg = adgnn::message_graph(t, torch::kFloat64);
+  const at::Tensor x = t.x.to(torch::kFloat64);
+  for (const char* variant : {"ad_fast", "ad"}) {
+    auto cfg = config(variant, 3, g);
+    cfg.float64 = true;
+    cfg.normalisation = "log";
+    cfg.band = 0;  // every row
+    cfg.kappa = 0.2;
+    cfg.soft_masks = true;
+    adgnn::Model model(cfg);
+    FixedRange range{-30.0, 12.0};
+    const at::Tensor probe = torch::randn({g.num_nodes, g.num_classes}, torch::kFloat64);
+    auto loss = [&] {
+      return (model.forward(mg, x, true, 0, {}, {}, fixed_range, &range).logits * probe).sum();
+    };
+    SCOPED_TRACE(variant);
+    for (auto& [name, p] : model.named_parameters())
+      if (name == "theta.a") expect_fd(loss, p, 1e-6);
+  }
+  // The hard forward with the straight-through estimator gives the same theta gradient as the
+  // soft one when theta enters only the last layer (two layers) and the loss is linear in it.
+  auto cfg = config("ad_fast", 2, g);
+  cfg.float64 = true;
+  cfg.normalisation = "log";
+  cfg.band = 0;
+  cfg.kappa = 0.2;
+  FixedRange range{-30.0, 12.0};
+  const at::Tensor probe = torch::randn({g.num_nodes, g.num_classes}, torch::kFloat64);
+  at::Tensor grads[2];
+  for (int soft = 0; soft < 2; ++soft) {
+    cfg.soft_masks = soft == 1;
+    adgnn::Model model(cfg);
+    auto out = model.forward(mg, x, true, 0, {}, {}, fixed_range, &range);
+    (out.logits * probe).sum().backward();
+    for (auto& [name, p] : model.named_parameters())
+      if (name == "theta.a") grads[soft] = p.grad().clone();
+  }
+  EXPECT_TRUE(torch::allclose(grads[0], grads[1], 1e-10, 1e-12)) << grads[0] << grads[1];
+  EXPECT_GT(grads[0].abs().sum().item<double>(), 0.0);
+}
+
+TEST(Model, RejectsBadSettings) {
+  const auto g = six_nodes();
+  auto expect_bad = [&](adgnn::ModelConfig c, const std::string& flag) {
+    try {
+      adgnn::Model m(c);
+      FAIL() << "accepted bad " << flag;
+    } catch (const adgnn::InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(flag), std::string::npos) << e.what();
+    }
+  };
+  auto c = config("plain", 2, g);
+  c.backbone = "gin";
+  expect_bad(c, "--model gin");
+  c = config("adx", 2, g);
+  expect_bad(c, "--variant adx");
+  c = config("plain", 0, g);
+  expect_bad(c, "--layers");
+  c = config("plain", 2, g);
+  c.dropout = 1.0;
+  expect_bad(c, "--dropout");
+  c = config("ad", 2, g);
+  c.lambda = 1.5;
+  expect_bad(c, "--lambda");
+  c = config("plain", 2, g);
+  c.normalisation = "cubic";
+  expect_bad(c, "--normalisation");
+  c = config("plain", 2, g);
+  c.device = "tpu:7";
+  expect_bad(c, "--device");
+}
+
+TEST(Dropout, CounterBasedMasksDependOnlyOnTheirKeys) {
+  const at::Tensor h = torch::ones({50, 7});
+  const at::Tensor ids = torch::arange(100, 150, torch::kInt64);
+  const at::Tensor a = adgnn::dropout_rows(h, ids, 0.5, 9, 3, 1);
+  // The same global ids in another order (another partition) get the same rows.
+  const at::Tensor perm = torch::randperm(50, torch::kInt64);
+  const at::Tensor b = adgnn::dropout_rows(h.index_select(0, perm), ids.index_select(0, perm), 0.5, 9, 3, 1);
+  EXPECT_TRUE(torch::equal(a.index_select(0, perm), b));
+  EXPECT_FALSE(torch::equal(a, adgnn::dropout_rows(h, ids, 0.5, 9, 4, 1)));  // other epoch
+  EXPECT_FALSE(torch::equal(a, adgnn::dropout_rows(h, ids, 0.5, 9, 3, 2)));  // other layer
+  const double kept = (a > 0).to(torch::kFloat64).mean().item<double>();
+  EXPECT_NEAR(kept, 0.5, 0.08);
+  EXPECT_TRUE(torch::allclose(a.masked_select(a > 0), torch::full({1}, 2.0f)));
+}
+
+}  // namespace
