@@ -14,5 +14,7 @@ namespace adgnn::cli {
 void add_data_commands(CLI::App& app, std::function<int()>& run);
 // Adds `train`.
 void add_train_commands(CLI::App& app, std::function<int()>& run);
+// Adds `sweep`.
+void add_sweep_commands(CLI::App& app, std::function<int()>& run);
 
 }  // namespace adgnn::cli

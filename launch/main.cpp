@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   std::function<int()> run;
   adgnn::cli::add_data_commands(app, run);
   adgnn::cli::add_train_commands(app, run);
+  adgnn::cli::add_sweep_commands(app, run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

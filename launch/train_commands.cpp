@@ -37,11 +37,8 @@ std::string label(const ModelConfig& m) {
   return "AD-" + b + (m.variant == "ad_fast" ? "_fast" : "");
 }
 
-}  // namespace
 
-void add_train_commands(CLI::App& app, std::function<int()>& run) {
-  auto* cmd = app.add_subcommand("train", "Train a model (full graph) and report test accuracy at the best validation epoch");
-  auto a = std::make_shared<TrainArgs>();
+void register_train_flags(CLI::App* cmd, const std::shared_ptr<TrainArgs>& a) {
   TrainConfig& f = a->flags;
   cmd->add_option("dataset", a->positional, "Dataset name or path, or csbm:<preset>[:seed] for a generated graph");
   cmd->add_option("--dataset,-d", f.dataset, "Same as the positional argument");
@@ -77,52 +74,69 @@ void add_train_commands(CLI::App& app, std::function<int()>& run) {
   cmd->add_option("--predictions", f.predictions, "HDF5 file for final logits, depths and embeddings");
   cmd->add_flag("--json", a->json, "Print the summary as JSON");
   cmd->add_flag("--no-progress", a->no_progress, "No progress line");
+}
+
+// The configuration: YAML first, then every flag given on the command line.
+TrainConfig resolve(CLI::App* cmd, const TrainArgs& args, std::vector<std::string>& models,
+                    std::vector<std::string>& variants) {
+  const TrainArgs* a = &args;
+  TrainConfig c;
+  if (!a->config.empty()) load_train_config(a->config, c);
+  const TrainConfig& f = a->flags;
+  auto given = [&](const char* name) { return cmd->count(name) > 0; };
+  if (given("--dataset")) c.dataset = f.dataset;
+  if (!a->positional.empty()) {
+    if (given("--dataset") && f.dataset != a->positional)
+      throw InputError("--dataset " + f.dataset + ": conflicts with the positional dataset " + a->positional);
+    c.dataset = a->positional;
+  }
+  if (given("--data-dir")) c.data_dir = f.data_dir;
+  if (given("--hidden")) c.model.hidden = f.model.hidden;
+  if (given("--layers")) c.model.layers = f.model.layers;
+  if (given("--t-max")) c.model.t_max = f.model.t_max;
+  if (given("--dropout")) c.model.dropout = f.model.dropout;
+  if (given("--batchnorm")) c.model.batchnorm = f.model.batchnorm;
+  if (given("--heads")) c.model.heads = f.model.heads;
+  if (given("--lambda")) c.model.lambda = f.model.lambda;
+  if (given("--kappa")) c.model.kappa = f.model.kappa;
+  if (given("--band")) c.model.band = f.model.band;
+  if (given("--normalisation")) c.model.normalisation = f.model.normalisation;
+  if (given("--theta-init")) c.model.theta_init = f.model.theta_init;
+  if (given("--seed")) c.model.seed = f.model.seed;
+  if (given("--device")) c.model.device = f.model.device;
+  if (given("--splits")) c.splits = f.splits;
+  if (given("--epochs")) c.epochs = f.epochs;
+  if (given("--lr")) c.lr = f.lr;
+  if (given("--weight-decay")) c.weight_decay = f.weight_decay;
+  if (given("--patience")) c.patience = f.patience;
+  if (given("--runs")) c.runs = f.runs;
+  if (given("--threads")) c.threads = f.threads;
+  c.checkpoint = f.checkpoint;
+  c.checkpoint_every = f.checkpoint_every;
+  c.resume = f.resume;
+  c.metrics = f.metrics;
+  c.predictions = f.predictions;
+  c.progress = !a->no_progress;
+  if (c.dataset.empty()) throw InputError("--dataset: required (a name, a path, or csbm:<preset>)");
+  models = given("--model") || a->config.empty()
+                                        ? split_list(a->models) : std::vector<std::string>{c.model.backbone};
+  variants = given("--variant") || a->config.empty()
+                                          ? split_list(a->variants) : std::vector<std::string>{c.model.variant};
+  if (models.empty()) throw InputError("--model: empty list");
+  if (variants.empty()) throw InputError("--variant: empty list");
+  return c;
+}
+
+}  // namespace
+
+void add_train_commands(CLI::App& app, std::function<int()>& run) {
+  auto* cmd = app.add_subcommand("train", "Train a model (full graph) and report test accuracy at the best validation epoch");
+  auto a = std::make_shared<TrainArgs>();
+  register_train_flags(cmd, a);
   cmd->callback([&run, cmd, a] {
     run = [cmd, a] {
-      TrainConfig c;
-      if (!a->config.empty()) load_train_config(a->config, c);
-      const TrainConfig& f = a->flags;
-      auto given = [&](const char* name) { return cmd->count(name) > 0; };
-      if (given("--dataset")) c.dataset = f.dataset;
-      if (!a->positional.empty()) {
-        if (given("--dataset") && f.dataset != a->positional)
-          throw InputError("--dataset " + f.dataset + ": conflicts with the positional dataset " + a->positional);
-        c.dataset = a->positional;
-      }
-      if (given("--data-dir")) c.data_dir = f.data_dir;
-      if (given("--hidden")) c.model.hidden = f.model.hidden;
-      if (given("--layers")) c.model.layers = f.model.layers;
-      if (given("--t-max")) c.model.t_max = f.model.t_max;
-      if (given("--dropout")) c.model.dropout = f.model.dropout;
-      if (given("--batchnorm")) c.model.batchnorm = f.model.batchnorm;
-      if (given("--heads")) c.model.heads = f.model.heads;
-      if (given("--lambda")) c.model.lambda = f.model.lambda;
-      if (given("--kappa")) c.model.kappa = f.model.kappa;
-      if (given("--band")) c.model.band = f.model.band;
-      if (given("--normalisation")) c.model.normalisation = f.model.normalisation;
-      if (given("--theta-init")) c.model.theta_init = f.model.theta_init;
-      if (given("--seed")) c.model.seed = f.model.seed;
-      if (given("--device")) c.model.device = f.model.device;
-      if (given("--splits")) c.splits = f.splits;
-      if (given("--epochs")) c.epochs = f.epochs;
-      if (given("--lr")) c.lr = f.lr;
-      if (given("--weight-decay")) c.weight_decay = f.weight_decay;
-      if (given("--patience")) c.patience = f.patience;
-      if (given("--runs")) c.runs = f.runs;
-      if (given("--threads")) c.threads = f.threads;
-      c.checkpoint = f.checkpoint;
-      c.checkpoint_every = f.checkpoint_every;
-      c.resume = f.resume;
-      c.metrics = f.metrics;
-      c.predictions = f.predictions;
-      c.progress = !a->no_progress;
-      if (c.dataset.empty()) throw InputError("--dataset: required (a name, a path, or csbm:<preset>)");
-      std::vector<std::string> models = given("--model") || a->config.empty()
-                                            ? split_list(a->models) : std::vector<std::string>{c.model.backbone};
-      std::vector<std::string> variants = given("--variant") || a->config.empty()
-                                              ? split_list(a->variants) : std::vector<std::string>{c.model.variant};
-      if (models.empty()) throw InputError("--model: empty list");
-      if (variants.empty()) throw InputError("--variant: empty list");
+      std::vector<std::string> models, variants;
+      TrainConfig c = resolve(cmd, *a, models, variants);
       if ((models.size() > 1 || variants.size() > 1) &&
           (!c.checkpoint.empty() || !c.metrics.empty() || !c.predictions.empty()))
         throw InputError("--checkpoint/--metrics/--predictions: give one --model and one --variant");
@@ -159,6 +173,39 @@ void add_train_commands(CLI::App& app, std::function<int()>& run) {
           }
         }
       if (a->json) std::printf("%s\n", out.dump(2).c_str());
+      return 0;
+    };
+  });
+}
+
+
+void add_sweep_commands(CLI::App& app, std::function<int()>& run) {
+  auto* cmd = app.add_subcommand(
+      "sweep", "Train a grid of settings, pick the best by validation accuracy; resumable");
+  auto a = std::make_shared<TrainArgs>();
+  register_train_flags(cmd, a);
+  auto opt = std::make_shared<SweepOptions>();
+  auto best_out = std::make_shared<std::string>();
+  cmd->add_option("--grid", opt->grid, "YAML grid (setting: [values]) or paper / paper-small");
+  cmd->add_option("--out,-o", opt->out, "JSON-lines results; finished points are skipped on rerun")->required();
+  cmd->add_option("--workers", opt->workers, "Points trained concurrently (default 2: both cores)");
+  cmd->add_option("--best-config", *best_out, "Write the best setting as a YAML config (atomically)");
+  cmd->callback([&run, cmd, a, opt, best_out] {
+    run = [cmd, a, opt, best_out] {
+      std::vector<std::string> models, variants;
+      TrainConfig c = resolve(cmd, *a, models, variants);
+      if (models.size() != 1 || variants.size() != 1)
+        throw InputError("--model/--variant: a sweep takes one backbone and one variant");
+      c.model.backbone = models[0];
+      c.model.variant = variants[0];
+      opt->progress = !a->no_progress;
+      const Graph g = load_dataset(c.dataset, c.data_dir);
+      const SweepResult r = sweep(g, c, *opt);
+      const SweepPoint& b = r.points[r.best];
+      std::printf("%zu points; best by validation: val %.2f +- %.2f, test %.2f +- %.2f\n%s",
+                  r.points.size(), 100 * b.val_mean, 100 * b.val_std, 100 * b.test_mean,
+                  100 * b.test_std, to_yaml(b.cfg).c_str());
+      if (!best_out->empty()) write_file_atomic(*best_out, to_yaml(b.cfg));
       return 0;
     };
   });

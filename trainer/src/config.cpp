@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "adgnn/trainer.h"
+#include "yaml_config.h"
 
 namespace adgnn {
 
@@ -26,15 +27,8 @@ void take(const YAML::Node& root, const std::string& key, T& out, const std::str
 
 }  // namespace
 
-void load_train_config(const std::string& path, TrainConfig& c) {
-  YAML::Node root;
-  try {
-    root = YAML::LoadFile(path);
-  } catch (const YAML::BadFile&) {
-    throw InputError(path + ": cannot open config file");
-  } catch (const YAML::Exception& e) {
-    throw InputError(path + ": invalid YAML (line " + std::to_string(e.mark.line + 1) + ": " + e.msg + ")");
-  }
+// Applies every key of a YAML mapping to `c`; unknown keys and wrong types name `where`.
+void apply_yaml(const YAML::Node& root, TrainConfig& c, const std::string& path) {
   if (!root.IsMap()) throw InputError(path + ": expected a mapping of settings");
   std::set<std::string> seen;
   ModelConfig& m = c.model;
@@ -70,6 +64,18 @@ void load_train_config(const std::string& path, TrainConfig& c) {
                        std::to_string(kv.first.Mark().line + 1) + ")");
   }
 }
+
+YAML::Node load_yaml(const std::string& path) {
+  try {
+    return YAML::LoadFile(path);
+  } catch (const YAML::BadFile&) {
+    throw InputError(path + ": cannot open file");
+  } catch (const YAML::Exception& e) {
+    throw InputError(path + ": invalid YAML (line " + std::to_string(e.mark.line + 1) + ": " + e.msg + ")");
+  }
+}
+
+void load_train_config(const std::string& path, TrainConfig& c) { apply_yaml(load_yaml(path), c, path); }
 
 std::string describe(const TrainConfig& c) {
   const ModelConfig& m = c.model;

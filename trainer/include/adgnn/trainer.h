@@ -51,6 +51,29 @@ void validate_train_config(const TrainConfig& cfg);
 RunResult train_run(const Graph& g, const TrainConfig& cfg, int64_t run);
 TrainSummary train(const Graph& g, const TrainConfig& cfg);
 
+// ---- hyperparameter sweeps ------------------------------------------------------------------------
+
+struct SweepOptions {
+  // A YAML mapping of setting -> list of values (keys as in configs), or a built-in grid:
+  // "paper" (the appendix grid, 1,944 points) or "paper-small" (a 16-point subset of it).
+  std::string grid = "paper-small";
+  std::string out;      // JSON-lines results; points already in it are skipped (resume)
+  int64_t workers = 2;  // points trained concurrently, one intra-op thread each
+  bool progress = true;
+};
+struct SweepPoint {
+  TrainConfig cfg;
+  double val_mean = 0, val_std = 0, test_mean = 0, test_std = 0, seconds = 0;
+};
+struct SweepResult {
+  std::vector<SweepPoint> points;  // every grid point, in grid order
+  size_t best = 0;                 // highest mean validation accuracy (first on ties)
+};
+std::vector<TrainConfig> expand_grid(const TrainConfig& base, const std::string& grid);
+SweepResult sweep(const Graph& g, const TrainConfig& base, const SweepOptions& opt);
+// The settings of a configuration as YAML (what configs/ holds).
+std::string to_yaml(const TrainConfig& cfg);
+
 // Reads a YAML config (keys as the `adgnn train` flags, without dashes; see configs/) into `cfg`.
 void load_train_config(const std::string& path, TrainConfig& cfg);
 std::string describe(const TrainConfig& cfg);  // one line, every setting (for logs and checkpoints)

@@ -1,0 +1,16 @@
+// YAML helpers shared by configs and sweep grids (internal).
+#pragma once
+
+#include <yaml-cpp/yaml.h>
+
+#include <string>
+
+#include "adgnn/trainer.h"
+
+namespace adgnn {
+
+YAML::Node load_yaml(const std::string& path);
+// Applies every key of a mapping to `c`; unknown keys and wrong types are errors naming `path`.
+void apply_yaml(const YAML::Node& root, TrainConfig& c, const std::string& path);
+
+}  // namespace adgnn
