@@ -58,11 +58,26 @@ cp "$tmp/demo.h5" "$tmp/keep.h5"
 expect_error "homophily" "$adgnn" data generate --preset demo --homophily -1 -o "$tmp/keep.h5"
 cmp -s "$tmp/demo.h5" "$tmp/keep.h5" && ok || bad "failed run changed an existing output"
 
+# Training: help, bad flags and configs, a short run.
+expect_ok "$adgnn" train --help
+expect_ok "$adgnn" sweep --help
+expect_error "--model gin" "$adgnn" train csbm:demo --model gin --epochs 1
+expect_error "--variant" "$adgnn" train csbm:demo --variant deep --epochs 1
+expect_error "--epochs 0" "$adgnn" train csbm:demo --epochs 0
+expect_error "--resume" "$adgnn" train csbm:demo --resume --epochs 1
+printf 'model: gcn\nhiden: 3\n' >"$tmp/bad.yaml"
+expect_error "unknown key 'hiden'" "$adgnn" train --config "$tmp/bad.yaml" --dataset csbm:demo
+expect_error "--splits geom-gcn" "$adgnn" train csbm:demo --splits geom-gcn --epochs 1
+expect_ok "$adgnn" train csbm:demo --model gcn --variant plain,ad_fast --epochs 3 --no-progress
+grep -q "AD-GCN_fast" "$tmp/out" && ok || bad "train output lacks AD-GCN_fast"
+
 if [ -n "$data" ] && [ -d "$data" ]; then
   expect_ok "$adgnn" data stats --dataset texas --data-dir "$data"
   grep -q "183" "$tmp/out" && ok || bad "texas stats lack 183 nodes"
   expect_ok env ADGNN_DATA="$data" "$adgnn" data convert chameleon -o "$tmp/ch.h5"
   expect_error "--dataset nosuch" "$adgnn" data stats nosuch --data-dir "$data"
+  expect_ok "$adgnn" train texas --data-dir "$data" --splits geom-gcn --epochs 5 --no-progress --json
+  grep -q '"test_mean"' "$tmp/out" && ok || bad "train --json lacks test_mean"
 else
   echo "SKIP: shared data absent, dataset CLI checks skipped"
 fi

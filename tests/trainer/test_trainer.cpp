@@ -163,3 +163,51 @@ TEST(Config, YamlAndErrors) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(Sweep, GridBestByValidationAndResume) {
+  const std::string dir = scratch("sweep");
+  {
+    std::ofstream f(dir + "/grid.yaml");
+    f << "lambda: [0.0, 0.8]\nlr: [0.01, 0.02]\n";
+  }
+  adgnn::CsbmParams p;
+  p.nodes = 300;
+  p.classes = 3;
+  p.homophily = 0.1;
+  p.separation = 3;
+  p.features = 8;
+  const auto g = adgnn::generate_csbm(p);
+  auto c = base();
+  c.model.variant = "ad_fast";
+  c.epochs = 15;
+  adgnn::SweepOptions opt;
+  opt.grid = dir + "/grid.yaml";
+  opt.out = dir + "/results.jsonl";
+  opt.progress = false;
+  EXPECT_EQ(adgnn::expand_grid(c, opt.grid).size(), 4u);
+  EXPECT_EQ(adgnn::expand_grid(c, "paper").size(), 1944u);
+  const auto r1 = adgnn::sweep(g, c, opt);
+  ASSERT_EQ(r1.points.size(), 4u);
+  for (const auto& pt : r1.points) EXPECT_LE(pt.val_mean, r1.points[r1.best].val_mean);
+  // Interrupted sweep: drop the last finished line and tear the one before, then rerun.
+  std::vector<std::string> lines;
+  {
+    std::ifstream in(opt.out);
+    for (std::string l; std::getline(in, l);) lines.push_back(l);
+  }
+  ASSERT_EQ(lines.size(), 4u);
+  {
+    std::ofstream out(opt.out, std::ios::trunc);
+    out << lines[0] << '\n' << lines[1] << '\n' << lines[2].substr(0, 20);
+  }
+  const auto r2 = adgnn::sweep(g, c, opt);
+  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(r2.points[i].val_mean, r1.points[i].val_mean) << i;
+  EXPECT_EQ(r2.best, r1.best);
+  std::ofstream(dir + "/bad.yaml") << "lamda: [0.1]\n";
+  opt.grid = dir + "/bad.yaml";
+  EXPECT_THROW(adgnn::sweep(g, c, opt), adgnn::InputError);
+}
+
+}  // namespace
