@@ -88,25 +88,34 @@ frames() {
     sed -E 's/^ *#[0-9]+ 0x[0-9a-f]+ (in )?//; s/ \(BuildId: [0-9a-f]+\)//; s/\(anonymous namespace\)/{anon}/g' |
     sed -E "s/\([^/]*\)( const)? \//() \//; s#$PWD/##" 
 }
-# Where a finding lies: the innermost frame in HDF5 means HDF5 itself; else our loaders' frame.
+# Where a finding lies. A libhdf5 frame inside our innermost frame means HDF5 itself, unless the
+# memory ASan names (a stack frame, or the allocation) belongs to our code: then HDF5 wrote past a
+# buffer our code sized, which is our bug. Else our loaders' innermost frame.
 where_of() {
-  local top ours
-  top=$(frames "$1" | head -1)
+  local ours inner owner
   ours=$(frames "$1" | { grep -m1 'loaders/src/' || true; })
-  case "$top" in
-    *libhdf5*) echo "HDF5 library (called from ${ours:-?})" ;;
-    *) if [ -n "$ours" ]; then echo "our code: $ours"; else echo "${top:-no stack}"; fi ;;
-  esac
+  inner=$(frames "$1" | sed '/loaders\/src\//,$d')
+  sed -n '/is located in stack of thread\|allocated by thread/,/^$/p' "$1" >"$1.owner"
+  owner=$(frames "$1.owner" | sed '/loaders\/src\//q')
+  rm -f "$1.owner"
+  if grep -q 'loaders/src/' <<<"$owner" && ! grep -q libhdf5 <<<"$owner"; then
+    echo "our code: buffer of $(tail -1 <<<"$owner"), overrun inside HDF5"
+  elif grep -q libhdf5 <<<"$inner"; then echo "HDF5 library (called from ${ours:-?})"
+  elif [ -n "$ours" ]; then echo "our code: $ours"
+  else frames "$1" | head -1 | grep . || echo "no stack"
+  fi
 }
 
 # What failed: UBSan's message, else the sanitizer's or libFuzzer's summary kind.
 failure_of() {
-  local ub sum
+  local ub sum term
   ub=$({ grep -m1 -oE 'runtime error: .*' "$1" || true; } | cut -c1-120)
   sum=$({ grep -m1 -oE '^SUMMARY: [A-Za-z]+: [A-Za-z-]+' "$1" || true; } | sed 's/^SUMMARY: //')
+  term=$({ grep -m1 -oE 'terminate called .*' "$1" || true; } | cut -c1-120)
   if [ -n "$ub" ]; then echo "$ub"
+  elif [ -n "$term" ]; then echo "$term"
   elif [ -n "$sum" ]; then echo "$sum"
-  else { grep -m1 -oE 'terminate called .*' "$1" || echo "no failure on replay"; } | cut -c1-120
+  else echo "no failure on replay"
   fi
 }
 
@@ -148,8 +157,8 @@ done
 if [ -s "$findings" ]; then
   printf '\n| target | input | failure | where |\n|---|---|---|---|\n'
   cat "$findings"
-  printf '\n"HDF5 library": the innermost frame is in libhdf5. A write by HDF5 past a buffer our code\n'
-  printf 'sized (stack- or heap-buffer-overflow WRITE) is still our bug: read the replay log.\n'
+  printf '\n"HDF5 library": a libhdf5 frame lies between the fault and our innermost frame, and the\n'
+  printf 'memory involved is HDF5'"'"'s own (a bug class of HDF5 1.10 on corrupt files); check the replay log.\n'
   printf 'Logs: build-fuzz/fuzz_<target>.log; replays: <input>.log\n'
 fi
 rm -rf build-fuzz/tmp

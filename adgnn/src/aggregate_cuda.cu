@@ -28,7 +28,30 @@ __global__ void aggregate_rows(const int64_t* __restrict__ rowptr, const int32_t
   }
 }
 
+__global__ void dropout_mask_rows(const int64_t* __restrict__ gid, int64_t rows, int64_t cols,
+                                  uint64_t key, uint64_t threshold, float scale,
+                                  float* __restrict__ out) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= rows * cols) return;
+  const int64_t r = i / cols, c = i % cols;
+  const uint64_t row_key = mix64(key ^ uint64_t(gid[r]));
+  out[i] = mix64(row_key + uint64_t(c)) >= threshold ? scale : 0.0f;
+}
+
 }  // namespace
+
+at::Tensor dropout_mask_cuda(const at::Tensor& gid, int64_t cols, uint64_t key, uint64_t threshold,
+                             float scale) {
+  const int64_t rows = gid.numel();
+  at::Tensor out = at::empty({rows, cols}, gid.options().dtype(at::kFloat));
+  if (rows * cols == 0) return out;
+  const int threads = 256;
+  const int64_t blocks = (rows * cols + threads - 1) / threads;
+  dropout_mask_rows<<<blocks, threads, 0, at::cuda::getCurrentCUDAStream()>>>(
+      gid.data_ptr<int64_t>(), rows, cols, key, threshold, scale, out.data_ptr<float>());
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return out;
+}
 
 at::Tensor aggregate_cuda(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& w,
                           const at::Tensor& x, const at::Tensor& rows) {

@@ -3,6 +3,8 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <cstdint>
+
 namespace adgnn::kernels {
 
 // Forward: out[i] = sum_k w[k] x[col[k]] over row rows[i] (rows undefined: row i).
@@ -18,9 +20,25 @@ at::Tensor aggregate_backward_w_cpu(const at::Tensor& rowptr, const at::Tensor& 
                                     const at::Tensor& x, const at::Tensor& grad_out,
                                     const at::Tensor& rows);
 
+// SplitMix64's finaliser: the hash behind the counter-based dropout masks (same bits on every
+// device and partition).
+inline
+#ifdef __CUDACC__
+__host__ __device__
+#endif
+uint64_t mix64(uint64_t z) {
+  z += 0x9e3779b97f4a7c15ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
 #ifdef ADGNN_HAVE_CUDA_KERNELS
 at::Tensor aggregate_cuda(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& w,
                           const at::Tensor& x, const at::Tensor& rows);
+// mask[r, c] = scale when mix64(mix64(key ^ gid[r]) + c) >= threshold, else 0 (float32).
+at::Tensor dropout_mask_cuda(const at::Tensor& gid, int64_t cols, uint64_t key, uint64_t threshold,
+                             float scale);
 #endif
 
 }  // namespace adgnn::kernels

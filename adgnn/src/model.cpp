@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "adgnn/gnn.h"
+#include "kernels.h"
 #include "layers.h"
 
 namespace adgnn {
@@ -53,29 +54,27 @@ MessageGraph message_graph(const GraphTensors& t, c10::ScalarType dtype) {
 
 // ---- counter-based dropout ----------------------------------------------------------------------
 
-namespace {
-
-inline uint64_t mix64(uint64_t z) {
-  z += 0x9e3779b97f4a7c15ULL;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
-}  // namespace
-
 at::Tensor dropout_rows(const at::Tensor& h, const at::Tensor& global_id, double p, uint64_t seed,
                         int64_t epoch, int64_t layer) {
+  using kernels::mix64;
   if (p <= 0) return h;
   TORCH_CHECK(p < 1, "dropout must be below 1");
   const int64_t rows = h.size(0), cols = h.size(1);
-  const at::Tensor gid = global_id.slice(0, 0, rows).to(torch::kCPU).contiguous();
-  at::Tensor mask = torch::empty({rows, cols}, torch::kFloat32);
   const uint64_t key = mix64(seed ^ mix64(uint64_t(epoch) * 0x100000001b3ULL ^ mix64(uint64_t(layer))));
-  const int64_t* g = gid.data_ptr<int64_t>();
-  float* m = mask.data_ptr<float>();
   const float keep_scale = float(1.0 / (1.0 - p));
   const uint64_t threshold = uint64_t(p * 18446744073709551616.0);
+  const at::Tensor gid = global_id.slice(0, 0, rows).contiguous();
+  if (h.is_cuda()) {
+#ifdef ADGNN_HAVE_CUDA_KERNELS
+    return h * kernels::dropout_mask_cuda(gid.to(h.device()), cols, key, threshold, keep_scale)
+                   .to(h.scalar_type());
+#else
+    TORCH_CHECK(false, "dropout on CUDA needs the CUDA kernels (configure with -DADGNN_CUDA=ON)");
+#endif
+  }
+  at::Tensor mask = torch::empty({rows, cols}, torch::kFloat32);
+  const int64_t* g = gid.data_ptr<int64_t>();
+  float* m = mask.data_ptr<float>();
   at::parallel_for(0, rows, 256, [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) {
       const uint64_t row_key = mix64(key ^ uint64_t(g[r]));
@@ -83,7 +82,7 @@ at::Tensor dropout_rows(const at::Tensor& h, const at::Tensor& global_id, double
         m[r * cols + c] = mix64(row_key + uint64_t(c)) >= threshold ? keep_scale : 0.0f;
     }
   });
-  return h * mask.to(h.device(), h.scalar_type());
+  return h * mask.to(h.scalar_type());
 }
 
 // ---- the model -----------------------------------------------------------------------------------
