@@ -41,7 +41,7 @@ mkdir -p build-fuzz
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DADGNN_FUZZ=ON -DADGNN_TESTS=OFF -DCMAKE_PREFIX_PATH="$torch_prefix" >build-fuzz/configure.log 2>&1 ||
   { cat build-fuzz/configure.log; exit 1; }
-# shellcheck disable=SC2086
+# shellcheck disable=SC2046,SC2086
 cmake --build build-fuzz -j"$jobs" --target $(printf 'fuzz_%s ' $targets)
 
 # Seed corpus: real files, cut to what -max_len lets libFuzzer mutate anyway.
@@ -128,9 +128,9 @@ for t in $targets; do
   art=build-fuzz/artifacts/$t
   rm -rf "$art" build-fuzz/tmp; mkdir -p "$art" build-fuzz/tmp
   rc=0
-  TMPDIR=$PWD/build-fuzz/tmp ASAN_OPTIONS=detect_leaks=0 build-fuzz/fuzz/fuzz_$t -fork=1 \
-    -ignore_crashes=1 -ignore_timeouts=1 -ignore_ooms=1 -max_total_time="$secs" -timeout=$per_input_timeout -rss_limit_mb=$rss_mb \
-    -max_len=$max_len -artifact_prefix="$art/" "$corpus/$t" >"$log" 2>&1 || rc=$?
+  TMPDIR=$PWD/build-fuzz/tmp ASAN_OPTIONS=detect_leaks=0 build-fuzz/fuzz/fuzz_"$t" -fork=1 \
+    -ignore_crashes=1 -ignore_timeouts=1 -ignore_ooms=1 -max_total_time="$secs" \
+    -timeout=$per_input_timeout -rss_limit_mb=$rss_mb -max_len=$max_len -artifact_prefix="$art/" "$corpus/$t" >"$log" 2>&1 || rc=$?
   stats=$({ grep -E '^#[0-9]+: cov:' "$log" || true; } | tail -1)
   runs=$(sed -E 's/^#([0-9]+):.*/\1/' <<<"$stats")
   # Count the saved inputs (the last stats line can miss a finding in the final job).
@@ -148,7 +148,8 @@ for t in $targets; do
   for f in $(find "$art" -type f ! -name '*.log' | sort); do
     TMPDIR=$PWD/build-fuzz/tmp UBSAN_OPTIONS=print_stacktrace=1 \
       ASAN_OPTIONS=detect_leaks=0:fast_unwind_on_malloc=0 timeout $((per_input_timeout * 3)) \
-      build-fuzz/fuzz/fuzz_$t -timeout=$per_input_timeout -rss_limit_mb=$rss_mb -malloc_limit_mb=$rss_mb "$f" >"$f.log" 2>&1 || true
+      build-fuzz/fuzz/fuzz_"$t" -timeout=$per_input_timeout -rss_limit_mb=$rss_mb \
+      -malloc_limit_mb=$rss_mb "$f" >"$f.log" 2>&1 || true
     kind=$(failure_of "$f.log")
     printf '| fuzz_%s | %s | %s | %s |\n' "$t" "$(basename "$f")" "${kind:-no failure on replay}" \
       "$(where_of "$f.log")" >>"$findings"

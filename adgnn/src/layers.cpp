@@ -39,7 +39,7 @@ at::Tensor Layer::glorot(const std::string& name, int64_t fan_in, int64_t fan_ou
 at::Tensor Layer::glorot_shape(const std::string& name, std::vector<int64_t> shape,
                                int64_t fan_in, int64_t fan_out) {
   const double a = std::sqrt(6.0 / double(fan_in + fan_out));
-  return add(name, torch::empty(shape).uniform_(-a, a));
+  return add(name, torch::empty(shape).uniform_(-a, a, gen_));
 }
 at::Tensor Layer::zeros(const std::string& name, int64_t n) {
   return add(name, torch::zeros({n}));
@@ -52,7 +52,7 @@ at::Tensor self_rows(const at::Tensor& h, const at::Tensor& rows) { return h.ind
 // GCN (Kipf & Welling): symmetric normalisation with self-loops, as PyG's GCNConv.
 class GcnLayer : public Layer {
  public:
-  GcnLayer(int64_t in, int64_t out, c10::Device d, c10::ScalarType dt) : Layer(in, out, d, dt) {
+  GcnLayer(int64_t in, int64_t out, c10::Device d, c10::ScalarType dt, at::Generator gen) : Layer(in, out, d, dt, gen) {
     w_ = glorot("weight", in, out);
     b_ = zeros("bias", out);
   }
@@ -71,7 +71,7 @@ class GcnLayer : public Layer {
 // GraphSAGE with mean aggregation, as PyG's SAGEConv: lin_l(mean of neighbours) + lin_r(x).
 class SageLayer : public Layer {
  public:
-  SageLayer(int64_t in, int64_t out, c10::Device d, c10::ScalarType dt) : Layer(in, out, d, dt) {
+  SageLayer(int64_t in, int64_t out, c10::Device d, c10::ScalarType dt, at::Generator gen) : Layer(in, out, d, dt, gen) {
     wl_ = glorot("lin_l.weight", in, out);
     bl_ = zeros("lin_l.bias", out);
     wr_ = glorot("lin_r.weight", in, out);
@@ -124,8 +124,8 @@ Needed needed_rows(const EdgeList& e, const at::Tensor& rows) {
 // GAT (Velickovic et al.), as PyG's GATConv: self-loops added, LeakyReLU(0.2) scores.
 class GatLayer : public Layer {
  public:
-  GatLayer(int64_t in, int64_t channels, int64_t heads, bool concat, c10::Device d, c10::ScalarType dt)
-      : Layer(in, concat ? heads * channels : channels, d, dt), heads_(heads), c_(channels), concat_(concat) {
+  GatLayer(int64_t in, int64_t channels, int64_t heads, bool concat, c10::Device d, c10::ScalarType dt, at::Generator gen)
+      : Layer(in, concat ? heads * channels : channels, d, dt, gen), heads_(heads), c_(channels), concat_(concat) {
     w_ = glorot("lin.weight", in, heads * channels);
     att_src_ = glorot_shape("att_src", {1, heads, channels}, heads, channels);
     att_dst_ = glorot_shape("att_dst", {1, heads, channels}, heads, channels);
@@ -164,8 +164,8 @@ class GatLayer : public Layer {
 // GATv2 (Brody et al.), as PyG's GATv2Conv (share_weights = False).
 class Gatv2Layer : public Layer {
  public:
-  Gatv2Layer(int64_t in, int64_t channels, int64_t heads, bool concat, c10::Device d, c10::ScalarType dt)
-      : Layer(in, concat ? heads * channels : channels, d, dt), heads_(heads), c_(channels), concat_(concat) {
+  Gatv2Layer(int64_t in, int64_t channels, int64_t heads, bool concat, c10::Device d, c10::ScalarType dt, at::Generator gen)
+      : Layer(in, concat ? heads * channels : channels, d, dt, gen), heads_(heads), c_(channels), concat_(concat) {
     wl_ = glorot("lin_l.weight", in, heads * channels);
     bl_ = zeros("lin_l.bias", heads * channels);
     wr_ = glorot("lin_r.weight", in, heads * channels);
@@ -204,8 +204,8 @@ class Gatv2Layer : public Layer {
 // self-loops, as PyG's MixHopConv; the classifier layer projects the three powers to out_dim.
 class MixHopLayer : public Layer {
  public:
-  MixHopLayer(int64_t in, int64_t channels, bool classifier, c10::Device d, c10::ScalarType dt)
-      : Layer(in, classifier ? channels : 3 * channels, d, dt), c_(channels), classifier_(classifier) {
+  MixHopLayer(int64_t in, int64_t channels, bool classifier, c10::Device d, c10::ScalarType dt, at::Generator gen)
+      : Layer(in, classifier ? channels : 3 * channels, d, dt, gen), c_(channels), classifier_(classifier) {
     for (int p = 0; p < 3; ++p) w_[p] = glorot("lins." + std::to_string(p) + ".weight", in, channels);
     b_ = zeros("bias", 3 * channels);
     if (classifier_) {
@@ -252,7 +252,7 @@ class MixHopLayer : public Layer {
 // edges + (1 - alpha) * conv over incoming edges + a root linear term.
 class DirGnnLayer : public Layer {
  public:
-  DirGnnLayer(int64_t in, int64_t out, double alpha, c10::Device d, c10::ScalarType dt) : Layer(in, out, d, dt), alpha_(alpha) {
+  DirGnnLayer(int64_t in, int64_t out, double alpha, c10::Device d, c10::ScalarType dt, at::Generator gen) : Layer(in, out, d, dt, gen), alpha_(alpha) {
     w_in_ = glorot("conv_in.weight", in, out);
     b_in_ = zeros("conv_in.bias", out);
     w_out_ = glorot("conv_out.weight", in, out);
@@ -290,12 +290,12 @@ std::unique_ptr<Layer> make_layer(const std::string& backbone, int64_t in_dim, i
                                   const LayerOptions& opt) {
   const c10::Device d = opt.device;
   const c10::ScalarType dt = opt.dtype;
-  if (backbone == "gcn") return std::make_unique<GcnLayer>(in_dim, channels, d, dt);
-  if (backbone == "sage") return std::make_unique<SageLayer>(in_dim, channels, d, dt);
-  if (backbone == "gat") return std::make_unique<GatLayer>(in_dim, channels, opt.heads, opt.concat_heads, d, dt);
-  if (backbone == "gatv2") return std::make_unique<Gatv2Layer>(in_dim, channels, opt.heads, opt.concat_heads, d, dt);
-  if (backbone == "mixhop") return std::make_unique<MixHopLayer>(in_dim, channels, opt.classifier, d, dt);
-  if (backbone == "dirgnn") return std::make_unique<DirGnnLayer>(in_dim, channels, opt.dirgnn_alpha, d, dt);
+  if (backbone == "gcn") return std::make_unique<GcnLayer>(in_dim, channels, d, dt, opt.gen);
+  if (backbone == "sage") return std::make_unique<SageLayer>(in_dim, channels, d, dt, opt.gen);
+  if (backbone == "gat") return std::make_unique<GatLayer>(in_dim, channels, opt.heads, opt.concat_heads, d, dt, opt.gen);
+  if (backbone == "gatv2") return std::make_unique<Gatv2Layer>(in_dim, channels, opt.heads, opt.concat_heads, d, dt, opt.gen);
+  if (backbone == "mixhop") return std::make_unique<MixHopLayer>(in_dim, channels, opt.classifier, d, dt, opt.gen);
+  if (backbone == "dirgnn") return std::make_unique<DirGnnLayer>(in_dim, channels, opt.dirgnn_alpha, d, dt, opt.gen);
   throw InputError("--model " + backbone + ": unknown backbone (gcn, gat, sage, mixhop, gatv2, dirgnn)");
 }
 

@@ -3,6 +3,7 @@
 // nodes with their self-loop (method.md, clarifications).
 #pragma once
 
+#include <ATen/core/Generator.h>
 #include <ATen/core/Tensor.h>
 
 #include <memory>
@@ -23,8 +24,9 @@ EdgeList edges_of_rows(const at::Tensor& rowptr, const at::Tensor& col, const at
 
 class Layer {
  public:
-  Layer(int64_t in_dim, int64_t out_dim, c10::Device device, c10::ScalarType dtype)
-      : in_dim_(in_dim), out_dim_(out_dim), device_(device), dtype_(dtype) {}
+  Layer(int64_t in_dim, int64_t out_dim, c10::Device device, c10::ScalarType dtype,
+        at::Generator gen)
+      : in_dim_(in_dim), out_dim_(out_dim), device_(device), dtype_(dtype), gen_(std::move(gen)) {}
   virtual ~Layer() = default;
   // Full update of destination rows `rows` (int64, sorted) reading source rows h [num_src, in].
   virtual at::Tensor forward(const MessageGraph& g, const at::Tensor& h, const at::Tensor& rows) = 0;
@@ -49,6 +51,7 @@ class Layer {
   int64_t in_dim_, out_dim_;
   c10::Device device_;
   c10::ScalarType dtype_;
+  at::Generator gen_;  // the model's own CPU generator: initialisation never touches global state
   std::vector<std::pair<std::string, at::Tensor>> params_;
 };
 
@@ -59,6 +62,7 @@ struct LayerOptions {
   double dirgnn_alpha = 0.5;
   c10::Device device = c10::Device("cpu");
   c10::ScalarType dtype = c10::ScalarType::Float;  // Double for gradient checks
+  at::Generator gen;  // initialisation draws (required)
 };
 
 // A layer reading in_dim-wide rows with `channels` output channels; its out_dim() is the width

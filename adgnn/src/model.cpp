@@ -1,6 +1,7 @@
 // The AD-GNN model (../shared/docs/method.md): depth benefit, stopping depths, message passing
 // with per-node depth (frozen rows, self-only updates at width-changing layers) and the
 // straight-through surrogate for the hard masks.
+#include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
 #include <cmath>
@@ -183,7 +184,9 @@ Model::Model(const ModelConfig& cfg) : impl_(std::make_unique<Impl>()) {
   } catch (const std::exception&) {
     throw InputError("--device " + cfg.device + ": not a device (cpu, cuda, cuda:N)");
   }
-  torch::manual_seed(cfg.seed);
+  // A generator of the model's own: models built concurrently (sweep workers) or after other
+  // draws initialise identically for the same seed.
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(cfg.seed);
   const c10::ScalarType dtype = cfg.float64 ? torch::kFloat64 : torch::kFloat32;
   const auto on = [&](at::Tensor t) { return t.to(device, dtype).requires_grad_(true); };
   int64_t width = cfg.in_dim;
@@ -196,6 +199,7 @@ Model::Model(const ModelConfig& cfg) : impl_(std::make_unique<Impl>()) {
     opt.dirgnn_alpha = cfg.dirgnn_alpha;
     opt.device = device;
     opt.dtype = dtype;
+    opt.gen = gen;
     m.layers.push_back(detail::make_layer(cfg.backbone, width, last ? cfg.out_dim : cfg.hidden, opt));
     width = m.layers.back()->out_dim();
     if (!last && cfg.batchnorm) {
@@ -210,9 +214,9 @@ Model::Model(const ModelConfig& cfg) : impl_(std::make_unique<Impl>()) {
     // f_delta reads the first layer's transform of the input (width of one layer-1 channel set).
     const int64_t h = m.layers.front()->input_transform(torch::zeros({1, cfg.in_dim}, torch::dtype(dtype).device(device))).size(1);
     const double a1 = std::sqrt(6.0 / double(3 * h)), a2 = std::sqrt(6.0 / double(h + 1));
-    m.fd_w1 = on(torch::empty({2 * h, h}).uniform_(-a1, a1));
+    m.fd_w1 = on(torch::empty({2 * h, h}).uniform_(-a1, a1, gen));
     m.fd_b1 = on(torch::zeros({h}));
-    m.fd_w2 = on(torch::empty({h, 1}).uniform_(-a2, a2));
+    m.fd_w2 = on(torch::empty({h, 1}).uniform_(-a2, a2, gen));
     m.fd_b2 = on(torch::zeros({1}));
   }
 }

@@ -2,6 +2,7 @@
 // the same weights and graph (references from tests/adgnn/pyg_reference.py, run by the ctest
 // fixture `pyg_reference`), on all rows, on a subset of rows and as self-only updates; and
 // gradients against central finite differences (these always run, Python or not).
+#include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -103,6 +104,7 @@ adgnn::detail::LayerOptions options_of(const Config& c) {
   opt.classifier = c.classifier;
   opt.dirgnn_alpha = 0.5;
   opt.dtype = torch::kFloat64;
+  opt.gen = at::make_generator<at::CPUGeneratorImpl>(17);
   return opt;
 }
 
