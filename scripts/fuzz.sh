@@ -130,7 +130,8 @@ for t in $targets; do
   rc=0
   TMPDIR=$PWD/build-fuzz/tmp ASAN_OPTIONS=detect_leaks=0 build-fuzz/fuzz/fuzz_"$t" -fork=1 \
     -ignore_crashes=1 -ignore_timeouts=1 -ignore_ooms=1 -max_total_time="$secs" \
-    -timeout=$per_input_timeout -rss_limit_mb=$rss_mb -max_len=$max_len -artifact_prefix="$art/" "$corpus/$t" >"$log" 2>&1 || rc=$?
+    -timeout=$per_input_timeout -rss_limit_mb=$rss_mb -max_len=$max_len \
+    -artifact_prefix="$art/" "$corpus/$t" >"$log" 2>&1 || rc=$?
   stats=$({ grep -E '^#[0-9]+: cov:' "$log" || true; } | tail -1)
   runs=$(sed -E 's/^#([0-9]+):.*/\1/' <<<"$stats")
   # Count the saved inputs (the last stats line can miss a finding in the final job).
@@ -158,8 +159,8 @@ done
 if [ -s "$findings" ]; then
   printf '\n| target | input | failure | where |\n|---|---|---|---|\n'
   cat "$findings"
-  printf '\n"HDF5 library": a libhdf5 frame lies between the fault and our innermost frame, and the\n'
-  printf 'memory involved is HDF5'"'"'s own (a bug class of HDF5 1.10 on corrupt files); check the replay log.\n'
+  printf '\n"HDF5 library": a libhdf5 frame lies between the fault and our innermost frame, and\n'
+  printf 'the memory involved is HDF5'"'"'s own (HDF5 1.10 on corrupt files); check the replay log.\n'
   printf 'Logs: build-fuzz/fuzz_<target>.log; replays: <input>.log\n'
 fi
 rm -rf build-fuzz/tmp

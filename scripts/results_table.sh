@@ -21,7 +21,8 @@ COMMON="--model gcn --layers 2 --hidden 64 --dropout 0.5 --lr 0.01 --weight-deca
 # normalisations, validation accuracy). The others are homophilic and use lambda = 0 (linear only).
 SWEEP_DATASETS="cornell texas wisconsin chameleon citeseer squirrel film"
 
-# Main jobs: dataset splits runs normalisations("linear" or "linear,log")
+# Main jobs in priority order: dataset splits runs normalisations ("linear" or "linear,log").
+# A repeated (dataset, split) line only adds its new commands (duplicates run once).
 JOBS="
 texas auto 10 linear,log
 cornell auto 10 linear,log
@@ -31,13 +32,18 @@ citeseer auto 10 linear,log
 texas geom-gcn 10 linear,log
 cornell geom-gcn 10 linear,log
 wisconsin geom-gcn 10 linear,log
-cora_ml auto 5 linear
-photo auto 5 linear
-squirrel auto 5 linear,log
-film auto 5 linear,log
-citeseer_planetoid auto 5 linear
-dblp auto 3 linear
-film geom-gcn 3 linear
+cora_ml auto 10 linear
+photo auto 10 linear
+squirrel auto 10 linear,log
+film auto 10 linear,log
+citeseer_planetoid auto 10 linear
+dblp auto 10 linear
+film geom-gcn 10 linear,log
+citeseer_planetoid geom-gcn 10 linear
+cora_ml auto 10 linear,log
+citeseer_planetoid auto 10 linear,log
+photo auto 10 linear,log
+dblp auto 10 linear,log
 "
 
 lambda_of() {  # lambda_of <dataset> <normalisation>: best lambda of the sweep by val_mean (0 if none)
@@ -80,7 +86,10 @@ EOF
   # skip commands whose output already holds a finished JSON array (resumable)
   python3 - "$OUT/commands.txt" > "$OUT/todo.txt" <<'EOF'
 import json, sys
+seen = set()
 for line in open(sys.argv[1]):
+    if line in seen: continue
+    seen.add(line)
     out = line.rsplit("> ", 1)[1].strip()
     try:
         json.load(open(out)); continue

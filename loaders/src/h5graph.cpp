@@ -184,6 +184,7 @@ class Reader {
       throw InputError(fmt::format("{}: not an HDF5 file", path));
     file_ = H5Handle(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
     if (file_ < 0) throw InputError(fmt::format("{}: cannot open HDF5 file (corrupt?)", path));
+    file_bytes_ = std::filesystem::file_size(path);
   }
   hid_t file() const { return file_; }
   bool exists(const std::string& name) const {
@@ -220,7 +221,14 @@ class Reader {
                                    fmt::join(shape, ", "), fmt::join(expect, ", ")));
     }
     hsize_t total = 1;
-    for (auto s : shape) total *= s;
+    for (auto s : shape)
+      if (__builtin_mul_overflow(total, s, &total))
+        throw InputError(fmt::format("{}: {} has an impossible shape", path_, name));
+    // A dataset cannot hold more than the file could inflate to (deflate ~1032:1): refuse
+    // corrupt shapes before allocating them.
+    if (total > (file_bytes_ * 1100 + (1 << 20)) / sizeof(T))
+      throw InputError(fmt::format("{}: {} claims {} elements, more than the file can hold (corrupt?)",
+                                   path_, name, total));
     std::vector<T> out(static_cast<size_t>(total));
     if (total == 0) return out;
     H5Handle ftype(H5Dget_type(d), H5Tclose);
@@ -236,6 +244,7 @@ class Reader {
     if (H5Aexists(obj, name.c_str()) <= 0)
       throw InputError(fmt::format("{}: missing attribute '{}'", path_, name));
     H5Handle a(H5Aopen(obj, name.c_str(), H5P_DEFAULT), H5Aclose);
+    expect_scalar(a, name);
     H5Handle ftype(H5Aget_type(a), H5Tclose);
     if (H5Tget_class(ftype) != H5T_STRING)
       throw InputError(fmt::format("{}: attribute '{}' is not a string", path_, name));
@@ -261,6 +270,10 @@ class Reader {
     if (H5Aexists(obj, name.c_str()) <= 0)
       throw InputError(fmt::format("{}: missing attribute '{}'", path_, name));
     H5Handle a(H5Aopen(obj, name.c_str(), H5P_DEFAULT), H5Aclose);
+    expect_scalar(a, name);
+    H5Handle ftype(H5Aget_type(a), H5Tclose);
+    if (H5Tget_class(ftype) != H5T_INTEGER)
+      throw InputError(fmt::format("{}: attribute '{}' is not an integer", path_, name));
     int64_t v = 0;
     if (H5Aread(a, H5T_NATIVE_INT64, &v) < 0)
       throw InputError(fmt::format("{}: cannot read attribute '{}'", path_, name));
@@ -357,9 +370,17 @@ class Reader {
     return true;
   }
 
+  // Attributes must hold exactly one value: H5Aread writes every element it has.
+  void expect_scalar(hid_t attr, const std::string& name) const {
+    H5Handle space(H5Aget_space(attr), H5Sclose);
+    if (space < 0 || H5Sget_simple_extent_npoints(space) != 1)
+      throw InputError(fmt::format("{}: attribute '{}' is not a single value", path_, name));
+  }
+
   std::string path_;
   int threads_;
   H5Handle file_;
+  uintmax_t file_bytes_ = 0;
 };
 
 }  // namespace

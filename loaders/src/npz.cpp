@@ -118,6 +118,8 @@ T load_le(const char* p) {
 }  // namespace
 
 int64_t NpyArray::size() const {
+  // parse_npy guarantees the product fits (it checks against the data), except for opaque
+  // object arrays, whose shape is only checked not to overflow.
   int64_t n = 1;
   for (auto s : shape) n *= s;
   return n;
@@ -151,6 +153,10 @@ NpyArray parse_npy(const std::string& bytes, const std::string& where) {
   if (a.descr == "|O" || a.descr == "O") {  // pickled objects: kept opaque, never converted
     a.kind = 'O';
     a.itemsize = 8;
+    int64_t n = 1;
+    for (auto d : a.shape)
+      if (__builtin_mul_overflow(n, d, &n))
+        throw InputError(fmt::format("{}: NPY shape overflows 64 bits", where));
     a.data = bytes.substr(header_start + header_len);
     return a;
   }
@@ -182,6 +188,8 @@ NpyArray parse_npy(const std::string& bytes, const std::string& where) {
       a.itemsize = 1;
       break;
     case 'U':
+      if (count > (1 << 20))
+        throw InputError(fmt::format("{}: string dtype '{}' is implausibly wide", where, a.descr));
       a.itemsize = 4 * count;
       break;
     default:
@@ -385,6 +393,11 @@ std::map<std::string, NpyArray> parse_npz(const std::string& bytes, const std::s
       if (comp != uncomp) throw InputError(fmt::format("{}: stored member size mismatch", member));
       raw = bytes.substr(data_off, comp);
     } else if (method == 8) {
+      // Deflate expands at most ~1032:1: a larger claimed size is corrupt, and must not be
+      // allocated before inflating.
+      if (uncomp > comp * 1032 + 1024)
+        throw InputError(fmt::format("{}: claims {} bytes from {} compressed (corrupt header)",
+                                     member, uncomp, comp));
       raw = inflate_raw(bytes, data_off, comp, uncomp, member);
     } else {
       throw InputError(fmt::format("{}: unsupported ZIP compression method {}", member, method));

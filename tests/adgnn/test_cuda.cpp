@@ -36,7 +36,8 @@ TEST(Cuda, AggregateForwardAndBackwardMatchCpu) {
   at::Tensor grads[2][2], outs[2];
   for (int dev = 0; dev < 2; ++dev) {
     const c10::Device d = dev ? c10::Device("cuda") : c10::Device("cpu");
-    at::Tensor xx = x.to(d).requires_grad_(true), ww = w.to(d).requires_grad_(true);
+    at::Tensor xx = x.to(d).detach().clone().requires_grad_(true),
+               ww = w.to(d).detach().clone().requires_grad_(true);
     outs[dev] = adgnn::csr_aggregate(t.rowptr.to(d), t.col.to(d), ww, xx, rows_sorted.to(d));
     (outs[dev] * probe.to(d)).sum().backward();
     grads[dev][0] = xx.grad().cpu();

@@ -2,6 +2,8 @@
 // datasets) and faults.
 #include <gtest/gtest.h>
 
+#include <hdf5.h>
+
 #include <filesystem>
 #include <random>
 
@@ -128,6 +130,68 @@ TEST(H5Graph, Faults) {
   bad.labels[0] = 99;
   EXPECT_THROW(adgnn::write_graph_h5(bad, dir + "/full.h5"), adgnn::InputError);
   expect_equal(g, adgnn::read_graph_h5(dir + "/full.h5"));
+}
+
+// Files found by fuzzing: well-formed HDF5 whose contents break our expectations.
+TEST(H5Graph, FuzzRegressionsAttributeArraysAndImpossibleShapes) {
+  const std::string dir = fixtures::scratch_dir();
+  const auto g = random_graph(30, 4, false, 7);
+  auto corrupt = [&](const std::string& name, auto&& edit) {
+    const std::string path = dir + "/" + name + ".h5";
+    adgnn::write_graph_h5(g, path);
+    const hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    edit(f);
+    H5Fclose(f);
+    return path;
+  };
+  auto expect = [](const std::string& path, const std::string& fragment) {
+    try {
+      adgnn::read_graph_h5(path);
+      FAIL() << "no error for " << path;
+    } catch (const adgnn::InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+    }
+  };
+  // An integer attribute holding 100 values (H5Aread would write all of them).
+  expect(corrupt("int-array", [](hid_t f) {
+           H5Adelete(f, "format_version");
+           const hsize_t n = 100;
+           const hid_t sp = H5Screate_simple(1, &n, nullptr);
+           const hid_t a = H5Acreate2(f, "format_version", H5T_STD_I64LE, sp, H5P_DEFAULT, H5P_DEFAULT);
+           std::vector<int64_t> v(100, 1);
+           H5Awrite(a, H5T_NATIVE_INT64, v.data());
+           H5Aclose(a);
+           H5Sclose(sp);
+         }),
+         "format_version");
+  // A fixed-length string attribute holding 50 strings.
+  expect(corrupt("string-array", [](hid_t f) {
+           H5Adelete(f, "format");
+           const hsize_t n = 50;
+           const hid_t sp = H5Screate_simple(1, &n, nullptr);
+           const hid_t t = H5Tcopy(H5T_C_S1);
+           H5Tset_size(t, 11);
+           const hid_t a = H5Acreate2(f, "format", t, sp, H5P_DEFAULT, H5P_DEFAULT);
+           std::string v(50 * 11, 'a');
+           H5Awrite(a, t, v.data());
+           H5Aclose(a);
+           H5Tclose(t);
+           H5Sclose(sp);
+         }),
+         "format");
+  // A split mask of 2^40 entries that were never written (chunked: costs no space in the file).
+  expect(corrupt("huge-split", [](hid_t f) {
+           H5Ldelete(f, "/splits/random/train", H5P_DEFAULT);
+           const hsize_t dims[2] = {1 << 20, 1 << 20}, chunk[2] = {1, 1024};
+           const hid_t sp = H5Screate_simple(2, dims, nullptr);
+           const hid_t pl = H5Pcreate(H5P_DATASET_CREATE);
+           H5Pset_chunk(pl, 2, chunk);
+           const hid_t d = H5Dcreate2(f, "/splits/random/train", H5T_STD_U8LE, sp, H5P_DEFAULT, pl, H5P_DEFAULT);
+           H5Dclose(d);
+           H5Pclose(pl);
+           H5Sclose(sp);
+         }),
+         "/splits/random/train");
 }
 
 }  // namespace

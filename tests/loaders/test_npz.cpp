@@ -113,3 +113,24 @@ TEST(Gzip, RoundTripAndFaults) {
 }
 
 }  // namespace
+
+namespace {
+
+// Inputs found by fuzzing (scripts/fuzz.sh): each must end in an InputError, not a crash,
+// an overflow or a huge allocation.
+TEST(FuzzRegressions, NpyAndNpz) {
+  expect_error([] { adgnn::parse_npy(fixtures::npy_raw("|O", {207186800001, 207186801616}, "pickle"), "o.npy"); },
+               {"o.npy", "overflows"});
+  expect_error([] { adgnn::parse_npy(fixtures::npy_raw("<U999999999", {1}, "abcd"), "u.npy"); },
+               {"u.npy", "<U999999999"});
+  // A deflated member whose header claims 4 GiB: refused before allocating.
+  std::string z = fixtures::zip({{"x.npy", npy<float>("<f4", {4}, {1, 2, 3, 4})}}, true);
+  const size_t cd = z.rfind(std::string("PK\x01\x02", 4));
+  for (size_t off : {size_t(22), cd + 24}) {
+    z[off] = char(0xf0);
+    z[off + 1] = z[off + 2] = z[off + 3] = char(0xff);
+  }
+  expect_error([&] { adgnn::parse_npz(z, "big.npz"); }, {"big.npz[x.npy]", "claims"});
+}
+
+}  // namespace
