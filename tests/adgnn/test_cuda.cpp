@@ -69,6 +69,8 @@ TEST_P(CudaModel, ForwardAndGradientsMatchCpu) {
   const auto [backbone, variant] = GetParam();
   at::Tensor logits[2];
   std::vector<at::Tensor> grads[2];
+  std::vector<std::string> names;
+  at::Tensor depth[2];
   for (int dev = 0; dev < 2; ++dev) {
     const std::string name = dev ? "cuda" : "cpu";
     const auto t = adgnn::to_tensors(g, c10::Device(name));
@@ -90,13 +92,20 @@ TEST_P(CudaModel, ForwardAndGradientsMatchCpu) {
     auto out = m.forward(mg, t.x, true, 3, t.y, train);
     (out.logits.sum() + out.reg_loss).backward();
     logits[dev] = out.logits.detach().cpu();
-    for (auto& [n, p] : m.named_parameters()) grads[dev].push_back(p.grad().defined() ? p.grad().cpu() : torch::zeros({0}));
+    depth[dev] = out.depth.cpu();
+    for (auto& [n, p] : m.named_parameters()) {
+      grads[dev].push_back(p.grad().defined() ? p.grad().cpu() : torch::zeros({0}));
+      if (dev == 0) names.push_back(n);
+    }
   }
   EXPECT_TRUE(torch::allclose(logits[0], logits[1], 1e-4, 1e-4)) << (logits[0] - logits[1]).abs().max();
   ASSERT_EQ(grads[0].size(), grads[1].size());
+  EXPECT_TRUE(torch::equal(depth[0], depth[1]));
   for (size_t i = 0; i < grads[0].size(); ++i) {
     if (grads[0][i].numel()) {
-      EXPECT_TRUE(torch::allclose(grads[0][i], grads[1][i], 1e-3, 1e-4)) << i;
+      EXPECT_TRUE(torch::allclose(grads[0][i], grads[1][i], 1e-3, 1e-4))
+          << names[i] << ": max |diff| " << (grads[0][i] - grads[1][i]).abs().max().item<double>()
+          << ", max |grad| " << grads[0][i].abs().max().item<double>();
     }
   }
 }
