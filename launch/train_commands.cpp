@@ -34,7 +34,7 @@ std::string label(const ModelConfig& m) {
   std::string b = m.backbone == "gcn" ? "GCN" : m.backbone == "gat" ? "GAT" : m.backbone == "sage" ? "SAGE"
                  : m.backbone == "mixhop" ? "MixHop" : m.backbone == "gatv2" ? "GATv2" : "DirGNN";
   if (m.variant == "plain") return b;
-  return "AD-" + b + (m.variant == "ad_fast" ? "_fast" : "");
+  return "AD-" + b + (m.variant == "ad_fast" ? "_fast" : m.variant == "ad_sharp" ? "#" : "");
 }
 
 
@@ -46,7 +46,7 @@ void register_train_flags(CLI::App* cmd, const std::shared_ptr<TrainArgs>& a) {
       ->check(CLI::ExistingFile);
   cmd->add_option("--data-dir", f.data_dir, "Folder holding the datasets (default: $ADGNN_DATA)");
   cmd->add_option("--model,-m", a->models, "Backbone(s): gcn, gat, sage, mixhop, gatv2, dirgnn (comma-separated)");
-  cmd->add_option("--variant,-v", a->variants, "plain, ad, ad_fast (comma-separated)");
+  cmd->add_option("--variant,-v", a->variants, "plain, ad, ad_fast, ad_sharp (AD#) (comma-separated)");
   cmd->add_option("--hidden", f.model.hidden, "Hidden width");
   cmd->add_option("--layers", f.model.layers, "Number of layers (= t_max of the depth assignment)");
   cmd->add_option("--t-max", f.model.t_max, "Exponent of the depth benefit (default: --layers)");

@@ -95,8 +95,62 @@ struct Model::Impl {
   std::vector<at::Tensor> bn_weight, bn_bias, bn_mean, bn_var;
   at::Tensor theta_a;  // a_2..a_L
   at::Tensor fd_w1, fd_b1, fd_w2, fd_b2;  // f_delta: 2H -> H -> 1
+  // AD#: log beta and log gamma per degree bucket floor(log2(d + 1)), from the previous training
+  // forward pass (buffers: checkpointed, so a resumed run continues with the same estimates).
+  static constexpr int64_t kBuckets = 32;
+  at::Tensor sharp_log_beta, sharp_log_gamma;
 
   bool adaptive() const { return cfg.variant != "plain"; }
+
+  static at::Tensor degree_bucket(const at::Tensor& deg) {
+    return (deg.to(torch::kFloat64) + 1).log2().floor().to(torch::kInt64).clamp(0, kBuckets - 1);
+  }
+
+  // AD#'s estimators (method.md leaves them open): on the training nodes, per layer t (h^(0) = x
+  // up to the last hidden layer), the class separation S_t(v) = ||mu_t[y_v] - mu_t||^2 and the
+  // within-class spread W_t(v) = ||h_t(v) - mu_t[y_v]||^2, with class means mu_t[c] and global
+  // mean mu_t over the training nodes. Per degree bucket, log beta is the mean over consecutive
+  // layers of the change of mean log S (signal calibration), log gamma the same for W (noise
+  // evolution). Buckets without training nodes keep beta = gamma = 1.
+  void update_sharp(const at::Tensor& x, const std::vector<at::Tensor>& outs, const at::Tensor& deg,
+                    const at::Tensor& labels, const at::Tensor& train_mask) {
+    torch::NoGradGuard guard;
+    const at::Tensor idx = train_mask.nonzero().squeeze(1);
+    if (idx.numel() < 2) return;
+    const at::Tensor y = labels.index_select(0, idx);
+    const int64_t C = y.max().item<int64_t>() + 1;
+    const at::Tensor bucket = degree_bucket(deg.index_select(0, idx));
+    const at::Tensor count = torch::zeros({kBuckets}, x.options().dtype(torch::kFloat64))
+                                 .index_add(0, bucket, torch::ones({idx.numel()}, x.options().dtype(torch::kFloat64)));
+    std::vector<at::Tensor> layers{x};
+    for (size_t t = 0; t + 1 < outs.size(); ++t) layers.push_back(outs[t]);
+    std::vector<at::Tensor> logS, logW;
+    for (const auto& h_all : layers) {
+      const at::Tensor h = h_all.index_select(0, idx).to(torch::kFloat64);
+      const at::Tensor sums = torch::zeros({C, h.size(1)}, h.options()).index_add(0, y, h);
+      const at::Tensor n_c = torch::zeros({C}, h.options()).index_add(0, y, torch::ones({h.size(0)}, h.options()));
+      const at::Tensor mu_c = sums / n_c.clamp_min(1).unsqueeze(1);
+      const at::Tensor mu = h.mean(0, true);
+      const at::Tensor sep = (mu_c.index_select(0, y) - mu).pow(2).sum(1);
+      const at::Tensor spread = (h - mu_c.index_select(0, y)).pow(2).sum(1);
+      auto bucket_mean_log = [&](const at::Tensor& v) {
+        const at::Tensor sum = torch::zeros({kBuckets}, h.options()).index_add(0, bucket, (v + 1e-12).log());
+        return sum / count.clamp_min(1);
+      };
+      logS.push_back(bucket_mean_log(sep));
+      logW.push_back(bucket_mean_log(spread));
+    }
+    if (layers.size() < 2) return;
+    at::Tensor db = torch::zeros({kBuckets}, count.options()), dg = torch::zeros({kBuckets}, count.options());
+    for (size_t t = 1; t < layers.size(); ++t) {
+      db += logS[t] - logS[t - 1];
+      dg += logW[t] - logW[t - 1];
+    }
+    const at::Tensor has = count > 0;
+    const double k = double(layers.size() - 1);
+    sharp_log_beta.copy_(torch::where(has, db / k, torch::zeros_like(db)));
+    sharp_log_gamma.copy_(torch::where(has, dg / k, torch::zeros_like(dg)));
+  }
 
   // tau(t), t = 1..L, as a [L] tensor (differentiable in theta).
   at::Tensor tau() const {
@@ -115,7 +169,7 @@ struct Model::Impl {
     const at::Tensor all = torch::arange(n, g.rowptr.options());
     const at::Tensor deg = g.degree.slice(0, 0, n);
     at::Tensor d_plus;
-    if (cfg.variant == "ad_fast") {
+    if (cfg.variant == "ad_fast" || cfg.variant == "ad_sharp") {
       // p_uv = d_u d_v / max d_i d_j: d+_v = d_v * sum_u d_u / max.
       const at::Tensor nb = csr_aggregate(g.rowptr, g.col, {}, g.degree.unsqueeze(1), all).squeeze(1);
       d_plus = (deg.to(torch::kFloat64) * nb / g.max_degree_product).to(theta_a.scalar_type());
@@ -144,7 +198,11 @@ struct Model::Impl {
     // log eps_hat = t_max (2 log|alpha| + log(d + 1)); |alpha| is floored so that log stays finite
     // (eps_tilde of such a node is ~exp(-55 t_max) relative to the largest: zero in practice).
     const double t_max = double(cfg.t_max > 0 ? cfg.t_max : cfg.layers);
-    const at::Tensor l = t_max * (2 * alpha.abs().clamp_min(1e-12).log() + (d + 1).log());
+    at::Tensor l = t_max * (2 * alpha.abs().clamp_min(1e-12).log() + (d + 1).log());
+    if (cfg.variant == "ad_sharp") {  // eps = (beta alpha^2 (d + 1) / gamma)^t_max
+      const at::Tensor b = degree_bucket(deg);
+      l = l + t_max * (sharp_log_beta.index_select(0, b) - sharp_log_gamma.index_select(0, b)).to(l.scalar_type());
+    }
     double lo = n ? l.min().item<double>() : 0.0, hi = n ? l.max().item<double>() : 0.0;
     if (n == 0) lo = INFINITY, hi = -INFINITY;
     if (reduce) reduce(lo, hi, ctx);
@@ -167,8 +225,9 @@ Model::Model(const ModelConfig& cfg) : impl_(std::make_unique<Impl>()) {
   m.cfg = cfg;
   if (!detail::known_backbone(cfg.backbone))
     throw InputError("--model " + cfg.backbone + ": unknown backbone (gcn, gat, sage, mixhop, gatv2, dirgnn)");
-  if (cfg.variant != "plain" && cfg.variant != "ad" && cfg.variant != "ad_fast")
-    throw InputError("--variant " + cfg.variant + ": unknown (plain, ad, ad_fast)");
+  if (cfg.variant != "plain" && cfg.variant != "ad" && cfg.variant != "ad_fast" &&
+      cfg.variant != "ad_sharp")
+    throw InputError("--variant " + cfg.variant + ": unknown (plain, ad, ad_fast, ad_sharp)");
   if (cfg.layers < 1) throw InputError("--layers " + std::to_string(cfg.layers) + ": must be >= 1");
   if (cfg.hidden < 1) throw InputError("--hidden " + std::to_string(cfg.hidden) + ": must be >= 1");
   if (cfg.in_dim < 1 || cfg.out_dim < 1) throw InputError("model: input and output widths must be positive");
@@ -210,6 +269,8 @@ Model::Model(const ModelConfig& cfg) : impl_(std::make_unique<Impl>()) {
     }
   }
   m.theta_a = on(torch::full({std::max<int64_t>(cfg.layers - 1, 0)}, cfg.theta_init));
+  m.sharp_log_beta = torch::zeros({Impl::kBuckets}, torch::dtype(torch::kFloat64).device(device));
+  m.sharp_log_gamma = torch::zeros({Impl::kBuckets}, torch::dtype(torch::kFloat64).device(device));
   if (cfg.variant == "ad") {
     // f_delta reads the first layer's transform of the input (width of one layer-1 channel set).
     const int64_t h = m.layers.front()->input_transform(torch::zeros({1, cfg.in_dim}, torch::dtype(dtype).device(device))).size(1);
@@ -249,6 +310,10 @@ std::vector<std::pair<std::string, at::Tensor>> Model::named_parameters() const 
 
 std::vector<std::pair<std::string, at::Tensor>> Model::named_buffers() const {
   std::vector<std::pair<std::string, at::Tensor>> out;
+  if (impl_->cfg.variant == "ad_sharp") {
+    out.emplace_back("sharp.log_beta", impl_->sharp_log_beta);
+    out.emplace_back("sharp.log_gamma", impl_->sharp_log_gamma);
+  }
   for (size_t t = 0; t < impl_->bn_mean.size(); ++t) {
     out.emplace_back("bn." + std::to_string(t) + ".running_mean", impl_->bn_mean[t]);
     out.emplace_back("bn." + std::to_string(t) + ".running_var", impl_->bn_var[t]);
@@ -354,6 +419,9 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
   out.logits = h;
   out.depth = depth;
   out.eps = eps;
+  // AD#: this pass's embeddings calibrate the next pass's depth benefit.
+  if (c.variant == "ad_sharp" && training && labels.defined() && train_mask.defined())
+    m.update_sharp(x, out.layer_outputs, g.degree.slice(0, 0, n), labels, train_mask);
   return out;
 }
 

@@ -302,4 +302,35 @@ TEST(Dropout, CounterBasedMasksDependOnlyOnTheirKeys) {
   EXPECT_TRUE(torch::allclose(a.masked_select(a > 0), torch::full({1}, 2.0f)));
 }
 
+// AD#: the first pass has beta = gamma = 1 (the fast metric); a training pass estimates them per
+// degree bucket from its embeddings, and the next pass's log eps_hat moves by
+// t_max (log beta - log gamma) of the node's bucket.
+TEST(AdSharp, CalibratesTheFastMetricFromThePreviousPass) {
+  const auto g = csbm(300, 0.3, 6);
+  const auto t = adgnn::to_tensors(g, torch::kCPU);
+  const auto mg = adgnn::message_graph(t);
+  auto cfg = config("ad_sharp", 3, g);
+  cfg.normalisation = "log";
+  adgnn::Model sharp(cfg);
+  cfg.variant = "ad_fast";
+  adgnn::Model fast(cfg);
+  FixedRange range{-40.0, 40.0};
+  const at::Tensor e_fast = fast.forward(mg, t.x, false, 0, {}, {}, fixed_range, &range).eps;
+  EXPECT_TRUE(torch::allclose(sharp.forward(mg, t.x, false, 0, {}, {}, fixed_range, &range).eps, e_fast));
+  const at::Tensor train = torch::arange(g.num_nodes) % 3 != 0;
+  sharp.forward(mg, t.x, true, 1, t.y, train);
+  at::Tensor log_beta, log_gamma;
+  for (auto& [name, b] : sharp.named_buffers()) {
+    if (name == "sharp.log_beta") log_beta = b;
+    if (name == "sharp.log_gamma") log_gamma = b;
+  }
+  ASSERT_TRUE(log_beta.defined() && log_gamma.defined());
+  EXPECT_GT((log_beta - log_gamma).abs().sum().item<double>(), 0.0);
+  const at::Tensor bucket = (t.degree.to(torch::kFloat64) + 1).log2().floor().to(torch::kInt64);
+  const at::Tensor shift = 3.0 * (log_beta - log_gamma).index_select(0, bucket);
+  // With the range fixed, log normalisation is affine: eps moves by shift / (hi - lo).
+  const at::Tensor e_sharp = sharp.forward(mg, t.x, false, 2, {}, {}, fixed_range, &range).eps;
+  EXPECT_TRUE(torch::allclose(e_sharp.to(torch::kFloat64), e_fast.to(torch::kFloat64) + shift / 80.0, 1e-5, 1e-6));
+}
+
 }  // namespace

@@ -61,7 +61,7 @@ TEST(Training, AdGcnFastBeatsGcnOnAHeterophilicGraph) {
 TEST(Training, ResumeContinuesExactlyWhereItStopped) {
   const auto g = heterophilic(5);
   const std::string dir = scratch("resume");
-  for (const char* variant : {"plain", "ad"}) {
+  for (const char* variant : {"plain", "ad", "ad_sharp"}) {
     auto c = base();
     c.model.variant = variant;
     c.model.dropout = 0.5;

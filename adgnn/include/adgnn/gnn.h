@@ -58,7 +58,7 @@ MessageGraph message_graph(const GraphTensors& t, c10::ScalarType dtype = c10::S
 
 struct ModelConfig {
   std::string backbone = "gcn";     // gcn, gat, sage, mixhop, gatv2, dirgnn
-  std::string variant = "plain";    // plain, ad (learned), ad_fast, ad_sharp (AD#)
+  std::string variant = "plain";    // plain, ad (learned), ad_fast, ad_sharp (AD#, on the fast estimate)
   int64_t in_dim = 0, hidden = 64, out_dim = 0, layers = 2;
   int64_t t_max = 0;                // exponent of the depth benefit (0: layers)
   double dropout = 0.5;
