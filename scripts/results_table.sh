@@ -33,17 +33,13 @@ texas geom-gcn 10 linear,log
 cornell geom-gcn 10 linear,log
 wisconsin geom-gcn 10 linear,log
 cora_ml auto 10 linear
-photo auto 10 linear
-squirrel auto 10 linear,log
-film auto 10 linear,log
-citeseer_planetoid auto 10 linear
-dblp auto 10 linear
-film geom-gcn 10 linear,log
-citeseer_planetoid geom-gcn 10 linear
-cora_ml auto 10 linear,log
-citeseer_planetoid auto 10 linear,log
-photo auto 10 linear,log
-dblp auto 10 linear,log
+squirrel auto 5 linear
+citeseer_planetoid auto 5 linear
+film auto 5 linear,log
+photo auto 3 linear
+squirrel auto 5 linear,log
+dblp auto 2 linear
+film geom-gcn 5 linear
 "
 
 lambda_of() {  # lambda_of <dataset> <normalisation>: best lambda of the sweep by val_mean (0 if none)
@@ -61,6 +57,26 @@ if os.path.exists(path):
 print(best[1] if best else 0)
 EOF
 }
+
+run_one() {  # run_one "<command> > <output>"
+  local c="$1" o="${1##*> }" i
+  while :; do
+    for i in 0 1; do
+      exec 9>"$OUT/slot$i.lock"
+      if flock -n 9; then
+        if python3 -c "import json,sys; json.load(open(sys.argv[1]))" "$o" 2>/dev/null; then
+          echo "[$(date +%T)] skip  $c" >&2
+        else
+          echo "[$(date +%T)] start $c" >&2; eval "$c"; echo "[$(date +%T)] done  $c" >&2
+        fi
+        exec 9>&-; return 0
+      fi
+      exec 9>&-
+    done
+    sleep 2
+  done
+}
+export -f run_one
 
 run_all() {
   # 1. lambda sweeps (each uses both cores through --workers 2)
@@ -97,7 +113,11 @@ for line in open(sys.argv[1]):
         print(line.rstrip())
 EOF
   echo "[$(date +%T)] $(wc -l < "$OUT/todo.txt") train commands" >&2
-  tr '\n' '\0' < "$OUT/todo.txt" | xargs -0 -P 2 -I{} bash -c 'echo "[$(date +%T)] start {}" >&2; {}; echo "[$(date +%T)] done  {}" >&2'
+  # Each command re-checks at start whether its output is already complete (another run may have
+  # made it) and takes one of two slot locks, so that at most 2 trainings run even across
+  # overlapping invocations of this script.
+  export OUT
+  tr '\n' '\0' < "$OUT/todo.txt" | xargs -0 -P 2 -I{} bash -c 'run_one "$1"' _ {}
 }
 
 [ "${1:-}" = "--tables" ] || run_all
