@@ -38,9 +38,12 @@ citeseer_planetoid auto 5 linear
 film auto 5 linear,log
 photo auto 3 linear
 squirrel auto 5 linear,log
-dblp auto 2 linear
-film geom-gcn 5 linear
 "
+# Not run on 2026-11-26 (out of the time budget; see docs/results.md "Not run"). Append to JOBS to run:
+#   dblp auto 2 linear
+#   film geom-gcn 5 linear
+#   citeseer_planetoid geom-gcn 5 linear
+#   cora_ml auto 10 linear,log / citeseer_planetoid auto 5 linear,log / photo auto 3 linear,log
 
 lambda_of() {  # lambda_of <dataset> <normalisation>: best lambda of the sweep by val_mean (0 if none)
   python3 - "$OUT/sweep_$1.jsonl" "$2" <<'EOF'
@@ -67,7 +70,8 @@ run_one() {  # run_one "<command> > <output>"
         if python3 -c "import json,sys; json.load(open(sys.argv[1]))" "$o" 2>/dev/null; then
           echo "[$(date +%T)] skip  $c" >&2
         else
-          echo "[$(date +%T)] start $c" >&2; eval "$c"; echo "[$(date +%T)] done  $c" >&2
+          echo "[$(date +%T)] start $c" >&2
+          eval "${c% > *} > \"$o.tmp\"" && mv "$o.tmp" "$o"; echo "[$(date +%T)] done  $c" >&2
         fi
         exec 9>&-; return 0
       fi
