@@ -208,9 +208,11 @@ struct Model::Impl {
     if (reduce) reduce(lo, hi, ctx);
     if (!(hi > lo)) return torch::ones_like(l);  // all nodes equal: everyone is the maximum
     // Min-max constants are treated as constants (not differentiated), identically on every rank.
-    if (cfg.normalisation == "log") return (l - lo) / (hi - lo);
+    // Clamped to [0, 1]: l is in the model's precision and lo/hi in double, so the nodes at the
+    // minimum could otherwise land a rounding error below 0 = tau(1) and never aggregate.
+    if (cfg.normalisation == "log") return ((l - lo) / (hi - lo)).clamp(0.0, 1.0);
     const double base = std::exp(lo - hi);
-    return ((l - hi).exp() - base) / (1 - base);
+    return (((l - hi).exp() - base) / (1 - base)).clamp(0.0, 1.0);
   }
 
   // BatchNorm1d over the given rows (training: batch statistics, updating running ones).
