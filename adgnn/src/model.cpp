@@ -377,8 +377,11 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
 
     const at::Tensor active = depth >= t;
     const at::Tensor tau_t = tau.select(0, t - 1);
+    // The surrogate only matters where it carries a gradient: through tau(t) (theta enters from
+    // t = 2 on) or through eps (the learned variant). Elsewhere the band would cost a self-only
+    // update of nearly every row for a zero gradient.
     at::Tensor band = torch::zeros_like(active);
-    if (training)
+    if (training && (t >= 2 || eps.requires_grad()))
       band = c.band > 0 ? (eps.detach() - tau_t.detach()).abs() < c.band * c.kappa
                         : torch::ones_like(active);
     const at::Tensor comp_rows = (active | band).nonzero().squeeze(1);
