@@ -399,10 +399,28 @@ size_t dtype_size(const std::string& dtype) { return dtype == "u8" ? 1 : dtype =
 
 }  // namespace
 
-void write_arrays_h5(const std::string& path, const std::map<std::string, H5Array>& arrays,
-                     const std::map<std::string, std::string>& attrs) {
+// Runs write(tmp) on a temporary file beside `path`, then renames it into place; on any failure
+// the temporary file is removed and an existing `path` is left untouched.
+template <typename Fn>
+void write_atomically(const std::string& path, Fn&& write) {
   const std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
   try {
+    write(tmp);
+  } catch (...) {
+    std::filesystem::remove(tmp);
+    throw;
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::filesystem::remove(tmp);
+    throw InputError(fmt::format("{}: cannot rename into place ({})", path, ec.message()));
+  }
+}
+
+void write_arrays_h5(const std::string& path, const std::map<std::string, H5Array>& arrays,
+                     const std::map<std::string, std::string>& attrs) {
+  write_atomically(path, [&](const std::string& tmp) {
     Writer w(tmp, H5WriteOptions{});
     for (const auto& [k, v] : attrs) w.attr_string(w.file(), k, v);
     for (const auto& [name, a] : arrays) {
@@ -419,16 +437,7 @@ void write_arrays_h5(const std::string& path, const std::map<std::string, H5Arra
       }
       w.dataset("/" + name, h5_type(a.dtype, path), a.bytes.data(), dims);
     }
-  } catch (...) {
-    std::filesystem::remove(tmp);
-    throw;
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::filesystem::remove(tmp);
-    throw InputError(fmt::format("{}: cannot rename into place ({})", path, ec.message()));
-  }
+  });
 }
 
 std::map<std::string, H5Array> read_arrays_h5(const std::string& path,
@@ -490,8 +499,7 @@ std::map<std::string, H5Array> read_arrays_h5(const std::string& path,
 
 void write_graph_h5(const Graph& g, const std::string& path, const H5WriteOptions& opt) {
   g.validate(path);
-  const std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
-  try {
+  write_atomically(path, [&](const std::string& tmp) {
     Writer w(tmp, opt);
     const hid_t root = w.file();
     w.attr_string(root, "format", "adgnn-graph");
@@ -542,16 +550,7 @@ void write_graph_h5(const Graph& g, const std::string& path, const H5WriteOption
         w.dataset("/splits/" + s.name + "/test", H5T_STD_U8LE, s.test.data(), dims);
       }
     }
-  } catch (...) {
-    std::filesystem::remove(tmp);
-    throw;
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::filesystem::remove(tmp);
-    throw InputError(fmt::format("{}: cannot rename into place ({})", path, ec.message()));
-  }
+  });
 }
 
 Graph read_graph_h5(const std::string& path, int threads) {
