@@ -69,4 +69,39 @@ void Communicator::set_timeout(double seconds) {
   timeout_ = seconds;
 }
 
+Communicator::ExchangePlan Communicator::plan_exchange(const void* send,
+                                                       const std::vector<int64_t>& send_counts,
+                                                       const void* recv,
+                                                       const std::vector<int64_t>& recv_counts,
+                                                       int64_t row_bytes) const {
+  const int n = size(), me = rank();
+  auto fail = [&](const std::string& what) { throw CommError(me, host(), what); };
+  if (static_cast<int64_t>(send_counts.size()) != n || static_cast<int64_t>(recv_counts.size()) != n)
+    fail(fmt::format("exchange: {} send and {} receive counts, expected {} (one per rank)",
+                     send_counts.size(), recv_counts.size(), n));
+  if (row_bytes < 0) fail(fmt::format("exchange: row_bytes {} < 0", row_bytes));
+  ExchangePlan plan;
+  plan.send_off.assign(n + 1, 0);
+  plan.recv_off.assign(n + 1, 0);
+  for (int p = 0; p < n; ++p) {
+    for (const auto* counts : {&send_counts, &recv_counts}) {
+      const int64_t c = (*counts)[p];
+      if (c < 0 || (row_bytes > 0 && c > INT64_MAX / row_bytes))
+        fail(fmt::format("exchange: {}_counts[{}] = {} is invalid for {}-byte rows",
+                         counts == &send_counts ? "send" : "recv", p, c, row_bytes));
+    }
+    plan.send_off[p + 1] = plan.send_off[p] + send_counts[p] * row_bytes;
+    plan.recv_off[p + 1] = plan.recv_off[p] + recv_counts[p] * row_bytes;
+    if (plan.send_off[p + 1] < plan.send_off[p] || plan.recv_off[p + 1] < plan.recv_off[p])
+      fail("exchange: total bytes overflow int64");
+  }
+  if (send_counts[me] != recv_counts[me])
+    fail(fmt::format("exchange: send_counts[{0}] = {1} but recv_counts[{0}] = {2}: the "
+                     "rows a rank sends itself must match",
+                     me, send_counts[me], recv_counts[me]));
+  if ((send == nullptr && plan.send_off[n] > 0) || (recv == nullptr && plan.recv_off[n] > 0))
+    fail("exchange: null buffer with non-zero counts");
+  return plan;
+}
+
 }  // namespace adgnn

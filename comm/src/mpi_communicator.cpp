@@ -334,30 +334,9 @@ void MpiCommunicator::exchange(const void* send, const std::vector<int64_t>& sen
   // Every rank takes the next tag, also one that returns early, so tags stay in step.
   const int tag = static_cast<int>(seq_ % (tag_ub_ + 1));
   ++seq_;
-  if (static_cast<int64_t>(send_counts.size()) != size_ ||
-      static_cast<int64_t>(recv_counts.size()) != size_)
-    throw error(fmt::format("exchange: {} send and {} receive counts, expected {} (one per rank)",
-                            send_counts.size(), recv_counts.size(), size_));
-  if (row_bytes < 0) throw error(fmt::format("exchange: row_bytes {} < 0", row_bytes));
-  std::vector<int64_t> send_off(size_ + 1, 0), recv_off(size_ + 1, 0);
-  for (int p = 0; p < size_; ++p) {
-    for (const auto* counts : {&send_counts, &recv_counts}) {
-      const int64_t c = (*counts)[p];
-      if (c < 0 || (row_bytes > 0 && c > INT64_MAX / row_bytes))
-        throw error(fmt::format("exchange: {}_counts[{}] = {} is invalid for {}-byte rows",
-                                counts == &send_counts ? "send" : "recv", p, c, row_bytes));
-    }
-    send_off[p + 1] = send_off[p] + send_counts[p] * row_bytes;
-    recv_off[p + 1] = recv_off[p] + recv_counts[p] * row_bytes;
-    if (send_off[p + 1] < send_off[p] || recv_off[p + 1] < recv_off[p])
-      throw error("exchange: total bytes overflow int64");
-  }
-  if (send_counts[rank_] != recv_counts[rank_])
-    throw error(fmt::format("exchange: send_counts[{0}] = {1} but recv_counts[{0}] = {2}: the "
-                            "rows a rank sends itself must match",
-                            rank_, send_counts[rank_], recv_counts[rank_]));
-  if ((send == nullptr && send_off[size_] > 0) || (recv == nullptr && recv_off[size_] > 0))
-    throw error("exchange: null buffer with non-zero counts");
+  const ExchangePlan plan = plan_exchange(send, send_counts, recv, recv_counts, row_bytes);
+  const std::vector<int64_t>& send_off = plan.send_off;
+  const std::vector<int64_t>& recv_off = plan.recv_off;
 
   const char* sbuf = static_cast<const char*>(send);
   char* rbuf = static_cast<char*>(recv);

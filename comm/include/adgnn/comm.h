@@ -66,6 +66,14 @@ class Communicator {
 
  protected:
   Communicator();  // applies $ADGNN_COMM_TIMEOUT; throws std::invalid_argument on a bad value
+  // Checks exchange()'s arguments (one count per rank, non-negative, self rows matching, no null
+  // buffer with data) and returns the byte offsets per peer, size() + 1 each; CommError if bad.
+  struct ExchangePlan {
+    std::vector<int64_t> send_off, recv_off;
+  };
+  ExchangePlan plan_exchange(const void* send, const std::vector<int64_t>& send_counts,
+                             const void* recv, const std::vector<int64_t>& recv_counts,
+                             int64_t row_bytes) const;
   double timeout_ = 300;
 };
 
