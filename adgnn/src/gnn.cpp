@@ -21,38 +21,6 @@ at::Tensor to_tensor(const std::vector<int32_t>& v) {
       .clone();
 }
 
-// The stored edges with self-loops and duplicate entries dropped (rows sorted).
-Csr directed_simple(const Graph& g) {
-  Csr c;
-  c.rows = c.cols = g.num_nodes;
-  c.indptr.assign(static_cast<size_t>(g.num_nodes) + 1, 0);
-  std::vector<int32_t> row;
-  for (int64_t u = 0; u < g.num_nodes; ++u) {
-    row.assign(g.adj.indices.begin() + g.adj.indptr[u], g.adj.indices.begin() + g.adj.indptr[u + 1]);
-    std::sort(row.begin(), row.end());
-    row.erase(std::unique(row.begin(), row.end()), row.end());
-    for (auto v : row)
-      if (v != u) c.indices.push_back(v);
-    c.indptr[u + 1] = static_cast<int64_t>(c.indices.size());
-  }
-  return c;
-}
-
-Csr transpose(const Csr& a) {
-  Csr t;
-  t.rows = a.cols;
-  t.cols = a.rows;
-  t.indptr.assign(static_cast<size_t>(a.cols) + 1, 0);
-  for (auto c : a.indices) ++t.indptr[c + 1];
-  for (int64_t i = 0; i < a.cols; ++i) t.indptr[i + 1] += t.indptr[i];
-  t.indices.resize(a.indices.size());
-  std::vector<int64_t> fill(t.indptr.begin(), t.indptr.end() - 1);
-  for (int64_t r = 0; r < a.rows; ++r)
-    for (int64_t k = a.indptr[r]; k < a.indptr[r + 1]; ++k)
-      t.indices[fill[a.indices[k]]++] = static_cast<int32_t>(r);
-  return t;
-}
-
 class CsrAggregate : public torch::autograd::Function<CsrAggregate> {
  public:
   // Autograd cannot carry undefined inputs: absent weight / rows travel as empty tensors plus
@@ -120,8 +88,8 @@ GraphTensors to_tensors(const Graph& g, c10::Device device) {
   t.num_features = g.features.cols;
   t.num_classes = g.num_classes;
   const Csr sym = g.symmetric();
-  const Csr out = directed_simple(g);
-  const Csr in = transpose(out);
+  const Csr out = g.directed_simple();
+  const Csr in = transpose_csr(out);
   t.rowptr = to_tensor(sym.indptr).to(device);
   t.col = to_tensor(sym.indices).to(device);
   t.out_rowptr = to_tensor(out.indptr).to(device);

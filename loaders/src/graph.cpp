@@ -32,6 +32,37 @@ std::vector<float> Features::to_dense() const {
   return out;
 }
 
+Csr Graph::directed_simple() const {
+  Csr c;
+  c.rows = c.cols = num_nodes;
+  c.indptr.assign(static_cast<size_t>(num_nodes) + 1, 0);
+  std::vector<int32_t> row;
+  for (int64_t u = 0; u < num_nodes; ++u) {
+    row.assign(adj.indices.begin() + adj.indptr[u], adj.indices.begin() + adj.indptr[u + 1]);
+    std::sort(row.begin(), row.end());
+    row.erase(std::unique(row.begin(), row.end()), row.end());
+    for (auto v : row)
+      if (v != u) c.indices.push_back(v);
+    c.indptr[u + 1] = static_cast<int64_t>(c.indices.size());
+  }
+  return c;
+}
+
+Csr transpose_csr(const Csr& a) {
+  Csr t;
+  t.rows = a.cols;
+  t.cols = a.rows;
+  t.indptr.assign(static_cast<size_t>(a.cols) + 1, 0);
+  for (auto c : a.indices) ++t.indptr[c + 1];
+  for (int64_t i = 0; i < a.cols; ++i) t.indptr[i + 1] += t.indptr[i];
+  t.indices.resize(a.indices.size());
+  std::vector<int64_t> fill(t.indptr.begin(), t.indptr.end() - 1);
+  for (int64_t r = 0; r < a.rows; ++r)
+    for (int64_t k = a.indptr[r]; k < a.indptr[r + 1]; ++k)
+      t.indices[fill[a.indices[k]]++] = static_cast<int32_t>(r);
+  return t;
+}
+
 Csr Graph::symmetric() const {
   const int64_t n = num_nodes;
   // Count both directions of every non-loop entry, then sort and deduplicate each row.

@@ -31,6 +31,9 @@ struct Csr {
   int64_t degree(int64_t r) const { return indptr[r + 1] - indptr[r]; }
 };
 
+// The transpose of a (rows sorted, since rows are visited in order).
+Csr transpose_csr(const Csr& a);
+
 // Node features: dense row-major float32, or CSR; readers keep what the file stores.
 struct Features {
   int64_t rows = 0;
@@ -66,6 +69,8 @@ struct Graph {
   // Symmetric, self-loop-free, deduplicated adjacency with sorted rows: what every backbone but
   // DirGNN aggregates over.
   Csr symmetric() const;
+  // The stored edges with self-loops and duplicate entries dropped (rows sorted): DirGNN's graph.
+  Csr directed_simple() const;
   const SplitSet* find_splits(const std::string& name) const;
   // Checks every invariant (sizes, index and label ranges, finite features); throws InputError
   // naming `where`.

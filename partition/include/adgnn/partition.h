@@ -42,4 +42,47 @@ Partition partition_graph(const Graph& g, int32_t parts, const PartitionOptions&
 // The statistics of a given assignment (owner.size() == g.num_nodes, every owner in [0, parts)).
 Partition partition_stats(const Graph& g, int32_t parts, std::vector<int32_t> owner);
 
+
+// ---- one rank's share of a partitioned graph ------------------------------------------------------
+
+// What rank `rank` of `parts` needs to train on its nodes: its owned nodes, the halo (neighbours
+// of owned nodes, in the symmetric graph, owned by other ranks), the local CSRs over owned rows
+// with columns indexing "source rows" (owned rows first, then halo rows), whole-graph degrees of
+// every source row (normalisations agree with the one-process run), and the send lists of the
+// halo exchange. Local source row i has global id global_id[i].
+struct GraphPart {
+  int32_t rank = 0, parts = 1;
+  std::string graph_hash;    // graph_fingerprint() of the whole graph
+  std::string method;        // how the owners were chosen (metis, random, ...)
+  int64_t global_nodes = 0, num_classes = 0, num_owned = 0;
+  std::vector<int64_t> global_id;          // [num_owned + halo]: owned ascending, then halo
+  std::vector<int32_t> halo_owner;         // [halo]: owning rank; halo rows sorted by (owner, global id)
+  std::vector<int64_t> halo_owner_index;   // [halo]: the row's index among its owner's owned rows
+  std::vector<int64_t> recv_offset;        // [parts + 1]: halo rows from rank p are
+                                           // [num_owned + recv_offset[p], num_owned + recv_offset[p+1])
+  // send[p]: owned rows (local index < num_owned) that rank p holds as halo, in p's halo order
+  // (ascending global id); empty for p == rank.
+  std::vector<std::vector<int64_t>> send;
+  // Rows: owned nodes; columns: local source rows. Same entries as the whole graph's rows:
+  Csr sym;  // Graph::symmetric() restricted to owned rows (sorted by global id within a row)
+  Csr out;  // stored direction, self-loops and duplicates dropped: row v lists u with v -> u
+  Csr in;   // its transpose: row v lists u with u -> v
+  // Per local source row, in the whole graph: symmetric degree, in- and out-degree of the
+  // directed simple graph (as `out` / `in` count them).
+  std::vector<int64_t> degree, in_degree, out_degree;
+  double max_degree_product = 1;  // max over symmetric edges (u, v) of degree(u) * degree(v); 1 if no edges
+  Features features;              // [num_owned + halo] rows
+  std::vector<int64_t> labels;    // [num_owned]
+  std::vector<SplitSet> splits;   // the graph's stored split families, masks over owned rows
+  int64_t num_halo() const { return int64_t(global_id.size()) - num_owned; }
+};
+
+// A stable hash of the graph's structure and sizes (nodes, stored edges, features, classes):
+// what a partition folder records, so that it is never used with another graph.
+std::string graph_fingerprint(const Graph& g);
+
+// Rank `rank`'s share of g under `p` (p.owner.size() == g.num_nodes). P = 1 gives the whole
+// graph with an empty halo.
+GraphPart build_part(const Graph& g, const Partition& p, int32_t rank);
+
 }  // namespace adgnn
