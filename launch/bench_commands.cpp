@@ -1,0 +1,8 @@
+// `adgnn bench` (being written).
+#include "commands.h"
+
+namespace adgnn::cli {
+
+void add_bench_commands(CLI::App&, std::function<int()>&) {}
+
+}  // namespace adgnn::cli
