@@ -163,7 +163,9 @@ Partition partition_stats(const Graph& g, int32_t parts, std::vector<int32_t> ow
     if (owner[u] < 0 || owner[u] >= parts)
       throw InputError(fmt::format("partition: node {} has owner {}, outside [0, {})", u,
                                    owner[u], parts));
-  return stats_of(g.symmetric(), parts, std::move(owner));
+  Partition p = stats_of(g.symmetric(), parts, std::move(owner));
+  p.method = "given";
+  return p;
 }
 
 Partition partition_graph(const Graph& g, int32_t parts, const PartitionOptions& opt,
@@ -196,7 +198,9 @@ Partition partition_graph(const Graph& g, int32_t parts, const PartitionOptions&
     owner = random_parts(n, parts, opt, train_mask);
   else
     owner = contiguous_parts(n, parts);
-  return stats_of(sym, parts, std::move(owner));
+  Partition p = stats_of(sym, parts, std::move(owner));
+  p.method = opt.method;
+  return p;
 }
 
 }  // namespace adgnn

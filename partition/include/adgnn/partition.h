@@ -1,9 +1,12 @@
 // adgnn/partition: splits a graph's nodes into parts for distributed training. METIS k-way on the
-// symmetric adjacency (edge cut or communication volume, optionally multi-constraint), or the two
-// baselines "random" and "contiguous". Torch-free.
+// symmetric adjacency (edge cut or communication volume, optionally multi-constraint), METIS with
+// one balance constraint per quantile of the fast depth-benefit score ("stratified"), or the two
+// baselines "random" and "contiguous"; one rank's share of the graph (GraphPart) and the partition
+// folder that stores every rank's share (docs/partition.md). Torch-free.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -30,6 +33,7 @@ struct Partition {
   std::vector<int64_t> part_edges;  // edge endpoints per part: sum of symmetric degrees
   double node_imbalance = 1.0;      // max / mean of part_nodes
   double edge_imbalance = 1.0;      // max / mean of part_edges (1 when the graph has no edges)
+  std::string method;               // the method that chose the owners ("given" for partition_stats)
 };
 
 // Partitions g's nodes into `parts`. train_mask (one byte per node, non-zero = training node) is
@@ -78,11 +82,33 @@ struct GraphPart {
 };
 
 // A stable hash of the graph's structure and sizes (nodes, stored edges, features, classes):
-// what a partition folder records, so that it is never used with another graph.
+// what a partition folder records, so that it is never used with another graph. SHA-256 (hex)
+// over the node count, the stored adjacency (indptr, indices), the features (shape and values),
+// labels, class count and split masks; not the name or source path, so a converted copy of a
+// graph hashes alike. Same value on every little-endian machine.
 std::string graph_fingerprint(const Graph& g);
 
 // Rank `rank`'s share of g under `p` (p.owner.size() == g.num_nodes). P = 1 gives the whole
-// graph with an empty halo.
+// graph with an empty halo. O(nodes + edges); computes the whole graph's views (symmetric,
+// directed, transposed) and fingerprint on every call: PartBuilder shares them between ranks.
 GraphPart build_part(const Graph& g, const Partition& p, int32_t rank);
+
+// Every rank's share of one graph and partition, with the whole-graph views and the fingerprint
+// computed once (about three copies of the adjacency). `g` and `p` must outlive the builder.
+class PartBuilder {
+ public:
+  PartBuilder(const Graph& g, const Partition& p);
+  ~PartBuilder();
+  PartBuilder(const PartBuilder&) = delete;
+  PartBuilder& operator=(const PartBuilder&) = delete;
+  GraphPart build(int32_t rank) const;
+  const std::string& graph_hash() const;
+
+ private:
+  struct Views;
+  const Graph& g_;
+  const Partition& p_;
+  std::unique_ptr<Views> v_;
+};
 
 }  // namespace adgnn
