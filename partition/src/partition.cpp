@@ -9,6 +9,7 @@
 #include <random>
 
 #include "fmt/format.h"
+#include "internal.h"
 
 namespace adgnn {
 
@@ -64,8 +65,11 @@ Partition stats_of(const Csr& sym, int32_t parts, std::vector<int32_t> owner) {
   return p;
 }
 
+// strata_bin (method "stratified"): each node's benefit bin; one constraint per bin replaces the
+// node-count constraint.
 std::vector<int32_t> metis_kway(const Csr& sym, int32_t parts, const PartitionOptions& opt,
-                                const std::vector<uint8_t>* train_mask) {
+                                const std::vector<uint8_t>* train_mask,
+                                const std::vector<int32_t>* strata_bin) {
   constexpr int64_t idx_max = std::numeric_limits<idx_t>::max();
   const int64_t n = sym.rows;
   if (n > idx_max || sym.nnz() > idx_max)
@@ -77,18 +81,21 @@ std::vector<int32_t> metis_kway(const Csr& sym, int32_t parts, const PartitionOp
   std::vector<idx_t> xadj(sym.indptr.begin(), sym.indptr.end());
   std::vector<idx_t> adjncy(sym.indices.begin(), sym.indices.end());
   idx_t nvtxs = static_cast<idx_t>(n);
-  idx_t ncon = 1 + (opt.balance_train ? 1 : 0) + (opt.balance_edges ? 1 : 0);
+  const idx_t first = strata_bin ? static_cast<idx_t>(opt.strata) : 1;
+  idx_t ncon = first + (opt.balance_train ? 1 : 0) + (opt.balance_edges ? 1 : 0);
   idx_t nparts = parts;
 
-  // Multi-constraint vertex weights, row-major [node][constraint]: 1 per node, the training-node
-  // indicator, the degree. METIS needs ncon == 1 to mean "unit weights" only when vwgt is NULL.
+  // Multi-constraint vertex weights, row-major [node][constraint]: 1 per node (stratified: the
+  // indicator of the node's bin), the training-node indicator, the degree. METIS needs ncon == 1
+  // to mean "unit weights" only when vwgt is NULL.
   std::vector<idx_t> vwgt;
   if (ncon > 1) {
     vwgt.resize(static_cast<size_t>(n) * static_cast<size_t>(ncon));
     for (int64_t u = 0; u < n; ++u) {
       idx_t* w = &vwgt[static_cast<size_t>(u) * static_cast<size_t>(ncon)];
-      int c = 0;
-      w[c++] = 1;
+      int c = first;
+      if (strata_bin) w[(*strata_bin)[u]] = 1;
+      else w[0] = 1;
       if (opt.balance_train) w[c++] = (*train_mask)[u] ? 1 : 0;
       // A zero-degree vertex still counts a little, so that isolated nodes spread too.
       if (opt.balance_edges) w[c++] = static_cast<idx_t>(std::max<int64_t>(sym.degree(u), 1));
@@ -174,9 +181,10 @@ Partition partition_graph(const Graph& g, int32_t parts, const PartitionOptions&
   if (parts < 1) throw InputError(fmt::format("--parts {}: must be >= 1", parts));
   if (parts > n)
     throw InputError(fmt::format("--parts {}: more parts than the graph's {} nodes", parts, n));
-  if (opt.method != "metis" && opt.method != "random" && opt.method != "contiguous")
-    throw InputError(fmt::format("--partition {}: unknown method (metis, random, contiguous)",
-                                 opt.method));
+  if (opt.method != "metis" && opt.method != "stratified" && opt.method != "random" &&
+      opt.method != "contiguous")
+    throw InputError(fmt::format(
+        "--partition {}: unknown method (metis, stratified, random, contiguous)", opt.method));
   if (opt.objective != "cut" && opt.objective != "vol")
     throw InputError(fmt::format("--objective {}: unknown objective (cut, vol)", opt.objective));
   if (opt.balance_train) {
@@ -188,18 +196,36 @@ Partition partition_graph(const Graph& g, int32_t parts, const PartitionOptions&
                                    train_mask->size(), n));
   }
 
+  if (opt.strata < 1 || (opt.method == "stratified" && opt.strata > n))
+    throw InputError(fmt::format("--strata {}: must be in [1, {}] (the number of nodes)",
+                                 opt.strata, n));
+  // The other methods only report strata: as many as there are nodes, at most.
+  const int32_t strata = static_cast<int32_t>(std::min<int64_t>(opt.strata, n));
+
   const Csr sym = g.symmetric();
+  const std::vector<int32_t> bin = benefit_strata(fast_depth_benefit(sym), strata);
   std::vector<int32_t> owner;
   if (parts == 1)
     owner.assign(static_cast<size_t>(n), 0);
   else if (opt.method == "metis")
-    owner = metis_kway(sym, parts, opt, train_mask);
+    owner = metis_kway(sym, parts, opt, train_mask, nullptr);
+  else if (opt.method == "stratified")
+    owner = metis_kway(sym, parts, opt, train_mask, &bin);
   else if (opt.method == "random")
     owner = random_parts(n, parts, opt, train_mask);
   else
     owner = contiguous_parts(n, parts);
   Partition p = stats_of(sym, parts, std::move(owner));
   p.method = opt.method;
+  detail::fill_strata(p, bin, strata);
+  if (train_mask && static_cast<int64_t>(train_mask->size()) == n) {
+    p.part_train.assign(static_cast<size_t>(parts), 0);
+    for (int64_t u = 0; u < n; ++u) p.part_train[p.owner[u]] += (*train_mask)[u] ? 1 : 0;
+    const int64_t total = std::accumulate(p.part_train.begin(), p.part_train.end(), int64_t{0});
+    if (total > 0)
+      p.train_imbalance = static_cast<double>(*std::max_element(p.part_train.begin(), p.part_train.end())) *
+                          parts / static_cast<double>(total);
+  }
   return p;
 }
 

@@ -15,14 +15,21 @@
 namespace adgnn {
 
 struct PartitionOptions {
-  std::string method = "metis";   // "metis", "random", "contiguous"
+  std::string method = "metis";   // "metis", "stratified", "random", "contiguous"
   std::string objective = "cut";  // "cut" (edge cut) or "vol" (communication volume); METIS only
   uint64_t seed = 0;
-  // Extra METIS balance constraints (ncon = 1 + balance_train + balance_edges): the number of
-  // training nodes (needs train_mask) and the degree sum per part. "random" honours balance_train
+  // Extra METIS balance constraints (ncon = 1 + balance_train + balance_edges; "stratified":
+  // strata + balance_train + balance_edges): the number of training nodes (needs train_mask) and
+  // the degree sum per part. "random" honours balance_train
   // too (training nodes are dealt first); "contiguous" ignores both.
   bool balance_train = false;
   bool balance_edges = false;
+  // "stratified": the nodes are split into `strata` equal-count bins by their fast depth-benefit
+  // score (benefit_strata) and METIS balances every bin across the parts (one constraint per bin,
+  // replacing the node-count constraint, which their sum implies), so that every layer's active
+  // set, which is the top of that order, is shared evenly. Also the bin count that
+  // partition_graph reports part_strata for (every method).
+  int32_t strata = 4;
 };
 
 struct Partition {
@@ -34,11 +41,20 @@ struct Partition {
   double node_imbalance = 1.0;      // max / mean of part_nodes
   double edge_imbalance = 1.0;      // max / mean of part_edges (1 when the graph has no edges)
   std::string method;               // the method that chose the owners ("given" for partition_stats)
+  // Training nodes per part and their imbalance: filled when partition_graph got a train_mask.
+  std::vector<int64_t> part_train;
+  double train_imbalance = 1.0;
+  // Nodes per part in each benefit stratum, row-major [part][stratum] (add_strata_stats; every
+  // partition_graph result has them, with opt.strata bins), and max / mean per stratum.
+  int32_t strata = 0;
+  std::vector<int64_t> part_strata;
+  std::vector<double> stratum_imbalance;  // [strata]
 };
 
 // Partitions g's nodes into `parts`. train_mask (one byte per node, non-zero = training node) is
-// needed by balance_train. Bad arguments, and a METIS failure, throw InputError with a one-line
-// message naming the flag: --parts, --partition, --objective, --balance-train.
+// needed by balance_train (and then part_train is filled). Bad arguments, and a METIS failure,
+// throw InputError with a one-line message naming the flag: --parts, --partition, --objective,
+// --balance-train, --strata.
 // Deterministic for a given (graph, parts, options).
 Partition partition_graph(const Graph& g, int32_t parts, const PartitionOptions& opt = {},
                           const std::vector<uint8_t>* train_mask = nullptr);
@@ -46,6 +62,19 @@ Partition partition_graph(const Graph& g, int32_t parts, const PartitionOptions&
 // The statistics of a given assignment (owner.size() == g.num_nodes, every owner in [0, parts)).
 Partition partition_stats(const Graph& g, int32_t parts, std::vector<int32_t> owner);
 
+// The fast depth-benefit score of every node, up to the positive factor t_max: what AD-GNN_fast
+// computes (adgnn/src/model.cpp, Impl::depth_benefit) before normalising, on g.symmetric():
+// d+_v = d_v * sum_{u in N(v)} d_u / max_{(i,j) edge} d_i d_j, alpha_v = (1 + 2 d+_v - d_v) /
+// (d_v + 1), score_v = 2 log max(|alpha_v|, 1e-12) + log(d_v + 1). The model's eps_tilde is
+// increasing in it, so a node active at layer t outranks every node that is not.
+std::vector<double> fast_depth_benefit(const Graph& g);
+std::vector<double> fast_depth_benefit(const Csr& sym);
+// Bin of every node in [0, strata): nodes sorted by (score, node id) and cut into `strata` runs
+// of equal size (sizes differ by at most one). Bin strata - 1 holds the highest scores.
+std::vector<int32_t> benefit_strata(const std::vector<double>& score, int32_t strata);
+// Fills p.strata, p.part_strata and p.stratum_imbalance for `strata` bins of g's score (any
+// method: this is how metis and stratified are compared). --strata must be in [1, nodes].
+void add_strata_stats(const Graph& g, Partition& p, int32_t strata);
 
 // ---- one rank's share of a partitioned graph ------------------------------------------------------
 

@@ -1,0 +1,81 @@
+// The fast depth-benefit score without torch, its quantile bins, and per-part counts per bin:
+// what the "stratified" partitioner balances and what every partition reports.
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "adgnn/partition.h"
+#include "fmt/format.h"
+#include "internal.h"
+
+namespace adgnn {
+
+std::vector<double> fast_depth_benefit(const Csr& sym) {
+  const int64_t n = sym.rows;
+  int64_t max_prod = 0;
+  for (int64_t u = 0; u < n; ++u)
+    for (int64_t k = sym.indptr[u]; k < sym.indptr[u + 1]; ++k)
+      max_prod = std::max(max_prod, sym.degree(u) * sym.degree(sym.indices[k]));
+  // As the model: the max over edges, 1 for a graph without edges (every d+ is 0 then).
+  const double max_degree_product = max_prod > 0 ? static_cast<double>(max_prod) : 1.0;
+  std::vector<double> score(static_cast<size_t>(n));
+  for (int64_t v = 0; v < n; ++v) {
+    int64_t neighbour_degrees = 0;
+    for (int64_t k = sym.indptr[v]; k < sym.indptr[v + 1]; ++k)
+      neighbour_degrees += sym.degree(sym.indices[k]);
+    const double d = static_cast<double>(sym.degree(v));
+    const double d_plus = d * static_cast<double>(neighbour_degrees) / max_degree_product;
+    const double alpha = (1 + 2 * d_plus - d) / (d + 1);
+    score[v] = 2 * std::log(std::max(std::abs(alpha), 1e-12)) + std::log(d + 1);
+  }
+  return score;
+}
+
+std::vector<double> fast_depth_benefit(const Graph& g) { return fast_depth_benefit(g.symmetric()); }
+
+std::vector<int32_t> benefit_strata(const std::vector<double>& score, int32_t strata) {
+  const int64_t n = static_cast<int64_t>(score.size());
+  if (strata < 1 || strata > std::max<int64_t>(n, 1))
+    throw InputError(fmt::format("--strata {}: must be in [1, {}] (the number of nodes)", strata,
+                                 std::max<int64_t>(n, 1)));
+  std::vector<int32_t> order(static_cast<size_t>(n));
+  std::iota(order.begin(), order.end(), 0);
+  // Ties (common: equal degree and neighbour degrees) broken by node id, so bins are exact.
+  std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+    return score[a] < score[b] || (score[a] == score[b] && a < b);
+  });
+  std::vector<int32_t> bin(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) bin[order[i]] = static_cast<int32_t>(i * strata / n);
+  return bin;
+}
+
+namespace detail {
+
+void fill_strata(Partition& p, const std::vector<int32_t>& bin, int32_t strata) {
+  p.strata = strata;
+  p.part_strata.assign(static_cast<size_t>(p.parts) * static_cast<size_t>(strata), 0);
+  for (size_t u = 0; u < bin.size(); ++u)
+    ++p.part_strata[size_t(p.owner[u]) * size_t(strata) + size_t(bin[u])];
+  p.stratum_imbalance.assign(static_cast<size_t>(strata), 1.0);
+  for (int32_t s = 0; s < strata; ++s) {
+    int64_t total = 0, mx = 0;
+    for (int32_t q = 0; q < p.parts; ++q) {
+      const int64_t c = p.part_strata[size_t(q) * size_t(strata) + size_t(s)];
+      total += c;
+      mx = std::max(mx, c);
+    }
+    if (total > 0)
+      p.stratum_imbalance[s] = static_cast<double>(mx) * p.parts / static_cast<double>(total);
+  }
+}
+
+}  // namespace detail
+
+void add_strata_stats(const Graph& g, Partition& p, int32_t strata) {
+  if (static_cast<int64_t>(p.owner.size()) != g.num_nodes)
+    throw InputError(fmt::format("partition: {} owners for a graph of {} nodes", p.owner.size(),
+                                 g.num_nodes));
+  detail::fill_strata(p, benefit_strata(fast_depth_benefit(g), strata), strata);
+}
+
+}  // namespace adgnn
