@@ -140,4 +140,20 @@ class PartBuilder {
   std::unique_ptr<Views> v_;
 };
 
+// ---- partition folder (docs/partition.md) ---------------------------------------------------------
+
+// Writes dir/part-<r>.h5 for every rank r (every GraphPart array) and dir/manifest.json (graph
+// hash and name, parts, method, objective, seed, edge cut, balance per constraint, halo rows per
+// part), each atomically; creates dir. method_desc is recorded as the manifest's "method".
+// `opt` (when given) records the options that made p.
+void write_partition(const Graph& g, const Partition& p, const std::string& dir,
+                     const std::string& method_desc, const PartitionOptions* opt = nullptr);
+
+// Rank `rank`'s share from a partition folder, reading only the manifest and part-<rank>.h5.
+// A folder made for another graph (graph_hash differs; an empty expected hash skips this check,
+// for a rank that never loads the whole graph) or for another number of ranks, and a missing or
+// corrupt file, throw InputError naming "--partition-dir <dir>".
+GraphPart read_part(const std::string& dir, int32_t rank, int32_t expected_parts,
+                    const std::string& expected_graph_hash);
+
 }  // namespace adgnn

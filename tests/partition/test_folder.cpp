@@ -1,0 +1,239 @@
+// Partition folders: read_part returns exactly what build_part builds (dense and sparse
+// features), the manifest's statistics, and the refusals (another graph, another rank count,
+// missing, corrupt or foreign files).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "adgnn/loaders.h"
+#include "adgnn/partition.h"
+#include "fixtures.h"
+#include "nlohmann/json.hpp"
+
+namespace fs = std::filesystem;
+using adgnn::Csr;
+using adgnn::Graph;
+using adgnn::GraphPart;
+using adgnn::InputError;
+using adgnn::Partition;
+using adgnn::PartitionOptions;
+
+namespace {
+
+class TempDir {
+ public:
+  TempDir() {
+    static int counter = 0;
+    path_ = fs::temp_directory_path() /
+            ("adgnn-part-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+    fs::remove_all(path_);
+  }
+  ~TempDir() { fs::remove_all(path_); }
+  std::string str() const { return path_.string(); }
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  fs::path path_;
+};
+
+void expect_csr_eq(const Csr& a, const Csr& b, const char* what) {
+  SCOPED_TRACE(what);
+  EXPECT_EQ(a.rows, b.rows);
+  EXPECT_EQ(a.cols, b.cols);
+  EXPECT_EQ(a.indptr, b.indptr);
+  EXPECT_EQ(a.indices, b.indices);
+  EXPECT_EQ(a.values, b.values);
+}
+
+void expect_part_eq(const GraphPart& a, const GraphPart& b) {
+  EXPECT_EQ(a.rank, b.rank);
+  EXPECT_EQ(a.parts, b.parts);
+  EXPECT_EQ(a.graph_hash, b.graph_hash);
+  EXPECT_EQ(a.method, b.method);
+  EXPECT_EQ(a.global_nodes, b.global_nodes);
+  EXPECT_EQ(a.num_classes, b.num_classes);
+  EXPECT_EQ(a.num_owned, b.num_owned);
+  EXPECT_EQ(a.global_id, b.global_id);
+  EXPECT_EQ(a.halo_owner, b.halo_owner);
+  EXPECT_EQ(a.halo_owner_index, b.halo_owner_index);
+  EXPECT_EQ(a.recv_offset, b.recv_offset);
+  EXPECT_EQ(a.send, b.send);
+  expect_csr_eq(a.sym, b.sym, "sym");
+  expect_csr_eq(a.out, b.out, "out");
+  expect_csr_eq(a.in, b.in, "in");
+  EXPECT_EQ(a.degree, b.degree);
+  EXPECT_EQ(a.in_degree, b.in_degree);
+  EXPECT_EQ(a.out_degree, b.out_degree);
+  EXPECT_EQ(a.max_degree_product, b.max_degree_product);
+  EXPECT_EQ(a.features.rows, b.features.rows);
+  EXPECT_EQ(a.features.cols, b.features.cols);
+  EXPECT_EQ(a.features.sparse, b.features.sparse);
+  EXPECT_EQ(a.features.dense, b.features.dense);
+  expect_csr_eq(a.features.csr, b.features.csr, "features");
+  EXPECT_EQ(a.labels, b.labels);
+  ASSERT_EQ(a.splits.size(), b.splits.size());
+  for (size_t s = 0; s < a.splits.size(); ++s) {
+    EXPECT_EQ(a.splits[s].name, b.splits[s].name);
+    EXPECT_EQ(a.splits[s].count, b.splits[s].count);
+    EXPECT_EQ(a.splits[s].train, b.splits[s].train);
+    EXPECT_EQ(a.splits[s].val, b.splits[s].val);
+    EXPECT_EQ(a.splits[s].test, b.splits[s].test);
+  }
+}
+
+template <class F>
+std::string input_error(F&& f) {
+  try {
+    f();
+  } catch (const InputError& e) {
+    const std::string msg = e.what();
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << "multi-line message: " << msg;
+    return msg;
+  }
+  ADD_FAILURE() << "no InputError";
+  return "";
+}
+
+nlohmann::json manifest(const TempDir& d) {
+  return nlohmann::json::parse(adgnn::read_file(d.file("manifest.json")));
+}
+
+}  // namespace
+
+TEST(PartitionFolder, RoundTripDenseAndSparse) {
+  for (const Graph& g : {adgnn::test::small_csbm(), adgnn::test::hand_made()}) {
+    SCOPED_TRACE(g.name);
+    for (int32_t parts : {1, 3}) {
+      SCOPED_TRACE("parts " + std::to_string(parts));
+      TempDir d;
+      PartitionOptions opt;
+      opt.method = "stratified";
+      opt.strata = 2;
+      opt.seed = 9;
+      const Partition p = adgnn::partition_graph(g, parts, opt);
+      adgnn::write_partition(g, p, d.str(), "stratified (2 strata)", &opt);
+      const std::string hash = adgnn::graph_fingerprint(g);
+      for (int32_t r = 0; r < parts; ++r) {
+        SCOPED_TRACE("rank " + std::to_string(r));
+        expect_part_eq(adgnn::read_part(d.str(), r, parts, hash), adgnn::build_part(g, p, r));
+      }
+      // Nothing but the manifest and the part files (no temporary left behind).
+      int files = 0;
+      for (const auto& e : fs::directory_iterator(d.str())) {
+        const std::string name = e.path().filename().string();
+        EXPECT_TRUE(name == "manifest.json" || name.rfind("part-", 0) == 0) << name;
+        ++files;
+      }
+      EXPECT_EQ(files, parts + 1);
+
+      const nlohmann::json m = manifest(d);
+      EXPECT_EQ(m["format_version"], 1);
+      EXPECT_EQ(m["graph_hash"], hash);
+      EXPECT_EQ(m["graph_name"], g.name);
+      EXPECT_EQ(m["parts"], parts);
+      EXPECT_EQ(m["method"], "stratified (2 strata)");
+      EXPECT_EQ(m["objective"], "cut");
+      EXPECT_EQ(m["seed"], 9);
+      EXPECT_EQ(m["strata"], 2);
+      EXPECT_EQ(m["edge_cut"], p.edge_cut);
+      EXPECT_DOUBLE_EQ(m["balance"]["nodes"].get<double>(), p.node_imbalance);
+      EXPECT_DOUBLE_EQ(m["balance"]["edges"].get<double>(), p.edge_imbalance);
+      EXPECT_EQ(m["balance"]["strata"].size(), 2u);
+      EXPECT_FALSE(m["balance"].contains("train"));
+      ASSERT_EQ(m["halo_rows"].size(), static_cast<size_t>(parts));
+      for (int32_t r = 0; r < parts; ++r)
+        EXPECT_EQ(m["halo_rows"][r], adgnn::build_part(g, p, r).num_halo());
+    }
+  }
+}
+
+TEST(PartitionFolder, TrainBalanceRecorded) {
+  const Graph g = adgnn::test::small_csbm();
+  const std::vector<uint8_t> train(g.splits[0].train.begin(), g.splits[0].train.begin() + g.num_nodes);
+  PartitionOptions opt;
+  opt.balance_train = true;
+  const Partition p = adgnn::partition_graph(g, 2, opt, &train);
+  TempDir d;
+  adgnn::write_partition(g, p, d.str(), "metis");
+  const nlohmann::json m = manifest(d);
+  EXPECT_DOUBLE_EQ(m["balance"]["train"].get<double>(), p.train_imbalance);
+  EXPECT_EQ(m["part_train"].get<std::vector<int64_t>>(), p.part_train);
+  EXPECT_TRUE(m["objective"].is_null());  // no options given
+}
+
+TEST(PartitionFolder, RefusesAnotherGraphOrRankCount) {
+  const Graph g = adgnn::test::small_csbm();
+  const Graph other = adgnn::test::hand_made();
+  TempDir d;
+  adgnn::write_partition(g, adgnn::partition_graph(g, 4), d.str(), "metis");
+  const std::string hash = adgnn::graph_fingerprint(g), other_hash = adgnn::graph_fingerprint(other);
+
+  EXPECT_EQ(input_error([&] { adgnn::read_part(d.str(), 0, 2, hash); }),
+            "--partition-dir " + d.str() + ": made for 4 parts, this run has 2 ranks");
+  const std::string msg = input_error([&] { adgnn::read_part(d.str(), 0, 4, other_hash); });
+  EXPECT_EQ(msg.rfind("--partition-dir " + d.str() + ": made for graph ", 0), 0u) << msg;
+  EXPECT_NE(msg.find(hash), std::string::npos) << msg;
+  EXPECT_NE(msg.find(other_hash), std::string::npos) << msg;
+  EXPECT_NE(msg.find("'small'"), std::string::npos) << msg;
+  // An empty expected hash skips the graph check only.
+  EXPECT_EQ(adgnn::read_part(d.str(), 3, 4, "").rank, 3);
+  EXPECT_NE(input_error([&] { adgnn::read_part(d.str(), 4, 4, hash); }).find("rank 4"),
+            std::string::npos);
+}
+
+TEST(PartitionFolder, MissingCorruptAndForeignFiles) {
+  const Graph g = adgnn::test::small_csbm();
+  const std::string hash = adgnn::graph_fingerprint(g);
+  const std::string flag_of_missing = "--partition-dir /nonexistent/adgnn-part";
+  EXPECT_EQ(input_error([&] { adgnn::read_part("/nonexistent/adgnn-part", 0, 1, hash); }),
+            flag_of_missing + ": no such folder");
+
+  TempDir d;
+  const Partition p = adgnn::partition_graph(g, 3);
+  adgnn::write_partition(g, p, d.str(), "metis");
+  const std::string flag = "--partition-dir " + d.str();
+
+  fs::remove(d.file("part-1.h5"));
+  std::string msg = input_error([&] { adgnn::read_part(d.str(), 1, 3, hash); });
+  EXPECT_EQ(msg.rfind(flag + ": ", 0), 0u) << msg;
+  EXPECT_NE(msg.find("part-1.h5: no such file"), std::string::npos) << msg;
+  EXPECT_EQ(adgnn::read_part(d.str(), 0, 3, hash).rank, 0);  // the others still read
+
+  { std::ofstream(d.file("part-2.h5"), std::ios::binary) << "not hdf5 at all"; }
+  msg = input_error([&] { adgnn::read_part(d.str(), 2, 3, hash); });
+  EXPECT_NE(msg.find("not an HDF5 file"), std::string::npos) << msg;
+
+  // A part file from another partition (same graph, two parts) copied in is refused.
+  TempDir e;
+  adgnn::write_partition(g, adgnn::partition_graph(g, 2), e.str(), "metis");
+  fs::copy_file(e.file("part-0.h5"), d.file("part-0.h5"), fs::copy_options::overwrite_existing);
+  msg = input_error([&] { adgnn::read_part(d.str(), 0, 3, hash); });
+  EXPECT_NE(msg.find("the manifest says rank 0 of 3"), std::string::npos) << msg;
+
+  // A part file of another kind: arrays written by hand, no partition attributes.
+  adgnn::write_arrays_h5(d.file("part-0.h5"), {}, {{"format", "something-else"}});
+  msg = input_error([&] { adgnn::read_part(d.str(), 0, 3, hash); });
+  EXPECT_NE(msg.find("not a partition part file"), std::string::npos) << msg;
+
+  { std::ofstream(d.file("manifest.json")) << "{ \"format\": "; }
+  EXPECT_EQ(input_error([&] { adgnn::read_part(d.str(), 0, 3, hash); }),
+            flag + ": manifest.json is not valid JSON (corrupt?)");
+  fs::remove(d.file("manifest.json"));
+  EXPECT_NE(input_error([&] { adgnn::read_part(d.str(), 0, 3, hash); }).find("no manifest.json"),
+            std::string::npos);
+}
+
+TEST(PartitionFolder, RewriteWithFewerPartsRemovesStaleFiles) {
+  const Graph g = adgnn::test::small_csbm();
+  TempDir d;
+  adgnn::write_partition(g, adgnn::partition_graph(g, 4), d.str(), "metis");
+  ASSERT_TRUE(fs::exists(d.file("part-3.h5")));
+  adgnn::write_partition(g, adgnn::partition_graph(g, 2), d.str(), "metis");
+  EXPECT_FALSE(fs::exists(d.file("part-2.h5")));
+  EXPECT_FALSE(fs::exists(d.file("part-3.h5")));
+  EXPECT_EQ(manifest(d)["parts"], 2);
+  EXPECT_EQ(adgnn::read_part(d.str(), 1, 2, adgnn::graph_fingerprint(g)).parts, 2);
+}
