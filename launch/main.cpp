@@ -5,6 +5,7 @@
 #include <new>
 
 #include "CLI/CLI.hpp"
+#include "adgnn/comm.h"
 #include "adgnn/loaders.h"
 #include "commands.h"
 #include "fmt/format.h"
@@ -34,15 +35,34 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "adgnn: error: %s\n", e.what());
     return 2;
   }
+  // A run on several ranks (adgnn train under mpirun / srun) initialises MPI; it is finalized
+  // here, after every communicator is gone, never in a destructor. A failure on one rank aborts
+  // them all: the others may be waiting for it in a collective.
+  const auto multi = [] { return adgnn::mpi_running() && adgnn::mpi_world_size() > 1; };
   try {
-    return run ? run() : 0;
+    const int code = run ? run() : 0;
+    adgnn::mpi_finalize();
+    return code;
+  } catch (const adgnn::CommError& e) {
+    std::fprintf(stderr, "adgnn: error: %s\n", e.what());
+    adgnn::mpi_abort(1);
   } catch (const adgnn::InputError& e) {
+    if (multi()) {
+      std::fprintf(stderr, "adgnn: error (rank %d on %s): %s\n", adgnn::mpi_world_rank(),
+                   adgnn::mpi_host().c_str(), e.what());
+      adgnn::mpi_abort(2);
+    }
     std::fprintf(stderr, "adgnn: error: %s\n", e.what());
     return 2;
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr, "adgnn: error: out of memory\n");
     return 1;
   } catch (const std::exception& e) {
+    if (multi()) {
+      std::fprintf(stderr, "adgnn: internal error (rank %d on %s): %s\n", adgnn::mpi_world_rank(),
+                   adgnn::mpi_host().c_str(), e.what());
+      adgnn::mpi_abort(1);
+    }
     std::fprintf(stderr, "adgnn: internal error: %s\n", e.what());
     return 1;
   }

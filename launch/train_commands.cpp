@@ -4,7 +4,10 @@
 #include <memory>
 #include <sstream>
 
+#include <torch/cuda.h>
+
 #include "CLI/CLI.hpp"
+#include "adgnn/launch.h"
 #include "adgnn/trainer.h"
 #include "commands.h"
 #include "fmt/format.h"
@@ -13,6 +16,24 @@
 namespace adgnn::cli {
 
 namespace {
+
+bool nccl_built() {
+#ifdef ADGNN_HAVE_NCCL
+  return true;
+#else
+  return false;
+#endif
+}
+
+std::unique_ptr<Communicator> make_nccl(Communicator& bootstrap, int device) {
+#ifdef ADGNN_HAVE_NCCL
+  return make_nccl_communicator(bootstrap, device);
+#else
+  (void)bootstrap;
+  (void)device;
+  throw InputError("--backend nccl: this build has no NCCL (configure with -DADGNN_NCCL=ON)");
+#endif
+}
 
 std::vector<std::string> split_list(const std::string& s) {
   std::vector<std::string> out;
@@ -28,7 +49,52 @@ struct TrainArgs {
   TrainConfig flags;  // values of the flags; applied over the YAML only when given
   std::string models = "gcn", variants = "plain";
   bool json = false, no_progress = false;
+  std::string backend = "auto";
+  LaunchOverrides launch;
 };
+
+// The ranks of this run: one process unless launched by mpirun / srun or told by the flags.
+// Owns the communicators (MPI, and NCCL on top of it); MPI is finalized by main.
+struct Ranks {
+  std::unique_ptr<Communicator> mpi, nccl;
+  Communicator* comm = nullptr;
+  int rank = 0;
+};
+
+Ranks start_ranks(const TrainArgs& a, TrainConfig& c) {
+  if (a.backend != "auto" && a.backend != "mpi" && a.backend != "nccl")
+    throw InputError("--backend " + a.backend + ": expected auto, mpi or nccl");
+  LaunchInfo li;
+  try {
+    li = detect_launch(a.launch);
+  } catch (const std::invalid_argument& e) {
+    throw InputError(e.what());
+  }
+  Ranks r;
+  if (!launched_multi(li)) return r;
+  r.mpi = make_mpi_communicator();
+  try {
+    check_launch_matches(li, r.mpi->rank(), r.mpi->size());
+  } catch (const std::invalid_argument& e) {
+    throw InputError(e.what());
+  }
+  r.comm = r.mpi.get();
+  r.rank = r.mpi->rank();
+  const bool cuda = c.model.device.rfind("cuda", 0) == 0;
+  if (c.model.device == "cuda") {  // no index given: the GPU of this rank's local rank
+    const int count = int(torch::cuda::device_count());
+    if (count == 0) throw InputError("--device cuda: no CUDA device on host " + r.mpi->host());
+    c.model.device = "cuda:" + std::to_string(pick_cuda_device(li, count));
+  }
+  const bool nccl = a.backend == "nccl" || (a.backend == "auto" && cuda && nccl_built());
+  if (nccl) {
+    if (!nccl_built()) throw InputError("--backend nccl: this build has no NCCL (configure with -DADGNN_NCCL=ON)");
+    if (!cuda) throw InputError("--backend nccl: needs --device cuda");
+    r.nccl = make_nccl(*r.mpi, c10::Device(c.model.device).index());
+    r.comm = r.nccl.get();
+  }
+  return r;
+}
 
 std::string label(const ModelConfig& m) {
   std::string b = m.backbone == "gcn" ? "GCN" : m.backbone == "gat" ? "GAT" : m.backbone == "sage" ? "SAGE"
@@ -73,6 +139,14 @@ void register_train_flags(CLI::App* cmd, const std::shared_ptr<TrainArgs>& a) {
   cmd->add_option("--metrics", f.metrics, "JSON-lines metrics file (one line per epoch)");
   cmd->add_option("--predictions", f.predictions, "HDF5 file for final logits, depths and embeddings");
   cmd->add_flag("--json", a->json, "Print the summary as JSON");
+  cmd->add_option("--partition", f.partition.method,
+                  "Several ranks: metis, stratified (balances every depth-benefit quartile), random, contiguous");
+  cmd->add_option("--objective", f.partition.objective, "METIS objective: cut (edge cut) or vol (communication volume)");
+  cmd->add_option("--partition-dir", f.partition_dir, "Several ranks: a folder made by `adgnn partition` (one file per rank)");
+  cmd->add_option("--backend", a->backend, "Several ranks: auto (NCCL for CUDA when built, else MPI), mpi, nccl");
+  cmd->add_option("--rank", a->launch.rank, "This process's rank (default: from mpirun / srun)");
+  cmd->add_option("--world-size", a->launch.world_size, "Number of ranks (default: from mpirun / srun)");
+  cmd->add_option("--local-rank", a->launch.local_rank, "Rank on this host; picks the GPU (default: from mpirun / srun)");
   cmd->add_flag("--no-progress", a->no_progress, "No progress line");
 }
 
@@ -111,6 +185,9 @@ TrainConfig resolve(CLI::App* cmd, const TrainArgs& args, std::vector<std::strin
   if (given("--patience")) c.patience = f.patience;
   if (given("--runs")) c.runs = f.runs;
   if (given("--threads")) c.threads = f.threads;
+  if (given("--partition")) c.partition.method = f.partition.method;
+  if (given("--objective")) c.partition.objective = f.partition.objective;
+  if (given("--partition-dir")) c.partition_dir = f.partition_dir;
   c.checkpoint = f.checkpoint;
   c.checkpoint_every = f.checkpoint_every;
   c.resume = f.resume;
@@ -141,9 +218,12 @@ void add_train_commands(CLI::App& app, std::function<int()>& run) {
           (!c.checkpoint.empty() || !c.metrics.empty() || !c.predictions.empty()))
         throw InputError("--checkpoint/--metrics/--predictions: give one --model and one --variant");
       validate_train_config(c);
+      Ranks ranks = start_ranks(*a, c);
+      const bool lead = ranks.rank == 0;
       const Graph g = load_dataset(c.dataset, c.data_dir);
       nlohmann::ordered_json out = nlohmann::ordered_json::array();
-      if (!a->json)
+      if (!lead) c.progress = false;
+      if (!a->json && lead)
         std::printf("%-16s %-10s %8s %18s %18s %9s %10s\n", "model", "dataset", "params", "test acc (%)",
                     "val acc (%)", "runs", "ms/epoch");
       for (const auto& m : models)
@@ -151,7 +231,8 @@ void add_train_commands(CLI::App& app, std::function<int()>& run) {
           TrainConfig rc = c;
           rc.model.backbone = m;
           rc.model.variant = v;
-          const TrainSummary s = train(g, rc);
+          const TrainSummary s = train(g, rc, ranks.comm);
+          if (!lead) continue;
           double ms = 0;
           for (const auto& r : s.runs) ms += r.ms_per_epoch;
           ms /= double(s.runs.size());
@@ -160,10 +241,15 @@ void add_train_commands(CLI::App& app, std::function<int()>& run) {
             for (const auto& r : s.runs)
               runs.push_back({{"run", r.run}, {"best_epoch", r.best_epoch}, {"best_val", r.best_val},
                               {"test", r.test_at_best}, {"ms_per_epoch", r.ms_per_epoch},
-                              {"depth_histogram", r.depth_histogram}, {"edges_per_layer", r.edges_per_layer}});
+                              {"depth_histogram", r.depth_histogram}, {"edges_per_layer", r.edges_per_layer},
+                              {"halo_rows_per_layer", r.halo_rows}, {"halo_rows_full_per_layer", r.halo_rows_full},
+                              {"halo_bytes_per_layer", r.halo_bytes}, {"halo_bytes_full_per_layer", r.halo_bytes_full},
+                              {"peak_memory_bytes", r.peak_memory_bytes}});
             out.push_back({{"model", label(rc.model)}, {"dataset", g.name}, {"config", describe(rc)},
+                           {"ranks", s.runs.front().ranks}, {"partition", s.runs.front().ranks > 1 ? rc.partition.method : "none"},
                            {"parameters", s.parameters}, {"test_mean", s.test_mean}, {"test_std", s.test_std},
-                           {"val_mean", s.val_mean}, {"val_std", s.val_std}, {"runs", runs}});
+                           {"val_mean", s.val_mean}, {"val_std", s.val_std}, {"ms_per_epoch", ms},
+                           {"runs", runs}});
           } else {
             std::printf("%-16s %-10s %8lld %11.2f +- %-5.2f %11.2f +- %-5.2f %9zu %10.1f\n",
                         label(rc.model).c_str(), g.name.c_str(), (long long)s.parameters,
@@ -172,7 +258,7 @@ void add_train_commands(CLI::App& app, std::function<int()>& run) {
             std::fflush(stdout);
           }
         }
-      if (a->json) std::printf("%s\n", out.dump(2).c_str());
+      if (a->json && lead) std::printf("%s\n", out.dump(2).c_str());
       return 0;
     };
   });

@@ -4,6 +4,11 @@
 #include <algorithm>
 
 #include "adgnn/gnn.h"
+
+#ifdef ADGNN_HAVE_CUDA_KERNELS
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
+#endif
 #include "kernels.h"
 
 namespace adgnn {
@@ -122,6 +127,26 @@ at::Tensor csr_aggregate(const at::Tensor& rowptr, const at::Tensor& col, const 
                              wc.defined() ? wc : torch::empty({0}, x.options()), xc,
                              rows.defined() ? rows.contiguous() : torch::empty({0}, rowptr.options()),
                              wc.defined(), rows.defined());
+}
+
+int64_t peak_device_memory(c10::Device device) {
+#ifdef ADGNN_HAVE_CUDA_KERNELS
+  if (device.is_cuda()) {
+    const auto idx = device.has_index() ? device.index() : c10::cuda::current_device();
+    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(idx);
+    return stats.allocated_bytes[size_t(c10::CachingAllocator::StatType::AGGREGATE)].peak;
+  }
+#endif
+  (void)device;
+  return 0;
+}
+
+void reset_peak_device_memory(c10::Device device) {
+#ifdef ADGNN_HAVE_CUDA_KERNELS
+  if (device.is_cuda())
+    c10::cuda::CUDACachingAllocator::resetPeakStats(device.has_index() ? device.index() : c10::cuda::current_device());
+#endif
+  (void)device;
 }
 
 bool cuda_kernels_built() {

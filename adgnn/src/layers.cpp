@@ -2,6 +2,8 @@
 // only the chosen rows are aggregated and transformed. Weight layout: W is [in, out], y = x W.
 #include "layers.h"
 
+#include "halo.h"
+
 #include <torch/torch.h>
 
 #include <cmath>
@@ -214,11 +216,12 @@ class MixHopLayer : public Layer {
     }
   }
   at::Tensor forward(const MessageGraph& g, const at::Tensor& h, const at::Tensor& rows) override {
-    const EdgeList e = edges_of_rows(g.rowptr, g.col, rows);
-    const at::Tensor needed = std::get<0>(torch::_unique(torch::cat({rows, e.src}), true));
-    // A h on the rows that the second hop reads, scattered back into source-row positions.
+    // A h on the rows that the second hop reads, scattered back into source-row positions. On a
+    // rank, halo rows of A h come from their owners, which compute them for the rows peers read.
+    const at::Tensor needed = first_hop_rows(g, rows);
     const at::Tensor a1_needed = propagate(g, h, needed);
-    const at::Tensor a1 = torch::zeros({h.size(0), h.size(1)}, h.options()).index_put({needed}, a1_needed);
+    at::Tensor a1 = torch::zeros({h.size(0), h.size(1)}, h.options()).index_put({needed}, a1_needed);
+    if (halo_) a1 = halo_->inner_fill(a1, halo_layer_, *halo_stats_);
     const at::Tensor a1_rows = a1.index_select(0, rows);
     const at::Tensor a2_rows = propagate(g, a1, rows);
     return finish(torch::cat({h.index_select(0, rows).mm(w_[0]), a1_rows.mm(w_[1]), a2_rows.mm(w_[2])}, 1));
@@ -228,13 +231,21 @@ class MixHopLayer : public Layer {
   }
   at::Tensor input_transform(const at::Tensor& h) override { return h.mm(w_[1]); }
   int64_t edges_read(const MessageGraph& g, const at::Tensor& rows) const override {
-    if (rows.numel() == 0) return 0;
-    const EdgeList e = edges_of_rows(g.rowptr, g.col, rows);
-    const at::Tensor needed = std::get<0>(torch::_unique(torch::cat({rows, e.src}), true));
-    return e.edge.numel() + Layer::edges_read(g, needed);
+    if (rows.numel() == 0 && !halo_) return 0;
+    return Layer::edges_read(g, rows) + Layer::edges_read(g, first_hop_rows(g, rows));
   }
 
  private:
+  // The destination rows whose A h the second hop reads: `rows`, their neighbours that are
+  // destination rows, and on a rank the rows whose A h peers read.
+  at::Tensor first_hop_rows(const MessageGraph& g, const at::Tensor& rows) const {
+    const EdgeList e = edges_of_rows(g.rowptr, g.col, rows);
+    at::Tensor src = e.src;
+    if (g.num_src > g.num_dst) src = src.index_select(0, (src < g.num_dst).nonzero().squeeze(1));
+    std::vector<at::Tensor> parts{rows, src};
+    if (halo_) parts.push_back(halo_->inner_rows(halo_layer_));
+    return std::get<0>(torch::_unique(torch::cat(parts), true));
+  }
   static at::Tensor propagate(const MessageGraph& g, const at::Tensor& h, const at::Tensor& rows) {
     const at::Tensor self_w = (g.degree.index_select(0, rows).to(h.scalar_type()) + 1).reciprocal().unsqueeze(1);
     return csr_aggregate(g.rowptr, g.col, g.gcn_weight, h, rows) + h.index_select(0, rows) * self_w;
@@ -246,6 +257,7 @@ class MixHopLayer : public Layer {
   int64_t c_;
   bool classifier_;
   at::Tensor w_[3], b_, wc_, bc_;
+
 };
 
 // DirGNN (Rossi et al.) around GCN, as PyG's DirGNNConv(GCNConv): alpha * conv over outgoing

@@ -15,6 +15,8 @@
 
 namespace adgnn::detail {
 
+class HaloPass;
+
 // The CSR entries of the chosen rows: for entry e, dst_local[e] indexes `rows`, edge[e] is the
 // CSR position and src[e] the source row (int64).
 struct EdgeList {
@@ -37,6 +39,14 @@ class Layer {
   // CSR entries read when computing `rows` (reported per layer).
   virtual int64_t edges_read(const MessageGraph& g, const at::Tensor& rows) const;
 
+  // On a rank of a distributed run, the current pass and layer number (MixHop's second hop
+  // exchanges its inner power); null in the one-process run.
+  void set_halo(HaloPass* pass, int64_t layer, ForwardStats* stats) {
+    halo_ = pass;
+    halo_layer_ = layer;
+    halo_stats_ = stats;
+  }
+
   int64_t in_dim() const { return in_dim_; }
   int64_t out_dim() const { return out_dim_; }
   std::vector<std::pair<std::string, at::Tensor>>& params() { return params_; }
@@ -53,6 +63,9 @@ class Layer {
   c10::ScalarType dtype_;
   at::Generator gen_;  // the model's own CPU generator: initialisation never touches global state
   std::vector<std::pair<std::string, at::Tensor>> params_;
+  HaloPass* halo_ = nullptr;
+  int64_t halo_layer_ = 0;
+  ForwardStats* halo_stats_ = nullptr;
 };
 
 struct LayerOptions {

@@ -8,6 +8,7 @@
 
 #include "adgnn/gnn.h"
 #include "kernels.h"
+#include "halo.h"
 #include "layers.h"
 
 namespace adgnn {
@@ -16,6 +17,36 @@ namespace F = torch::nn::functional;
 using detail::Layer;
 
 // ---- graph tensors -> message graph ---------------------------------------------------------------
+
+namespace {
+
+at::Tensor entry_rows(const at::Tensor& rowptr) {
+  return torch::repeat_interleave(rowptr.slice(0, 1) - rowptr.slice(0, 0, -1));
+}
+
+// The edge normalisations from the degrees of the source rows, computed in float64 and stored in
+// the model's precision.
+void fill_weights(MessageGraph& g, c10::ScalarType dtype) {
+  const at::Tensor rows = entry_rows(g.rowptr), cols = g.col.to(torch::kInt64);
+  const at::Tensor inv_sqrt = (g.degree.to(torch::kFloat64) + 1).rsqrt();
+  g.gcn_weight = (inv_sqrt.index_select(0, rows) * inv_sqrt.index_select(0, cols)).to(dtype);
+  // DirGNN: PyG's gcn_norm without self-loops uses the degree at the message's target for both
+  // endpoints: in-degree for incoming messages, out-degree for outgoing ones (0 -> weight 0).
+  auto dir_weight = [&](const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& deg) {
+    const at::Tensor d = deg.to(torch::kFloat64);
+    const at::Tensor inv = torch::where(d > 0, d.rsqrt(), torch::zeros_like(d));
+    return (inv.index_select(0, entry_rows(rowptr)) * inv.index_select(0, col.to(torch::kInt64))).to(dtype);
+  };
+  g.in_weight = dir_weight(g.in_rowptr, g.in_col, g.in_degree);
+  g.out_weight = dir_weight(g.out_rowptr, g.out_col, g.out_degree);
+}
+
+template <typename T>
+at::Tensor vec_tensor(const std::vector<T>& v, c10::ScalarType type) {
+  return torch::from_blob(const_cast<T*>(v.data()), {int64_t(v.size())}, type).clone();
+}
+
+}  // namespace
 
 MessageGraph message_graph(const GraphTensors& t, c10::ScalarType dtype) {
   MessageGraph g;
@@ -30,27 +61,46 @@ MessageGraph message_graph(const GraphTensors& t, c10::ScalarType dtype) {
   g.in_degree = (t.in_rowptr.slice(0, 1) - t.in_rowptr.slice(0, 0, -1)).to(torch::kFloat32);
   g.out_degree = (t.out_rowptr.slice(0, 1) - t.out_rowptr.slice(0, 0, -1)).to(torch::kFloat32);
   g.global_id = torch::arange(t.num_nodes, t.rowptr.options());
-  auto entry_rows = [](const at::Tensor& rowptr) {
-    return torch::repeat_interleave(rowptr.slice(0, 1) - rowptr.slice(0, 0, -1));
-  };
+  fill_weights(g, dtype);
   const at::Tensor rows = entry_rows(g.rowptr), cols = g.col.to(torch::kInt64);
-  // Normalisations are computed in float64 and stored in the model's precision.
-  const at::Tensor deg64 = g.degree.to(torch::kFloat64);
-  const at::Tensor inv_sqrt = (deg64 + 1).rsqrt();
-  g.gcn_weight = (inv_sqrt.index_select(0, rows) * inv_sqrt.index_select(0, cols)).to(dtype);
-  // DirGNN: PyG's gcn_norm without self-loops uses the degree at the message's target for both
-  // endpoints: in-degree for incoming messages, out-degree for outgoing ones (0 -> weight 0).
-  auto dir_weight = [&](const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& deg) {
-    const at::Tensor d = deg.to(torch::kFloat64);
-    const at::Tensor inv = torch::where(d > 0, d.rsqrt(), torch::zeros_like(d));
-    return (inv.index_select(0, entry_rows(rowptr)) * inv.index_select(0, col.to(torch::kInt64))).to(dtype);
-  };
-  g.in_weight = dir_weight(g.in_rowptr, g.in_col, g.in_degree);
-  g.out_weight = dir_weight(g.out_rowptr, g.out_col, g.out_degree);
   g.max_degree_product =
       g.col.numel() ? (g.degree.index_select(0, rows) * g.degree.index_select(0, cols)).max()
                     : torch::ones({}, g.degree.options());
   return g;
+}
+
+PartTensors part_tensors(const GraphPart& part, c10::Device device, c10::ScalarType dtype) {
+  PartTensors pt;
+  MessageGraph& g = pt.graph;
+  g.num_dst = part.num_owned;
+  g.num_src = int64_t(part.global_id.size());
+  auto csr = [&](const Csr& c, at::Tensor& rowptr, at::Tensor& col) {
+    rowptr = vec_tensor(c.indptr, torch::kInt64).to(device);
+    col = vec_tensor(c.indices, torch::kInt32).to(device);
+  };
+  csr(part.sym, g.rowptr, g.col);
+  csr(part.out, g.out_rowptr, g.out_col);
+  csr(part.in, g.in_rowptr, g.in_col);
+  g.degree = vec_tensor(part.degree, torch::kInt64).to(device, torch::kFloat32);
+  g.in_degree = vec_tensor(part.in_degree, torch::kInt64).to(device, torch::kFloat32);
+  g.out_degree = vec_tensor(part.out_degree, torch::kInt64).to(device, torch::kFloat32);
+  g.global_id = vec_tensor(part.global_id, torch::kInt64).to(device);
+  g.max_degree_product = torch::full({}, part.max_degree_product, torch::dtype(torch::kFloat32).device(device));
+  fill_weights(g, dtype);
+  for (int32_t p = 0; p < part.parts; ++p)
+    g.send_rows.push_back(vec_tensor(part.send[size_t(p)], torch::kInt64).to(device));
+  g.recv_offset = part.recv_offset;
+  g.halo_owner = vec_tensor(part.halo_owner, torch::kInt32).to(device, torch::kInt64);
+  const at::Tensor rows = entry_rows(g.rowptr), cols = g.col.to(torch::kInt64);
+  const at::Tensor bnd = (cols >= g.num_dst).nonzero().squeeze(1);
+  g.boundary_row = rows.index_select(0, bnd);
+  g.boundary_halo = cols.index_select(0, bnd) - g.num_dst;
+  const std::vector<float> dense = part.features.to_dense();
+  pt.x = torch::from_blob(const_cast<float*>(dense.data()), {g.num_src, part.features.cols}, torch::kFloat32)
+             .clone()
+             .to(device);
+  pt.y = vec_tensor(part.labels, torch::kInt64).to(device);
+  return pt;
 }
 
 // ---- counter-based dropout ----------------------------------------------------------------------
@@ -112,29 +162,36 @@ struct Model::Impl {
   // mean mu_t over the training nodes. Per degree bucket, log beta is the mean over consecutive
   // layers of the change of mean log S (signal calibration), log gamma the same for W (noise
   // evolution). Buckets without training nodes keep beta = gamma = 1.
-  void update_sharp(const at::Tensor& x, const std::vector<at::Tensor>& outs, const at::Tensor& deg,
-                    const at::Tensor& labels, const at::Tensor& train_mask) {
+  void update_sharp(const MessageGraph& g, const at::Tensor& x, const std::vector<at::Tensor>& outs,
+                    const at::Tensor& deg, const at::Tensor& labels, const at::Tensor& train_mask) {
     torch::NoGradGuard guard;
+    // On a rank, every sum is over all ranks' training nodes, so all ranks get the same estimates.
+    auto sum_all = [&](at::Tensor t) {
+      t = t.contiguous();
+      if (g.distributed()) g.transport->allreduce(t, RankTransport::Op::Sum);
+      return t;
+    };
+    const auto f64 = x.options().dtype(torch::kFloat64);
     const at::Tensor idx = train_mask.nonzero().squeeze(1);
-    if (idx.numel() < 2) return;
+    const double total = sum_all(torch::full({1}, double(idx.numel()), f64)).item<double>();
+    if (total < 2) return;
     const at::Tensor y = labels.index_select(0, idx);
-    const int64_t C = y.max().item<int64_t>() + 1;
+    const int64_t C = cfg.out_dim;
     const at::Tensor bucket = degree_bucket(deg.index_select(0, idx));
-    const at::Tensor count = torch::zeros({kBuckets}, x.options().dtype(torch::kFloat64))
-                                 .index_add(0, bucket, torch::ones({idx.numel()}, x.options().dtype(torch::kFloat64)));
+    const at::Tensor count = sum_all(torch::zeros({kBuckets}, f64).index_add(0, bucket, torch::ones({idx.numel()}, f64)));
     std::vector<at::Tensor> layers{x};
     for (size_t t = 0; t + 1 < outs.size(); ++t) layers.push_back(outs[t]);
     std::vector<at::Tensor> logS, logW;
     for (const auto& h_all : layers) {
       const at::Tensor h = h_all.index_select(0, idx).to(torch::kFloat64);
-      const at::Tensor sums = torch::zeros({C, h.size(1)}, h.options()).index_add(0, y, h);
-      const at::Tensor n_c = torch::zeros({C}, h.options()).index_add(0, y, torch::ones({h.size(0)}, h.options()));
+      const at::Tensor sums = sum_all(torch::zeros({C, h.size(1)}, h.options()).index_add(0, y, h));
+      const at::Tensor n_c = sum_all(torch::zeros({C}, h.options()).index_add(0, y, torch::ones({h.size(0)}, h.options())));
       const at::Tensor mu_c = sums / n_c.clamp_min(1).unsqueeze(1);
-      const at::Tensor mu = h.mean(0, true);
+      const at::Tensor mu = sums.sum(0, true) / total;
       const at::Tensor sep = (mu_c.index_select(0, y) - mu).pow(2).sum(1);
       const at::Tensor spread = (h - mu_c.index_select(0, y)).pow(2).sum(1);
       auto bucket_mean_log = [&](const at::Tensor& v) {
-        const at::Tensor sum = torch::zeros({kBuckets}, h.options()).index_add(0, bucket, (v + 1e-12).log());
+        const at::Tensor sum = sum_all(torch::zeros({kBuckets}, h.options()).index_add(0, bucket, (v + 1e-12).log()));
         return sum / count.clamp_min(1);
       };
       logS.push_back(bucket_mean_log(sep));
@@ -164,7 +221,7 @@ struct Model::Impl {
   // Normalised depth benefit eps_tilde over the destination rows.
   at::Tensor depth_benefit(const MessageGraph& g, const at::Tensor& z_src, bool training,
                            const at::Tensor& labels, const at::Tensor& train_mask,
-                           at::Tensor& reg_loss, MinMaxReduce reduce, void* ctx) {
+                           at::Tensor& reg_loss) {
     const int64_t n = g.num_dst;
     const at::Tensor all = torch::arange(n, g.rowptr.options());
     const at::Tensor deg = g.degree.slice(0, 0, n);
@@ -180,15 +237,24 @@ struct Model::Impl {
       const at::Tensor logit = torch::addmm(fd_b2, hidden, fd_w2).squeeze(1);
       d_plus = torch::zeros({n}, logit.options()).index_add(0, e.dst_local, torch::sigmoid(logit));
       // L_reg: BCE on training edges (both endpoints in the training set), target y_u == y_v.
-      if (training && labels.defined() && train_mask.defined() && e.src.numel() > 0) {
+      // On a rank: this rank's rows' share of the mean over every rank's training edges.
+      if (training && labels.defined() && train_mask.defined()) {
         const at::Tensor src_ok = e.src < train_mask.size(0);
         const at::Tensor src_c = torch::where(src_ok, e.src, torch::zeros_like(e.src));
         const at::Tensor sel = (src_ok & train_mask.index_select(0, src_c) &
                                 train_mask.index_select(0, e.dst_local)).nonzero().squeeze(1);
-        if (sel.numel() > 0) {
-          const at::Tensor target = (labels.index_select(0, src_c.index_select(0, sel)) ==
-                                     labels.index_select(0, e.dst_local.index_select(0, sel)))
-                                        .to(logit.scalar_type());
+        const at::Tensor target = (labels.index_select(0, src_c.index_select(0, sel)) ==
+                                   labels.index_select(0, e.dst_local.index_select(0, sel)))
+                                      .to(logit.scalar_type());
+        if (g.distributed()) {
+          at::Tensor count = torch::full({1}, double(sel.numel()), logit.options().dtype(torch::kFloat64));
+          g.transport->allreduce(count, RankTransport::Op::Sum);
+          const double total = count.item<double>();
+          if (total > 0)
+            reg_loss = F::binary_cross_entropy_with_logits(
+                           logit.index_select(0, sel), target,
+                           F::BinaryCrossEntropyWithLogitsFuncOptions().reduction(torch::kSum)) / total;
+        } else if (sel.numel() > 0) {
           reg_loss = F::binary_cross_entropy_with_logits(logit.index_select(0, sel), target);
         }
       }
@@ -203,9 +269,14 @@ struct Model::Impl {
       const at::Tensor b = degree_bucket(deg);
       l = l + t_max * (sharp_log_beta.index_select(0, b) - sharp_log_gamma.index_select(0, b)).to(l.scalar_type());
     }
-    double lo = n ? l.min().item<double>() : 0.0, hi = n ? l.max().item<double>() : 0.0;
-    if (n == 0) lo = INFINITY, hi = -INFINITY;
-    if (reduce) reduce(lo, hi, ctx);
+    double lo = n ? l.min().item<double>() : INFINITY, hi = n ? l.max().item<double>() : -INFINITY;
+    if (g.distributed()) {  // global min and max: every rank normalises identically
+      at::Tensor m = torch::tensor({-lo, hi}, torch::dtype(torch::kFloat64)).to(l.device());
+      g.transport->allreduce(m, RankTransport::Op::Max);
+      lo = -m[0].item<double>();
+      hi = m[1].item<double>();
+    }
+    if (cfg.benefit_range) std::tie(lo, hi) = *cfg.benefit_range;
     if (!(hi > lo)) return torch::ones_like(l);  // all nodes equal: everyone is the maximum
     // Min-max constants are treated as constants (not differentiated), identically on every rank.
     // Clamped to [0, 1]: l is in the model's precision and lo/hi in double, so the nodes at the
@@ -330,38 +401,75 @@ int64_t Model::num_parameters() const {
 }
 
 ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool training,
-                             int64_t epoch, const at::Tensor& labels, const at::Tensor& train_mask,
-                             MinMaxReduce reduce, void* reduce_ctx) {
+                             int64_t epoch, const at::Tensor& labels, const at::Tensor& train_mask) {
   Impl& m = *impl_;
   const ModelConfig& c = m.cfg;
   const int64_t L = c.layers, n = g.num_dst;
-  TORCH_CHECK(g.num_src == n, "Model::forward: halo rows need the distributed trainer's exchange");
+  TORCH_CHECK(g.num_src == n || g.distributed(),
+              "Model::forward: halo rows need a transport (the distributed trainer sets it)");
+  TORCH_CHECK(x.size(0) == g.num_src, "Model::forward: x must have one row per source row");
   ForwardOutput out;
   out.reg_loss = torch::zeros({}, x.options());
   const at::Tensor all_rows = torch::arange(n, g.rowptr.options());
+  std::unique_ptr<detail::HaloPass> pass;
+  if (g.distributed()) pass = std::make_unique<detail::HaloPass>(g, L);
 
-  at::Tensor h = x;  // source rows of the current layer's input
-  at::Tensor hin = training ? dropout_rows(h, g.global_id, c.dropout, c.seed, epoch, 1) : h;
+  at::Tensor h_src = x;  // the current layer's input, over the source rows
+  at::Tensor h_dst;      // the previous layer's output, over the destination rows
+  at::Tensor hin = training ? dropout_rows(h_src, g.global_id, c.dropout, c.seed, epoch, 1) : h_src;
 
   at::Tensor eps, tau, depth;
+  // Per layer: the rows fully updated (active) and those computed for the surrogate (band).
+  std::vector<at::Tensor> active(size_t(L + 1)), band(size_t(L + 1));
   if (m.adaptive()) {
     const at::Tensor z = c.variant == "ad" ? m.layers.front()->input_transform(hin) : at::Tensor();
-    eps = m.depth_benefit(g, z, training, labels, train_mask, out.reg_loss, reduce, reduce_ctx);
+    eps = m.depth_benefit(g, z, training, labels, train_mask, out.reg_loss);
     tau = m.tau();
     // T(v) = max{t : eps_v >= tau(t)}; tau increases, so it is the count of satisfied t.
     depth = (eps.detach().unsqueeze(1) >= tau.detach().unsqueeze(0)).sum(1).to(torch::kInt64);
+    at::Tensor comp_bits = torch::zeros({n}, depth.options());
+    for (int64_t t = 1; t <= L; ++t) {
+      active[size_t(t)] = depth >= t;
+      // The surrogate only matters where it carries a gradient: through tau(t) (theta enters
+      // from t = 2 on) or through eps (the learned variant). Elsewhere the band would cost a
+      // self-only update of nearly every row for a zero gradient.
+      const at::Tensor tau_t = tau.select(0, t - 1);
+      band[size_t(t)] = torch::zeros_like(active[size_t(t)]);
+      if (training && (t >= 2 || eps.requires_grad()))
+        band[size_t(t)] = c.band > 0 ? (eps.detach() - tau_t.detach()).abs() < c.band * c.kappa
+                                     : torch::ones_like(active[size_t(t)]);
+      if (pass)
+        comp_bits.bitwise_or_((active[size_t(t)] | band[size_t(t)]).to(torch::kInt64).bitwise_left_shift(t - 1));
+    }
+    if (pass) pass->set_computed(comp_bits, false);
   } else {
     depth = torch::full({n}, L, torch::dtype(torch::kInt64).device(x.device()));
+    if (pass) pass->set_computed({}, true);
   }
 
   for (int64_t t = 1; t <= L; ++t) {
     Layer& layer = *m.layers[t - 1];
     const bool last = t == L;
     const bool width_change = t == 1 || last || layer.in_dim() != layer.out_dim();
-    if (t > 1) hin = training ? dropout_rows(h, g.global_id, c.dropout, c.seed, epoch, t) : h;
+    if (t > 1) {
+      if (pass) {
+        const Layer& prev = *m.layers[t - 2];
+        const bool prev_width_change = t - 1 == 1 || prev.in_dim() != prev.out_dim();
+        h_src = pass->extend(h_dst, h_src, t, prev_width_change, c.backbone == "mixhop", out.stats);
+      } else {
+        h_src = h_dst;
+      }
+      hin = training ? dropout_rows(h_src, g.global_id, c.dropout, c.seed, epoch, t) : h_src;
+    }
+    layer.set_halo(pass.get(), t, &out.stats);
     auto post = [&](at::Tensor v) {  // BatchNorm + ReLU of a hidden layer's fresh outputs
       if (last) return v;
-      if (c.batchnorm) v = m.batchnorm(size_t(t - 1), v, training);
+      if (c.batchnorm) {
+        const size_t k = size_t(t - 1);
+        v = pass ? pass->batch_norm(v, m.bn_weight[k], m.bn_bias[k], m.bn_mean[k], m.bn_var[k],
+                                    training, 0.1, 1e-5)
+                 : m.batchnorm(k, v, training);
+      }
       return torch::relu(v);
     };
 
@@ -370,29 +478,25 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
       out.stats.active_rows.push_back(n);
       out.stats.computed_rows.push_back(n);
       out.stats.edges_processed.push_back(layer.edges_read(g, all_rows));
-      h = upd;
-      out.layer_outputs.push_back(h);
+      layer.set_halo(nullptr, 0, nullptr);
+      h_dst = upd;
+      out.layer_outputs.push_back(h_dst);
       continue;
     }
 
-    const at::Tensor active = depth >= t;
+    const at::Tensor& act = active[size_t(t)];
+    const at::Tensor& bnd = band[size_t(t)];
     const at::Tensor tau_t = tau.select(0, t - 1);
-    // The surrogate only matters where it carries a gradient: through tau(t) (theta enters from
-    // t = 2 on) or through eps (the learned variant). Elsewhere the band would cost a self-only
-    // update of nearly every row for a zero gradient.
-    at::Tensor band = torch::zeros_like(active);
-    if (training && (t >= 2 || eps.requires_grad()))
-      band = c.band > 0 ? (eps.detach() - tau_t.detach()).abs() < c.band * c.kappa
-                        : torch::ones_like(active);
-    const at::Tensor comp_rows = (active | band).nonzero().squeeze(1);
-    const at::Tensor frozen_rows = (~active | band).nonzero().squeeze(1);
-    const at::Tensor act_rows = active.nonzero().squeeze(1);
-    const at::Tensor band_rows = band.nonzero().squeeze(1);
+    const at::Tensor comp_rows = (act | bnd).nonzero().squeeze(1);
+    const at::Tensor frozen_rows = (~act | bnd).nonzero().squeeze(1);
+    const at::Tensor act_rows = act.nonzero().squeeze(1);
+    const at::Tensor band_rows = bnd.nonzero().squeeze(1);
     out.stats.active_rows.push_back(act_rows.numel());
     out.stats.computed_rows.push_back(comp_rows.numel());
     out.stats.edges_processed.push_back(layer.edges_read(g, comp_rows));
 
     at::Tensor upd = layer.forward(g, hin, comp_rows);
+    layer.set_halo(nullptr, 0, nullptr);
     at::Tensor frozen;
     if (width_change) {
       // Inactive rows at width-changing layers: the layer with the self term only.
@@ -402,7 +506,7 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
       frozen = both.slice(0, comp_rows.numel());
     } else {
       upd = post(upd);
-      frozen = h.index_select(0, frozen_rows);  // unchanged since the previous layer
+      frozen = h_dst.index_select(0, frozen_rows);  // unchanged since the previous layer
     }
     at::Tensor next = torch::zeros({n, layer.out_dim()}, upd.options())
                           .index_put({frozen_rows}, frozen)
@@ -414,19 +518,20 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
       const at::Tensor diff = upd.index_select(0, torch::searchsorted(comp_rows, band_rows)) -
                               frozen.index_select(0, torch::searchsorted(frozen_rows, band_rows));
       const at::Tensor base = c.soft_masks && t >= 2
-                                  ? active.index_select(0, band_rows).to(s.scalar_type())
+                                  ? act.index_select(0, band_rows).to(s.scalar_type())
                                   : s.detach();
       next = next.index_add(0, band_rows, (s - base).unsqueeze(1) * diff);
     }
-    h = next;
-    out.layer_outputs.push_back(h);
+    h_dst = next;
+    out.layer_outputs.push_back(h_dst);
   }
-  out.logits = h;
+  out.logits = pass ? pass->finish(h_dst) : h_dst;
   out.depth = depth;
   out.eps = eps;
   // AD#: this pass's embeddings calibrate the next pass's depth benefit.
   if (c.variant == "ad_sharp" && training && labels.defined() && train_mask.defined())
-    m.update_sharp(x, out.layer_outputs, g.degree.slice(0, 0, n), labels, train_mask);
+    m.update_sharp(g, x.slice(0, 0, n), out.layer_outputs, g.degree.slice(0, 0, n),
+                   labels.slice(0, 0, n), train_mask.slice(0, 0, n));
   return out;
 }
 

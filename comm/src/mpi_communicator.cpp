@@ -393,6 +393,32 @@ void mpi_finalize() {
   if (initialized && !finalized) MPI_Finalize();
 }
 
+bool mpi_running() {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  return initialized && !finalized;
+}
+
+int mpi_world_rank() {
+  int r = 0;
+  if (mpi_running()) MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+
+int mpi_world_size() {
+  int s = 1;
+  if (mpi_running()) MPI_Comm_size(MPI_COMM_WORLD, &s);
+  return s;
+}
+
+std::string mpi_host() {
+  char name[MPI_MAX_PROCESSOR_NAME] = {0};
+  int len = 0;
+  if (mpi_running()) MPI_Get_processor_name(name, &len);
+  return std::string(name, size_t(len));
+}
+
 void mpi_abort(int exit_code) {
   int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);

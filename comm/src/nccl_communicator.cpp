@@ -120,6 +120,7 @@ class NcclCommunicator final : public Communicator {
   int size() const override { return size_; }
   int local_rank() const override { return local_rank_; }
   std::string host() const override { return host_; }
+  bool device_memory() const override { return true; }
 
   void barrier() override;
   void allreduce(void* data, int64_t count, DType dt, ReduceOp op) override;

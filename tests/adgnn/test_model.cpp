@@ -178,14 +178,6 @@ void expect_fd(const std::function<at::Tensor()>& loss, at::Tensor param, double
   }
 }
 
-struct FixedRange {
-  double lo, hi;
-};
-void fixed_range(double& lo, double& hi, void* ctx) {
-  lo = static_cast<FixedRange*>(ctx)->lo;
-  hi = static_cast<FixedRange*>(ctx)->hi;
-}
-
 TEST(AdGradients, FDeltaPathMatchesFiniteDifferences) {
   const auto g = six_nodes();
   const auto t = adgnn::to_tensors(g, torch::kCPU);
@@ -194,19 +186,19 @@ TEST(AdGradients, FDeltaPathMatchesFiniteDifferences) {
   auto cfg = config("ad", 2, g);
   cfg.float64 = true;
   cfg.hidden = 4;
-  adgnn::Model model(cfg);
   // The min-max constants are not differentiated: hold them fixed, as every rank does.
-  FixedRange range{-12.0, 3.0};
+  cfg.benefit_range = std::make_pair(-12.0, 3.0);
+  adgnn::Model model(cfg);
   const at::Tensor probe = torch::randn({6}, torch::kFloat64);
   auto loss = [&] {
-    return (model.forward(mg, x, false, 0, {}, {}, fixed_range, &range).eps * probe).sum();
+    return (model.forward(mg, x, false, 0, {}, {}).eps * probe).sum();
   };
   for (auto& [name, p] : model.named_parameters())
     if (name.rfind("f_delta.", 0) == 0 || name == "layers.0.weight") expect_fd(loss, p, 1e-6);
   // L_reg: binary cross-entropy of f_delta on training edges.
   const at::Tensor y = t.y;
   const at::Tensor train = torch::tensor({true, true, true, false, true, false});
-  auto reg = [&] { return model.forward(mg, x, true, 0, y, train, fixed_range, &range).reg_loss; };
+  auto reg = [&] { return model.forward(mg, x, true, 0, y, train).reg_loss; };
   EXPECT_GT(reg().item<double>(), 0.0);
   for (auto& [name, p] : model.named_parameters())
     if (name.rfind("f_delta.", 0) == 0) expect_fd(reg, p, 1e-6);
@@ -226,11 +218,11 @@ TEST(AdGradients, ThetaThroughTheSurrogateMatchesFiniteDifferences) {
     cfg.band = 0;  // every row
     cfg.kappa = 0.2;
     cfg.soft_masks = true;
+    cfg.benefit_range = std::make_pair(-30.0, 12.0);
     adgnn::Model model(cfg);
-    FixedRange range{-30.0, 12.0};
     const at::Tensor probe = torch::randn({g.num_nodes, g.num_classes}, torch::kFloat64);
     auto loss = [&] {
-      return (model.forward(mg, x, true, 0, {}, {}, fixed_range, &range).logits * probe).sum();
+      return (model.forward(mg, x, true, 0, {}, {}).logits * probe).sum();
     };
     SCOPED_TRACE(variant);
     for (auto& [name, p] : model.named_parameters())
@@ -243,13 +235,13 @@ TEST(AdGradients, ThetaThroughTheSurrogateMatchesFiniteDifferences) {
   cfg.normalisation = "log";
   cfg.band = 0;
   cfg.kappa = 0.2;
-  FixedRange range{-30.0, 12.0};
+  cfg.benefit_range = std::make_pair(-30.0, 12.0);
   const at::Tensor probe = torch::randn({g.num_nodes, g.num_classes}, torch::kFloat64);
   at::Tensor grads[2];
   for (int soft = 0; soft < 2; ++soft) {
     cfg.soft_masks = soft == 1;
     adgnn::Model model(cfg);
-    auto out = model.forward(mg, x, true, 0, {}, {}, fixed_range, &range);
+    auto out = model.forward(mg, x, true, 0, {}, {});
     (out.logits * probe).sum().backward();
     for (auto& [name, p] : model.named_parameters())
       if (name == "theta.a") grads[soft] = p.grad().clone();
@@ -313,12 +305,12 @@ TEST(AdSharp, CalibratesTheFastMetricFromThePreviousPass) {
   const auto mg = adgnn::message_graph(t);
   auto cfg = config("ad_sharp", 3, g);
   cfg.normalisation = "log";
+  cfg.benefit_range = std::make_pair(-40.0, 40.0);
   adgnn::Model sharp(cfg);
   cfg.variant = "ad_fast";
   adgnn::Model fast(cfg);
-  FixedRange range{-40.0, 40.0};
-  const at::Tensor e_fast = fast.forward(mg, t.x, false, 0, {}, {}, fixed_range, &range).eps;
-  EXPECT_TRUE(torch::allclose(sharp.forward(mg, t.x, false, 0, {}, {}, fixed_range, &range).eps, e_fast));
+  const at::Tensor e_fast = fast.forward(mg, t.x, false, 0, {}, {}).eps;
+  EXPECT_TRUE(torch::allclose(sharp.forward(mg, t.x, false, 0, {}, {}).eps, e_fast));
   const at::Tensor train = torch::arange(g.num_nodes) % 3 != 0;
   sharp.forward(mg, t.x, true, 1, t.y, train);
   at::Tensor log_beta, log_gamma;
@@ -331,7 +323,7 @@ TEST(AdSharp, CalibratesTheFastMetricFromThePreviousPass) {
   const at::Tensor bucket = (t.degree.to(torch::kFloat64) + 1).log2().floor().to(torch::kInt64);
   const at::Tensor shift = 3.0 * (log_beta - log_gamma).index_select(0, bucket);
   // With the range fixed, log normalisation is affine: eps moves by shift / (hi - lo).
-  const at::Tensor e_sharp = sharp.forward(mg, t.x, false, 2, {}, {}, fixed_range, &range).eps;
+  const at::Tensor e_sharp = sharp.forward(mg, t.x, false, 2, {}, {}).eps;
   EXPECT_TRUE(torch::allclose(e_sharp.to(torch::kFloat64), e_fast.to(torch::kFloat64) + shift / 80.0, 1e-5, 1e-6));
 }
 

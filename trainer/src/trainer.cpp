@@ -2,6 +2,7 @@
 // resumed run recomputes exactly what the uninterrupted one would), best-validation selection,
 // early stopping, HDF5 checkpoints and JSON-lines metrics.
 #include <torch/torch.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -190,24 +191,76 @@ void validate_train_config(const TrainConfig& cfg) {
     bad("--splits random", "train and validation fractions must leave a test set");
 }
 
-RunResult train_run(const Graph& g, const TrainConfig& cfg_in, int64_t run) {
+namespace {
+
+double peak_rss_bytes() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return double(ru.ru_maxrss) * 1024.0;  // KiB on Linux
+}
+
+}  // namespace
+
+RunResult train_run(const Graph& g, const TrainConfig& cfg_in, int64_t run, Communicator* comm) {
   validate_train_config(cfg_in);
   TrainConfig cfg = cfg_in;
   cfg.model.in_dim = g.features.cols;
   cfg.model.out_dim = g.num_classes;
   cfg.model.seed = cfg_in.model.seed + uint64_t(run);
   if (cfg.threads > 0) at::set_num_threads(int(cfg.threads));
+  if (comm && comm->size() == 1) comm = nullptr;  // one rank: the one-process run
+  const int P = comm ? comm->size() : 1;
+  const bool lead = !comm || comm->rank() == 0;
 
   Model model(cfg.model);
   const c10::Device device(cfg.model.device);
-  const GraphTensors gt = to_tensors(g, device);
-  const MessageGraph mg = message_graph(gt, cfg.model.float64 ? torch::kFloat64 : torch::kFloat32);
-  const at::Tensor x = cfg.model.float64 ? gt.x.to(torch::kFloat64) : gt.x;
-  const Masks cpu_masks = choose_split(g, cfg, run);
-  const Masks masks{cpu_masks.train.to(device), cpu_masks.val.to(device), cpu_masks.test.to(device)};
-  if (masks.train.sum().item<int64_t>() == 0)
+  const c10::ScalarType dtype = cfg.model.float64 ? torch::kFloat64 : torch::kFloat32;
+  // This rank's nodes (P = 1: all of them) and the transport to the others.
+  const GraphPart part = rank_part(g, cfg, comm);
+  PartTensors pt = part_tensors(part, device, dtype);
+  MessageGraph& mg = pt.graph;
+  std::shared_ptr<RankTransport> transport;
+  if (comm) mg.transport = transport = make_rank_transport(*comm, comm->device_memory());
+  const at::Tensor x = pt.x.to(dtype);
+  const int64_t n = mg.num_dst;
+
+  // Splits are drawn over the whole graph (every rank holds it), then restricted to this rank's
+  // rows: owned rows for the loss and accuracies, all source rows for L_reg's training edges.
+  const Masks global = choose_split(g, cfg, run);
+  const at::Tensor gid = mg.global_id.to(torch::kCPU), owned_gid = gid.slice(0, 0, n);
+  const Masks masks{global.train.index_select(0, owned_gid).to(device),
+                    global.val.index_select(0, owned_gid).to(device),
+                    global.test.index_select(0, owned_gid).to(device)};
+  const at::Tensor train_src = global.train.index_select(0, gid).to(device);
+  const at::Tensor labels_all = torch::from_blob(const_cast<int64_t*>(g.labels.data()), {g.num_nodes}, torch::kInt64);
+  const at::Tensor y_src = labels_all.index_select(0, gid).to(device);
+  const at::Tensor y = y_src.slice(0, 0, n);
+  const int64_t n_train = global.train.sum().item<int64_t>();
+  const double counts[3] = {double(n_train), double(global.val.sum().item<int64_t>()),
+                            double(global.test.sum().item<int64_t>())};
+  if (n_train == 0)
     throw InputError("--splits " + cfg.splits + ": run " + std::to_string(run) + " has no training nodes");
   const at::Tensor train_idx = masks.train.nonzero().squeeze(1);
+
+  // Sums over the ranks (small host vectors: metrics, accuracies, histograms).
+  auto sum_ranks = [&](std::vector<double> v) {
+    if (comm && !v.empty()) comm->allreduce(v.data(), int64_t(v.size()), DType::F64, ReduceOp::Sum);
+    return v;
+  };
+  auto sum_ranks_i = [&](std::vector<int64_t> v) {
+    if (comm && !v.empty()) comm->allreduce(v.data(), int64_t(v.size()), DType::I64, ReduceOp::Sum);
+    return v;
+  };
+  // Accuracy on train / val / test over every rank's rows.
+  auto accuracies = [&](const at::Tensor& logits) {
+    const at::Tensor hit = logits.argmax(1).eq(y);
+    std::vector<double> c{double((hit & masks.train).sum().item<int64_t>()),
+                          double((hit & masks.val).sum().item<int64_t>()),
+                          double((hit & masks.test).sum().item<int64_t>())};
+    c = sum_ranks(c);
+    for (int k = 0; k < 3; ++k) c[size_t(k)] = counts[k] > 0 ? c[size_t(k)] / counts[k] : 0.0;
+    return c;
+  };
 
   std::vector<at::Tensor> decay, no_decay;
   for (const auto& [name, p] : model.named_parameters())
@@ -222,6 +275,7 @@ RunResult train_run(const Graph& g, const TrainConfig& cfg_in, int64_t run) {
 
   const std::string ckpt = run_path(cfg.checkpoint, run);
   // Everything that changes the trajectory, except --epochs: a finished run can be extended.
+  // Not the rank count: P ranks compute the one-process function, so a run may resume on others.
   const std::string fingerprint = describe(cfg) + " run=" + std::to_string(run) + " graph=" + g.source_sha256;
   Checkpoint state;
   if (cfg.resume && !ckpt.empty() && std::filesystem::exists(ckpt))
@@ -229,35 +283,58 @@ RunResult train_run(const Graph& g, const TrainConfig& cfg_in, int64_t run) {
 
   RunResult res;
   res.run = run;
+  res.ranks = P;
   std::ofstream metrics;
-  if (!cfg.metrics.empty()) {
+  if (lead && !cfg.metrics.empty()) {
     metrics.open(run_path(cfg.metrics, run), cfg.resume ? std::ios::app : std::ios::trunc);
     if (!metrics) throw InputError("--metrics " + cfg.metrics + ": cannot open for writing");
   }
-  const bool tty = cfg.progress && ::isatty(STDERR_FILENO);
+  const bool tty = lead && cfg.progress && ::isatty(STDERR_FILENO);
   const auto t0 = std::chrono::steady_clock::now();
   int64_t since_best = state.epoch - state.best_epoch;
   int64_t epoch = state.epoch;
-  std::vector<int64_t> last_edges;
   int64_t done_here = 0;  // epochs trained in this process (resume starts later)
+  ForwardStats last_stats;
   while (!state.stopped && epoch < cfg.epochs) {
     ++epoch;
     ++done_here;
     const auto te = std::chrono::steady_clock::now();
-    ForwardOutput fw = model.forward(mg, x, true, epoch, gt.y, masks.train);
-    const at::Tensor loss = torch::nn::functional::cross_entropy(
-                                fw.logits.index_select(0, train_idx), gt.y.index_select(0, train_idx)) +
-                            fw.reg_loss;
+    ForwardOutput fw = model.forward(mg, x, true, epoch, y_src, train_src);
+    // The mean over every rank's training nodes: each rank's sum over the global count.
+    const at::Tensor ce = torch::nn::functional::cross_entropy(
+                              fw.logits.index_select(0, train_idx), y.index_select(0, train_idx),
+                              torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum)) /
+                          double(n_train);
+    const at::Tensor loss = ce + fw.reg_loss;
     opt.zero_grad();
     loss.backward();
+    if (transport) allreduce_gradients(model, *transport);
     opt.step();
-    last_edges = fw.stats.edges_processed;
+    if (device.is_cuda()) torch::cuda::synchronize();
     const double train_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - te).count();
+    const std::vector<double> losses = sum_ranks({loss.item<double>(), fw.reg_loss.item<double>()});
+    // Per-layer counts summed over the ranks, in one reduction.
+    {
+      ForwardStats& st = fw.stats;
+      const size_t L = size_t(cfg.model.layers);
+      for (auto* v : {&st.halo_rows, &st.halo_rows_full, &st.halo_bytes, &st.halo_bytes_full}) v->resize(L, 0);
+      std::vector<int64_t> flat;
+      for (auto* v : {&st.active_rows, &st.computed_rows, &st.edges_processed, &st.halo_rows,
+                      &st.halo_rows_full, &st.halo_bytes, &st.halo_bytes_full})
+        flat.insert(flat.end(), v->begin(), v->end());
+      flat = sum_ranks_i(flat);
+      size_t k = 0;
+      for (auto* v : {&st.active_rows, &st.computed_rows, &st.edges_processed, &st.halo_rows,
+                      &st.halo_rows_full, &st.halo_bytes, &st.halo_bytes_full})
+        for (auto& e : *v) e = flat[k++];
+      last_stats = st;
+    }
 
     torch::NoGradGuard no_grad;
     const ForwardOutput ev = model.forward(mg, x, false, epoch);
-    const double tr = accuracy(ev.logits, gt.y, masks.train), va = accuracy(ev.logits, gt.y, masks.val),
-                 te_acc = accuracy(ev.logits, gt.y, masks.test);
+    const std::vector<double> acc = accuracies(ev.logits);
+    const std::vector<int64_t> eval_active = sum_ranks_i(ev.stats.active_rows);
+    const double tr = acc[0], va = acc[1], te_acc = acc[2];
     if (va > state.best_val) {
       state.best_val = va;
       state.best_test = te_acc;
@@ -265,38 +342,45 @@ RunResult train_run(const Graph& g, const TrainConfig& cfg_in, int64_t run) {
       state.best_epoch = epoch;
       since_best = 0;
       const at::Tensor hist = torch::bincount(ev.depth.to(torch::kCPU), {}, cfg.model.layers + 1);
-      res.depth_histogram.assign(hist.data_ptr<int64_t>(), hist.data_ptr<int64_t>() + hist.numel());
+      res.depth_histogram = sum_ranks_i(std::vector<int64_t>(hist.data_ptr<int64_t>(), hist.data_ptr<int64_t>() + hist.numel()));
     } else {
       ++since_best;
     }
     if (metrics) {
       nlohmann::json j{{"run", run},
                        {"epoch", epoch},
-                       {"loss", loss.item<double>()},
-                       {"reg_loss", fw.reg_loss.item<double>()},
+                       {"loss", losses[0]},
+                       {"reg_loss", losses[1]},
                        {"train_acc", tr},
                        {"val_acc", va},
                        {"test_acc", te_acc},
                        {"best_val", state.best_val},
                        {"best_epoch", state.best_epoch},
                        {"train_step_ms", train_ms},
-                       {"active_rows", fw.stats.active_rows},
-                       {"computed_rows", fw.stats.computed_rows},
-                       {"edges_processed", fw.stats.edges_processed},
-                       {"eval_active_rows", ev.stats.active_rows}};
+                       {"ranks", P},
+                       {"active_rows", last_stats.active_rows},
+                       {"computed_rows", last_stats.computed_rows},
+                       {"edges_processed", last_stats.edges_processed},
+                       {"eval_active_rows", eval_active}};
+      if (P > 1) {
+        j["halo_rows"] = last_stats.halo_rows;
+        j["halo_rows_full"] = last_stats.halo_rows_full;
+        j["halo_bytes"] = last_stats.halo_bytes;
+        j["halo_bytes_full"] = last_stats.halo_bytes_full;
+      }
       metrics << j.dump() << '\n';
       metrics.flush();
     }
     const bool stop = cfg.patience > 0 && since_best >= cfg.patience;
     state.epoch = epoch;
     state.stopped = stop;
-    if (!ckpt.empty() && (epoch % cfg.checkpoint_every == 0 || stop || epoch == cfg.epochs))
+    if (lead && !ckpt.empty() && (epoch % cfg.checkpoint_every == 0 || stop || epoch == cfg.epochs))
       save_checkpoint(ckpt, model, opt, state, fingerprint);
     if (tty) {
       const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       const double per = el / double(done_here);
       std::fprintf(stderr, "\r[run %lld] epoch %lld/%lld  loss %.4f  val %.2f  best %.2f@%lld (test %.2f)  ETA %s   ",
-                   (long long)run, (long long)epoch, (long long)cfg.epochs, loss.item<double>(), 100 * va,
+                   (long long)run, (long long)epoch, (long long)cfg.epochs, losses[0], 100 * va,
                    100 * state.best_val, (long long)state.best_epoch, 100 * state.best_test,
                    eta(per * double(cfg.epochs - epoch)).c_str());
     }
@@ -310,27 +394,43 @@ RunResult train_run(const Graph& g, const TrainConfig& cfg_in, int64_t run) {
   res.best_val = state.best_val;
   res.test_at_best = state.best_test;
   res.train_at_best = state.best_train;
-  res.edges_per_layer = last_edges;
+  res.edges_per_layer = last_stats.edges_processed;
+  res.halo_rows = last_stats.halo_rows;
+  res.halo_rows_full = last_stats.halo_rows_full;
+  res.halo_bytes = last_stats.halo_bytes;
+  res.halo_bytes_full = last_stats.halo_bytes_full;
+  double peak = device.is_cuda() ? double(peak_device_memory(device)) : peak_rss_bytes();
+  if (comm) comm->allreduce(&peak, 1, DType::F64, ReduceOp::Max);
+  res.peak_memory_bytes = peak;
 
   if (!cfg.predictions.empty()) {
     torch::NoGradGuard no_grad;
     const ForwardOutput ev = model.forward(mg, x, false, epoch);
-    std::map<std::string, H5Array> arrays{{"logits", to_array(ev.logits)},
-                                          {"prediction", to_array(ev.logits.argmax(1))},
-                                          {"depth", to_array(ev.depth)},
-                                          {"labels", to_array(gt.y)}};
-    if (ev.eps.defined()) arrays["eps"] = to_array(ev.eps);
+    // Rows of every rank in global order (each rank fills its owned rows, the sum gathers them).
+    auto gather = [&](const at::Tensor& t) {
+      at::Tensor rows = t.to(torch::kCPU).to(t.is_floating_point() ? torch::kFloat64 : torch::kInt64);
+      std::vector<int64_t> shape(rows.sizes().begin(), rows.sizes().end());
+      shape[0] = g.num_nodes;
+      at::Tensor all = torch::zeros(shape, rows.options()).index_copy_(0, owned_gid, rows).contiguous();
+      if (comm) comm->allreduce(all.data_ptr(), all.numel(), all.is_floating_point() ? DType::F64 : DType::I64, ReduceOp::Sum);
+      return t.is_floating_point() ? all.to(t.scalar_type()) : all;
+    };
+    std::map<std::string, H5Array> arrays{{"logits", to_array(gather(ev.logits))},
+                                          {"prediction", to_array(gather(ev.logits.argmax(1)))},
+                                          {"depth", to_array(gather(ev.depth))},
+                                          {"labels", to_array(labels_all)}};
+    if (ev.eps.defined()) arrays["eps"] = to_array(gather(ev.eps));
     if (ev.layer_outputs.size() >= 2)
-      arrays["embedding"] = to_array(ev.layer_outputs[ev.layer_outputs.size() - 2]);
-    write_arrays_h5(run_path(cfg.predictions, run), arrays, {{"config", fingerprint}});
+      arrays["embedding"] = to_array(gather(ev.layer_outputs[ev.layer_outputs.size() - 2]));
+    if (lead) write_arrays_h5(run_path(cfg.predictions, run), arrays, {{"config", fingerprint}});
   }
   return res;
 }
 
-TrainSummary train(const Graph& g, const TrainConfig& cfg) {
+TrainSummary train(const Graph& g, const TrainConfig& cfg, Communicator* comm) {
   validate_train_config(cfg);
   TrainSummary s;
-  for (int64_t r = 0; r < cfg.runs; ++r) s.runs.push_back(train_run(g, cfg, r));
+  for (int64_t r = 0; r < cfg.runs; ++r) s.runs.push_back(train_run(g, cfg, r, comm));
   auto mean_std = [&](auto get, double& mean, double& sd) {
     mean = 0;
     for (const auto& r : s.runs) mean += get(r);

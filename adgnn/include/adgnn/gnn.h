@@ -7,11 +7,13 @@
 #include <c10/core/Device.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "adgnn/loaders.h"
+#include "adgnn/partition.h"
 
 namespace adgnn {
 
@@ -35,8 +37,28 @@ at::Tensor csr_aggregate(const at::Tensor& rowptr, const at::Tensor& col, const 
 
 // Whether this build has the CUDA kernels (ADGNN_CUDA=ON).
 bool cuda_kernels_built();
+// Peak bytes allocated by PyTorch's CUDA allocator on `device` since the last reset (0 for the
+// CPU or a build without CUDA), and its reset.
+int64_t peak_device_memory(c10::Device device);
+void reset_peak_device_memory(c10::Device device);
 
 // ---- message passing with per-node depth ------------------------------------------------------
+
+// How a rank of a distributed run talks to the others: the distributed trainer implements it over
+// comm/'s Communicator. Tensors live on the model's device; every rank calls every operation in
+// the same order (also a rank with nothing to send).
+class RankTransport {
+ public:
+  enum class Op { Sum, Min, Max };
+  virtual ~RankTransport() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual void allreduce(at::Tensor& t, Op op) = 0;  // in place; t contiguous
+  // Rows of `send` ([sum send_counts, F], packed by peer in rank order) go to the peers; returns
+  // the received rows [sum recv_counts, F], packed by peer.
+  virtual at::Tensor exchange(const at::Tensor& send, const std::vector<int64_t>& send_counts,
+                              const std::vector<int64_t>& recv_counts) = 0;
+};
 
 // Where a layer's neighbour rows come from. Destination rows are the first num_dst source rows
 // (one process: every node; a rank: its owned nodes, followed by its halo rows). Degrees are
@@ -52,9 +74,29 @@ struct MessageGraph {
   at::Tensor in_weight, out_weight;  // DirGNN's GCN normalisation per in- / out-CSR entry
   at::Tensor global_id;              // int64 [num_src], node ids for partition-invariant dropout
   at::Tensor max_degree_product;     // float scalar: max over edges of d_u d_v (global)
+
+  // A rank of a distributed run (transport set): halo rows num_dst.. are owned by other ranks.
+  std::shared_ptr<RankTransport> transport;
+  std::vector<at::Tensor> send_rows;  // per peer: owned rows (int64) it holds as halo, in its halo order
+  std::vector<int64_t> recv_offset;   // per peer + 1: its rows are halo rows [recv_offset[p], recv_offset[p+1])
+  at::Tensor halo_owner;              // int64 [num_src - num_dst]
+  // The symmetric CSR entries with a halo column: owned row and halo index (source row - num_dst).
+  at::Tensor boundary_row, boundary_halo;
+  int64_t num_halo() const { return num_src - num_dst; }
+  bool distributed() const { return transport != nullptr; }
 };
 // Edge normalisations in `dtype` (the model's precision), computed in float64.
 MessageGraph message_graph(const GraphTensors& t, c10::ScalarType dtype = c10::ScalarType::Float);
+
+// A rank's share of a partitioned graph as tensors on `device`: the message graph (without its
+// transport, which the trainer sets), the input rows x [num_src, F] (float32) and the owned
+// nodes' labels [num_dst].
+struct PartTensors {
+  MessageGraph graph;
+  at::Tensor x, y;
+};
+PartTensors part_tensors(const GraphPart& part, c10::Device device,
+                         c10::ScalarType dtype = c10::ScalarType::Float);
 
 struct ModelConfig {
   std::string backbone = "gcn";     // gcn, gat, sage, mixhop, gatv2, dirgnn
@@ -77,6 +119,9 @@ struct ModelConfig {
   // tau) / kappa) in the forward pass too, so the surrogate path can be checked by finite
   // differences (its gradient is the straight-through one).
   bool soft_masks = false;
+  // Diagnostic: fixed min and max of the log depth benefit instead of the computed ones (the
+  // min-max constants are not differentiated; finite differences must hold them fixed too).
+  std::optional<std::pair<double, double>> benefit_range;
 };
 
 // What one forward pass computed, besides the logits.
@@ -84,6 +129,9 @@ struct ForwardStats {
   std::vector<int64_t> active_rows;     // per layer: rows fully updated (active)
   std::vector<int64_t> computed_rows;   // per layer: rows aggregated (active + surrogate band)
   std::vector<int64_t> edges_processed; // per layer: CSR entries read by those rows
+  // Distributed runs, per layer t (the exchange of its input; layer 1 reads static features):
+  // halo rows sent by this rank, and what a full halo exchange would send; bytes likewise.
+  std::vector<int64_t> halo_rows, halo_rows_full, halo_bytes, halo_bytes_full;
 };
 
 struct ForwardOutput {
@@ -95,10 +143,6 @@ struct ForwardOutput {
   ForwardStats stats;
 };
 
-// Global reduction hook for the depth-benefit normalisation (min and max over all ranks); the
-// one-process run passes nothing.
-using MinMaxReduce = void (*)(double& lo, double& hi, void* ctx);
-
 class Model {
  public:
   explicit Model(const ModelConfig& cfg);
@@ -106,11 +150,14 @@ class Model {
   Model(Model&&) noexcept;
   Model& operator=(Model&&) noexcept;
 
-  // training: dropout on, BatchNorm batch statistics; epoch keys the dropout masks.
-  // label / train_mask (dst rows) feed L_reg of the learned variant; may be undefined.
+  // x: input rows [num_src, F]. training: dropout on, BatchNorm batch statistics; epoch keys the
+  // dropout masks. labels / train_mask (over the dst rows, or over all source rows on a rank
+  // with halo rows) feed L_reg of the learned variant and AD#'s estimates; may be undefined.
+  // On a rank (g.distributed()), every global quantity (the depth benefit's min and max,
+  // BatchNorm statistics, L_reg's normalisation, AD#'s estimates) is reduced over the ranks and
+  // the halo rows are exchanged between layers: all ranks compute the one-process function.
   ForwardOutput forward(const MessageGraph& g, const at::Tensor& x, bool training, int64_t epoch,
-                        const at::Tensor& labels = {}, const at::Tensor& train_mask = {},
-                        MinMaxReduce reduce = nullptr, void* reduce_ctx = nullptr);
+                        const at::Tensor& labels = {}, const at::Tensor& train_mask = {});
 
   const ModelConfig& config() const;
   // Named parameters in a fixed order; theta's are named "theta.*" (no weight decay).

@@ -47,6 +47,8 @@ class Communicator {
   virtual int size() const = 0;
   virtual int local_rank() const = 0;  // rank among the ranks on this host
   virtual std::string host() const = 0;
+  // Whether buffers must be device (CUDA) memory (NCCL) rather than host memory (MPI).
+  virtual bool device_memory() const { return false; }
 
   // Collectives: every rank calls them, in the same order, with the same count / root.
   virtual void barrier() = 0;
@@ -86,6 +88,12 @@ double default_comm_timeout();
 // after every communicator is gone or unused; never in a destructor.
 std::unique_ptr<Communicator> make_mpi_communicator();
 void mpi_finalize();
+// Whether MPI is initialised and not finalized; MPI_COMM_WORLD's rank and size, and the host
+// name (valid only while mpi_running()).
+bool mpi_running();
+int mpi_world_rank();
+int mpi_world_size();
+std::string mpi_host();
 // MPI_Abort(MPI_COMM_WORLD, code) (or _Exit when MPI is not running): the way out after a
 // CommError, since MPI_Finalize may wait for the peer that failed.
 [[noreturn]] void mpi_abort(int exit_code);

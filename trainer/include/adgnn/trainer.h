@@ -1,14 +1,18 @@
-// adgnn/trainer: full-graph training of one model on one graph (the one-process case; the
-// distributed trainer adds partitions and a communicator around the same loop), the paper's
-// protocol (splits, runs, best-validation selection), checkpoints and metrics.
+// adgnn/trainer: full-graph training of one model on one graph, on one process or on the P ranks
+// of a communicator (one process is the P = 1 case of the same loop: each rank trains its part of
+// the graph, and the ranks compute exactly the one-process function), the paper's protocol
+// (splits, runs, best-validation selection), checkpoints and metrics.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "adgnn/comm.h"
 #include "adgnn/gnn.h"
 #include "adgnn/loaders.h"
+#include "adgnn/partition.h"
 
 namespace adgnn {
 
@@ -30,6 +34,9 @@ struct TrainConfig {
   std::string predictions;         // HDF5 file with final logits, depths, embeddings; empty: none
   bool progress = true;            // a progress line on a terminal
   int64_t threads = 0;             // intra-op threads (0: all cores)
+  // More than one rank: how rank 0 splits the graph, or a folder made by `adgnn partition`.
+  PartitionOptions partition;
+  std::string partition_dir;
 };
 
 struct RunResult {
@@ -38,6 +45,11 @@ struct RunResult {
   double seconds = 0, ms_per_epoch = 0;
   std::vector<int64_t> depth_histogram;  // nodes with T(v) = 0..L at the best epoch
   std::vector<int64_t> edges_per_layer;  // CSR entries read per layer (last training epoch)
+  // Summed over the ranks, per layer, in the last training epoch: halo rows and bytes sent, and
+  // what a full halo exchange would have sent.
+  std::vector<int64_t> halo_rows, halo_rows_full, halo_bytes, halo_bytes_full;
+  int ranks = 1;
+  double peak_memory_bytes = 0;  // max over ranks: CUDA allocator peak, or peak RSS on the CPU
 };
 
 struct TrainSummary {
@@ -48,8 +60,20 @@ struct TrainSummary {
 
 // Checks the configuration against the graph (flags named in the errors).
 void validate_train_config(const TrainConfig& cfg);
-RunResult train_run(const Graph& g, const TrainConfig& cfg, int64_t run);
-TrainSummary train(const Graph& g, const TrainConfig& cfg);
+// comm: the ranks of a distributed run (every rank calls with the same arguments); null or of
+// size 1: one process. Rank 0 writes metrics, checkpoints and predictions; every rank returns the
+// same (globally reduced) result.
+RunResult train_run(const Graph& g, const TrainConfig& cfg, int64_t run, Communicator* comm = nullptr);
+TrainSummary train(const Graph& g, const TrainConfig& cfg, Communicator* comm = nullptr);
+
+// The transport of a rank's forward pass over a communicator. Tensors on another device than
+// the communicator takes (host memory for MPI, CUDA memory for NCCL) are staged through it.
+std::shared_ptr<RankTransport> make_rank_transport(Communicator& comm, bool device_memory);
+// Rank `rank`'s part of g, P = comm's size: rank 0 partitions (cfg.partition) and broadcasts the
+// owners, or every rank reads its file of cfg.partition_dir. comm null: the whole graph.
+GraphPart rank_part(const Graph& g, const TrainConfig& cfg, Communicator* comm);
+// Sums every parameter gradient over the ranks (in buckets of at most 16 Mi elements).
+void allreduce_gradients(Model& model, RankTransport& transport);
 
 // ---- hyperparameter sweeps ------------------------------------------------------------------------
 

@@ -1,0 +1,279 @@
+// The halo exchange and synchronised BatchNorm of a distributed forward pass (method.md, message
+// passing: after layer 1 a row changes only while its node is computed, so only those rows
+// travel, and only to ranks where a computed row reads them).
+//
+// Ordering: every communicating autograd operation takes and returns a scalar "token", chained
+// in forward order and tied to the logits. Backward can only run an operation after the one that
+// consumed its token, so every rank runs the backward exchanges in exactly the reverse forward
+// order, also an operation whose rows nobody here reads (its gradient is zero, but the peers
+// still expect the call).
+#include "halo.h"
+
+#include <torch/torch.h>
+
+#include <cstdint>
+
+namespace adgnn::detail {
+
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+RankTransport* transport_of(AutogradContext* ctx) {
+  return reinterpret_cast<RankTransport*>(ctx->saved_data["transport"].toInt());
+}
+
+std::vector<int64_t> to_vec(const c10::IValue& v) { return v.toIntVector(); }
+
+// halo = prev_halo (or zeros) with rows recv_idx replaced by the owners' rows h_owned[send_idx].
+// Backward returns the received rows' gradients to their owners (summed into h_owned) and the
+// others' to prev_halo: a frozen row read at several later layers accumulates them all there.
+class HaloExchangeFn : public torch::autograd::Function<HaloExchangeFn> {
+ public:
+  static variable_list forward(AutogradContext* ctx, const at::Tensor& h_owned,
+                               const at::Tensor& prev_halo, const at::Tensor& token,
+                               const at::Tensor& send_idx, const at::Tensor& recv_idx,
+                               std::vector<int64_t> send_counts, std::vector<int64_t> recv_counts,
+                               int64_t num_halo, bool has_prev, int64_t transport) {
+    auto* tr = reinterpret_cast<RankTransport*>(transport);
+    const at::Tensor recv = tr->exchange(h_owned.index_select(0, send_idx).contiguous(), send_counts, recv_counts);
+    at::Tensor halo = has_prev ? prev_halo.clone()
+                               : torch::zeros({num_halo, h_owned.size(1)}, h_owned.options());
+    halo.index_copy_(0, recv_idx, recv);
+    ctx->save_for_backward({send_idx, recv_idx});
+    ctx->saved_data["send_counts"] = send_counts;
+    ctx->saved_data["recv_counts"] = recv_counts;
+    ctx->saved_data["num_owned"] = h_owned.size(0);
+    ctx->saved_data["has_prev"] = has_prev;
+    ctx->saved_data["transport"] = transport;
+    return {halo, token.clone()};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor send_idx = saved[0], recv_idx = saved[1];
+    const at::Tensor g = grads[0];
+    const at::Tensor back = transport_of(ctx)->exchange(
+        g.index_select(0, recv_idx).contiguous(), to_vec(ctx->saved_data["recv_counts"]),
+        to_vec(ctx->saved_data["send_counts"]));
+    const at::Tensor grad_owned =
+        torch::zeros({ctx->saved_data["num_owned"].toInt(), g.size(1)}, g.options()).index_add_(0, send_idx, back);
+    at::Tensor grad_prev;
+    if (ctx->saved_data["has_prev"].toBool()) grad_prev = g.clone().index_fill_(0, recv_idx, 0);
+    return {grad_owned, grad_prev, grads[1], {}, {}, {}, {}, {}, {}, {}};
+  }
+};
+
+// BatchNorm1d over the rows of every rank: the statistics (and, backward, the two row sums of the
+// input gradient) are summed over the ranks in float64. The parameters' gradients stay local:
+// the trainer sums every parameter gradient over the ranks.
+class SyncBatchNormFn : public torch::autograd::Function<SyncBatchNormFn> {
+ public:
+  static variable_list forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight,
+                               const at::Tensor& bias, const at::Tensor& token,
+                               at::Tensor running_mean, at::Tensor running_var, double momentum,
+                               double eps, int64_t transport) {
+    auto* tr = reinterpret_cast<RankTransport*>(transport);
+    const int64_t C = x.size(1);
+    const at::Tensor x64 = x.to(torch::kFloat64);
+    at::Tensor stats = torch::cat({x64.sum(0), (x64 * x64).sum(0),
+                                   torch::full({1}, double(x.size(0)), x64.options())})
+                           .contiguous();
+    tr->allreduce(stats, RankTransport::Op::Sum);
+    const double n = stats[2 * C].item<double>();
+    at::Tensor mean, var;
+    if (n > 1) {
+      mean = stats.slice(0, 0, C) / n;
+      var = (stats.slice(0, C, 2 * C) / n - mean * mean).clamp_min(0);
+      running_mean.mul_(1 - momentum).add_(mean.to(running_mean.scalar_type()), momentum);
+      running_var.mul_(1 - momentum).add_((var * (n / (n - 1))).to(running_var.scalar_type()), momentum);
+    } else {  // one row in the whole batch: PyTorch's choice, the running statistics
+      mean = running_mean.to(torch::kFloat64);
+      var = running_var.to(torch::kFloat64);
+    }
+    const at::Tensor invstd = (var + eps).rsqrt();
+    const at::Tensor xhat = ((x64 - mean) * invstd).to(x.scalar_type());
+    ctx->save_for_backward({xhat, weight, invstd});
+    ctx->saved_data["n"] = n;
+    ctx->saved_data["transport"] = transport;
+    return {xhat * weight + bias, token.clone()};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor xhat = saved[0], weight = saved[1], invstd = saved[2];
+    const double n = ctx->saved_data["n"].toDouble();
+    const at::Tensor g = grads[0];
+    const at::Tensor g_bias = g.sum(0), g_weight = (g * xhat).sum(0);
+    at::Tensor sums = torch::cat({g_bias, g_weight}).to(torch::kFloat64).contiguous();
+    transport_of(ctx)->allreduce(sums, RankTransport::Op::Sum);
+    const int64_t C = xhat.size(1);
+    at::Tensor grad_x;
+    if (n > 1) {
+      const at::Tensor sb = sums.slice(0, 0, C), sw = sums.slice(0, C, 2 * C);
+      grad_x = ((g.to(torch::kFloat64) - sb / n - xhat.to(torch::kFloat64) * (sw / n)) *
+                (weight.to(torch::kFloat64) * invstd))
+                   .to(g.scalar_type());
+    } else {
+      grad_x = g * (weight.to(torch::kFloat64) * invstd).to(g.scalar_type());
+    }
+    return {grad_x, g_weight, g_bias, grads[1], {}, {}, {}, {}, {}};
+  }
+};
+
+}  // namespace
+
+HaloPass::HaloPass(const MessageGraph& g, int64_t layers)
+    : g_(g), P_(g.transport->size()), me_(g.transport->rank()) {
+  TORCH_CHECK(layers <= 64, "distributed models support at most 64 layers");
+  const auto opts = g.degree.options();
+  token_ = torch::zeros({}, opts);
+  if (at::GradMode::is_enabled()) token_.requires_grad_(true);
+  for (int p = 0; p < P_; ++p)
+    dirty_send_.push_back(torch::ones({g.send_rows[size_t(p)].numel()}, opts.dtype(torch::kBool)));
+  dirty_recv_ = torch::ones({g.num_halo()}, opts.dtype(torch::kBool));
+}
+
+void HaloPass::set_computed(const at::Tensor& comp_owned, bool all) {
+  all_computed_ = all;
+  comp_owned_ = comp_owned;
+  if (all) return;
+  std::vector<at::Tensor> parts;
+  std::vector<int64_t> send_counts(static_cast<size_t>(P_)), recv_counts(static_cast<size_t>(P_));
+  for (int p = 0; p < P_; ++p) {
+    parts.push_back(comp_owned.index_select(0, g_.send_rows[size_t(p)]));
+    send_counts[size_t(p)] = parts.back().numel();
+    recv_counts[size_t(p)] = g_.recv_offset[size_t(p) + 1] - g_.recv_offset[size_t(p)];
+  }
+  comp_halo_ = g_.transport->exchange(torch::cat(parts).unsqueeze(1).contiguous(), send_counts, recv_counts).squeeze(1);
+}
+
+at::Tensor HaloPass::bit(const at::Tensor& comp, int64_t t) const {
+  return comp.bitwise_right_shift(t - 1).bitwise_and(1).to(torch::kBool);
+}
+
+at::Tensor HaloPass::peer_reads(int64_t t) const {
+  const auto opts = g_.degree.options().dtype(torch::kBool);
+  at::Tensor reads = torch::zeros({g_.num_dst * P_}, opts);
+  if (g_.boundary_row.numel() == 0) return reads;
+  at::Tensor hit = all_computed_ ? torch::ones({g_.boundary_halo.numel()}, opts)
+                                 : bit(comp_halo_.index_select(0, g_.boundary_halo), t);
+  const at::Tensor sel = hit.nonzero().squeeze(1);
+  const at::Tensor key = g_.boundary_row.index_select(0, sel) * P_ +
+                         g_.halo_owner.index_select(0, g_.boundary_halo.index_select(0, sel));
+  return reads.index_fill_(0, key, true);
+}
+
+at::Tensor HaloPass::halo_reads(int64_t t) const {
+  const auto opts = g_.degree.options().dtype(torch::kBool);
+  at::Tensor reads = torch::zeros({g_.num_halo()}, opts);
+  if (g_.boundary_row.numel() == 0) return reads;
+  if (all_computed_) return reads.index_fill_(0, g_.boundary_halo, true);
+  const at::Tensor sel = bit(comp_owned_.index_select(0, g_.boundary_row), t).nonzero().squeeze(1);
+  return reads.index_fill_(0, g_.boundary_halo.index_select(0, sel), true);
+}
+
+at::Tensor HaloPass::exchange(const at::Tensor& h_owned, const at::Tensor& prev_halo,
+                              const std::vector<at::Tensor>& send_keep, const at::Tensor& recv_keep,
+                              int64_t t, ForwardStats& st) {
+  std::vector<at::Tensor> send_idx;
+  std::vector<int64_t> send_counts(static_cast<size_t>(P_)), recv_counts(static_cast<size_t>(P_));
+  int64_t full = 0;
+  for (int p = 0; p < P_; ++p) {
+    const at::Tensor& rows = g_.send_rows[size_t(p)];
+    send_idx.push_back(rows.index_select(0, send_keep[size_t(p)].nonzero().squeeze(1)));
+    send_counts[size_t(p)] = send_idx.back().numel();
+    full += rows.numel();
+    const int64_t b = g_.recv_offset[size_t(p)], e = g_.recv_offset[size_t(p) + 1];
+    recv_counts[size_t(p)] = recv_keep.slice(0, b, e).sum().item<int64_t>();
+  }
+  const at::Tensor recv_idx = recv_keep.nonzero().squeeze(1);
+  const at::Tensor sidx = torch::cat(send_idx);
+  const auto out = HaloExchangeFn::apply(h_owned.contiguous(),
+                                         prev_halo.defined() ? prev_halo : torch::empty({0}, h_owned.options()),
+                                         token_, sidx, recv_idx, send_counts, recv_counts,
+                                         g_.num_halo(), prev_halo.defined(),
+                                         reinterpret_cast<int64_t>(g_.transport.get()));
+  token_ = out[1];
+  const size_t k = size_t(t - 1);
+  for (auto* v : {&st.halo_rows, &st.halo_rows_full, &st.halo_bytes, &st.halo_bytes_full})
+    if (v->size() <= k) v->resize(k + 1, 0);
+  const int64_t row_bytes = h_owned.size(1) * int64_t(h_owned.element_size());
+  st.halo_rows[k] += sidx.numel();
+  st.halo_rows_full[k] += full;
+  st.halo_bytes[k] += sidx.numel() * row_bytes;
+  st.halo_bytes_full[k] += full * row_bytes;
+  return out[0];
+}
+
+at::Tensor HaloPass::extend(const at::Tensor& h_owned, const at::Tensor& prev_src, int64_t t,
+                            bool width_changed, bool all_readers, ForwardStats& st) {
+  const int64_t n = g_.num_dst;
+  const at::Tensor changed_owned = width_changed || all_computed_
+                                       ? torch::ones({n}, dirty_recv_.options())
+                                       : bit(comp_owned_, t - 1);
+  const at::Tensor changed_halo = width_changed || all_computed_
+                                      ? torch::ones({g_.num_halo()}, dirty_recv_.options())
+                                      : bit(comp_halo_, t - 1);
+  const at::Tensor reads = all_readers ? at::Tensor() : peer_reads(t);
+  std::vector<at::Tensor> keep;
+  for (int p = 0; p < P_; ++p) {
+    const at::Tensor& rows = g_.send_rows[size_t(p)];
+    at::Tensor& dirty = dirty_send_[size_t(p)];
+    dirty.logical_or_(changed_owned.index_select(0, rows));
+    at::Tensor go = dirty.clone();
+    if (!all_readers) go.logical_and_(reads.index_select(0, rows * P_ + p));
+    dirty.logical_and_(go.logical_not());
+    keep.push_back(go);
+  }
+  dirty_recv_.logical_or_(changed_halo);
+  at::Tensor go_recv = dirty_recv_.clone();
+  if (!all_readers) go_recv.logical_and_(halo_reads(t));
+  dirty_recv_.logical_and_(go_recv.logical_not());
+  // The previous layer's halo rows are this layer's frozen copies when the widths agree.
+  const at::Tensor prev = prev_src.size(0) == g_.num_src && prev_src.size(1) == h_owned.size(1)
+                              ? prev_src.slice(0, n)
+                              : at::Tensor();
+  const at::Tensor halo = exchange(h_owned, prev, keep, go_recv, t, st);
+  return torch::cat({h_owned, halo}, 0);
+}
+
+at::Tensor HaloPass::inner_rows(int64_t t) {
+  const at::Tensor reads = peer_reads(t);
+  std::vector<at::Tensor> rows;
+  for (int p = 0; p < P_; ++p) {
+    const at::Tensor& r = g_.send_rows[size_t(p)];
+    rows.push_back(r.index_select(0, reads.index_select(0, r * P_ + p).nonzero().squeeze(1)));
+  }
+  return std::get<0>(torch::_unique(torch::cat(rows), true));
+}
+
+at::Tensor HaloPass::inner_fill(const at::Tensor& a_src, int64_t t, ForwardStats& st) {
+  const at::Tensor reads = peer_reads(t);
+  std::vector<at::Tensor> keep;
+  for (int p = 0; p < P_; ++p)
+    keep.push_back(reads.index_select(0, g_.send_rows[size_t(p)] * P_ + p));
+  const at::Tensor owned = a_src.slice(0, 0, g_.num_dst);
+  const at::Tensor halo = exchange(owned, at::Tensor(), keep, halo_reads(t), t, st);
+  return torch::cat({owned, halo}, 0);
+}
+
+at::Tensor HaloPass::batch_norm(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
+                                at::Tensor& running_mean, at::Tensor& running_var, bool training,
+                                double momentum, double eps) {
+  if (!training)
+    return torch::batch_norm(x, weight, bias, running_mean, running_var, false, momentum, eps, false);
+  const auto out = SyncBatchNormFn::apply(x.contiguous(), weight, bias, token_, running_mean,
+                                          running_var, momentum, eps,
+                                          reinterpret_cast<int64_t>(g_.transport.get()));
+  token_ = out[1];
+  return out[0];
+}
+
+at::Tensor HaloPass::finish(const at::Tensor& logits) const {
+  if (!token_.requires_grad()) return logits;
+  return logits + token_.to(logits.scalar_type()) * 0;
+}
+
+}  // namespace adgnn::detail

@@ -1,0 +1,65 @@
+// One forward pass of one rank of a distributed run (internal): the halo exchange between layers
+// as an autograd operation, BatchNorm with global statistics, and the ordering token that makes
+// every rank run the backward communication in the same order.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <vector>
+
+#include "adgnn/gnn.h"
+
+namespace adgnn::detail {
+
+class HaloPass {
+ public:
+  // g.distributed() must hold. `layers` <= 64 (computed-layer masks are 64-bit).
+  HaloPass(const MessageGraph& g, int64_t layers);
+
+  // Bit t-1 of comp_owned[v] is set when layer t computes owned row v (active or in the
+  // surrogate band). Exchanged once per pass, so both ends of every halo row agree on which rows
+  // change and which are read; `all` (plain models) skips the exchange.
+  void set_computed(const at::Tensor& comp_owned, bool all);
+
+  // The input rows of layer t >= 2: h_owned (h^(t-1) on the owned rows) followed by the halo
+  // rows, those that changed at their owner since they were last received and that a row
+  // computed here at layer t reads are received; the others keep their last copy from prev_src.
+  // width_changed: layer t-1 changed every row. all_readers: every halo holder reads the rows
+  // (MixHop's second hop reads beyond the computed rows' neighbours).
+  at::Tensor extend(const at::Tensor& h_owned, const at::Tensor& prev_src, int64_t t,
+                    bool width_changed, bool all_readers, ForwardStats& st);
+
+  // MixHop's inner power A h at layer t is needed on halo rows too: `inner_rows` are the owned
+  // rows whose value some peer reads, `inner_fill` replaces a_src's halo rows by their owners'.
+  at::Tensor inner_rows(int64_t t);
+  at::Tensor inner_fill(const at::Tensor& a_src, int64_t t, ForwardStats& st);
+
+  // BatchNorm1d with statistics over every rank's rows (training) or the running ones.
+  at::Tensor batch_norm(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
+                        at::Tensor& running_mean, at::Tensor& running_var, bool training,
+                        double momentum, double eps);
+
+  // Ties the communication token to the output, so that backward runs every exchange.
+  at::Tensor finish(const at::Tensor& logits) const;
+
+  RankTransport& transport() const { return *g_.transport; }
+
+ private:
+  at::Tensor bit(const at::Tensor& comp, int64_t t) const;  // bool: computed at layer t
+  // (owned row, peer) pairs read at layer t, as a flat bool [num_dst * P]; halo rows read here.
+  at::Tensor peer_reads(int64_t t) const;
+  at::Tensor halo_reads(int64_t t) const;
+  at::Tensor exchange(const at::Tensor& h_owned, const at::Tensor& prev_halo,
+                      const std::vector<at::Tensor>& send_keep, const at::Tensor& recv_keep,
+                      int64_t t, ForwardStats& st);
+
+  const MessageGraph& g_;
+  int P_, me_;
+  at::Tensor token_;
+  at::Tensor comp_owned_, comp_halo_;
+  bool all_computed_ = true;
+  std::vector<at::Tensor> dirty_send_;  // per peer, over send_rows[p]
+  at::Tensor dirty_recv_;               // over the halo rows
+};
+
+}  // namespace adgnn::detail

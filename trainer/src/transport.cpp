@@ -1,0 +1,126 @@
+// The rank transport of the distributed forward pass over comm/'s Communicator, the parts of a
+// run's graph, and the gradient allreduce.
+#include <torch/torch.h>
+
+#include <vector>
+
+#include "adgnn/trainer.h"
+
+namespace adgnn {
+
+namespace {
+
+DType comm_dtype(const at::Tensor& t) {
+  switch (t.scalar_type()) {
+    case torch::kFloat32: return DType::F32;
+    case torch::kFloat64: return DType::F64;
+    case torch::kInt64: return DType::I64;
+    default: TORCH_CHECK(false, "allreduce: unsupported tensor type ", t.scalar_type());
+  }
+}
+
+class CommTransport : public RankTransport {
+ public:
+  CommTransport(Communicator& comm, bool device_memory) : comm_(comm), device_memory_(device_memory) {}
+  int rank() const override { return comm_.rank(); }
+  int size() const override { return comm_.size(); }
+
+  void allreduce(at::Tensor& t, Op op) override {
+    at::Tensor buf = staged(t).contiguous();
+    const ReduceOp r = op == Op::Sum ? ReduceOp::Sum : op == Op::Min ? ReduceOp::Min : ReduceOp::Max;
+    comm_.allreduce(buf.data_ptr(), buf.numel(), comm_dtype(buf), r);
+    if (!buf.is_same(t)) t.copy_(buf);
+  }
+
+  at::Tensor exchange(const at::Tensor& send, const std::vector<int64_t>& send_counts,
+                      const std::vector<int64_t>& recv_counts) override {
+    TORCH_CHECK(send.dim() == 2, "exchange: rows must be [rows, width]");
+    const at::Tensor s = staged(send).contiguous();
+    int64_t rows = 0;
+    for (auto c : recv_counts) rows += c;
+    at::Tensor recv = torch::empty({rows, send.size(1)}, s.options());
+    comm_.exchange(s.data_ptr(), send_counts, recv.data_ptr(), recv_counts,
+                   send.size(1) * int64_t(send.element_size()));
+    return recv.to(send.device());
+  }
+
+ private:
+  // The memory the communicator takes: CUDA for NCCL (on the tensor's device when it has one),
+  // host memory for MPI.
+  at::Tensor staged(const at::Tensor& t) const {
+    if (device_memory_) return t.is_cuda() ? t : t.to(torch::Device(torch::kCUDA, c10::DeviceIndex(-1)));
+    return t.is_cpu() ? t : t.to(torch::kCPU);
+  }
+  Communicator& comm_;
+  bool device_memory_;
+};
+
+}  // namespace
+
+std::shared_ptr<RankTransport> make_rank_transport(Communicator& comm, bool device_memory) {
+  return std::make_shared<CommTransport>(comm, device_memory);
+}
+
+GraphPart rank_part(const Graph& g, const TrainConfig& cfg, Communicator* comm) {
+  const int P = comm ? comm->size() : 1, rank = comm ? comm->rank() : 0;
+  if (P == 1) {
+    Partition whole = partition_stats(g, 1, std::vector<int32_t>(size_t(g.num_nodes), 0));
+    return build_part(g, whole, 0);
+  }
+  if (!cfg.partition_dir.empty()) throw InputError("--partition-dir: PENDING read_part");  // FIXME restore read_part
+  // Rank 0 partitions (METIS may differ between builds, so one answer is broadcast); a failure
+  // there must not leave the others waiting in the broadcast, so its message travels too.
+  std::vector<int32_t> owner(size_t(g.num_nodes), 0);
+  int64_t failed = 0;
+  std::string why;
+  if (rank == 0) {
+    try {
+      owner = partition_graph(g, P, cfg.partition, nullptr).owner;
+    } catch (const InputError& e) {
+      failed = 1;
+      why = e.what();
+    }
+  }
+  comm->broadcast(&failed, sizeof failed, 0);
+  if (failed) {
+    int64_t len = int64_t(why.size());
+    comm->broadcast(&len, sizeof len, 0);
+    why.resize(size_t(len));
+    comm->broadcast(why.data(), len, 0);
+    throw InputError(why);
+  }
+  comm->broadcast(owner.data(), int64_t(owner.size() * sizeof(int32_t)), 0);
+  return build_part(g, partition_stats(g, P, std::move(owner)), rank);
+}
+
+void allreduce_gradients(Model& model, RankTransport& transport) {
+  torch::NoGradGuard guard;
+  constexpr int64_t kBucket = int64_t(1) << 24;
+  std::vector<at::Tensor> bucket;
+  int64_t filled = 0;
+  auto flush = [&] {
+    if (bucket.empty()) return;
+    std::vector<at::Tensor> flat;
+    for (auto& g : bucket) flat.push_back(g.reshape({-1}));
+    at::Tensor buf = torch::cat(flat);
+    transport.allreduce(buf, RankTransport::Op::Sum);
+    int64_t off = 0;
+    for (auto& g : bucket) {
+      g.copy_(buf.slice(0, off, off + g.numel()).view(g.sizes()));
+      off += g.numel();
+    }
+    bucket.clear();
+    filled = 0;
+  };
+  // Same order and bucket boundaries on every rank: parameters in their fixed order, and a
+  // gradient that backward did not reach (a rank whose rows never used it) is zero, not absent.
+  for (auto& [name, p] : model.named_parameters()) {
+    if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
+    if (filled + p.numel() > kBucket) flush();
+    bucket.push_back(p.grad());
+    filled += p.numel();
+  }
+  flush();
+}
+
+}  // namespace adgnn
