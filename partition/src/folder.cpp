@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <iterator>
 #include <map>
 #include <limits>
 #include <regex>
@@ -90,9 +91,15 @@ std::map<std::string, H5Array> part_arrays(GraphPart& gp, std::map<std::string, 
   std::vector<std::vector<int64_t>>().swap(gp.send);
   a["send/indptr"] = i64_array(send_indptr);
   a["send/rows"] = i64_array(send_rows);
+  // out and in equal sym whenever every edge is stored in both directions (most undirected
+  // datasets): then they are not stored twice more.
+  const bool out_is_sym = gp.out.indptr == gp.sym.indptr && gp.out.indices == gp.sym.indices;
+  const bool in_is_sym = gp.in.indptr == gp.sym.indptr && gp.in.indices == gp.sym.indices;
+  attrs["out_is_sym"] = out_is_sym ? "1" : "0";
+  attrs["in_is_sym"] = in_is_sym ? "1" : "0";
+  if (!out_is_sym) put_csr(a, "out", gp.out);
+  if (!in_is_sym) put_csr(a, "in", gp.in);
   put_csr(a, "sym", gp.sym);
-  put_csr(a, "out", gp.out);
-  put_csr(a, "in", gp.in);
   a["degree"] = i64_array(gp.degree);
   a["in_degree"] = i64_array(gp.in_degree);
   a["out_degree"] = i64_array(gp.out_degree);
@@ -271,14 +278,13 @@ void write_partition(const Graph& g, const Partition& p, const std::string& dir,
   }
 
   PartBuilder builder(g, p);
-  std::vector<int64_t> halo_rows, send_rows, local_edges;
+  std::vector<int64_t> halo_rows, send_rows;
   for (int32_t r = 0; r < p.parts; ++r) {
     GraphPart gp = builder.build(r);
     halo_rows.push_back(gp.num_halo());
     int64_t sent = 0;
     for (const auto& s : gp.send) sent += static_cast<int64_t>(s.size());
     send_rows.push_back(sent);
-    local_edges.push_back(gp.sym.nnz());
     std::map<std::string, std::string> attrs;
     const std::map<std::string, H5Array> arrays = part_arrays(gp, attrs);
     write_arrays_h5(part_file(dir, r), arrays, attrs);
@@ -299,10 +305,13 @@ void write_partition(const Graph& g, const Partition& p, const std::string& dir,
     m["seed"] = opt->seed;
     m["balance_train"] = opt->balance_train;
     m["balance_edges"] = opt->balance_edges;
-    if (opt->method == "stratified") m["strata"] = opt->strata;
   } else {
     m["objective"] = nullptr;
     m["seed"] = nullptr;
+  }
+  if (p.strata > 0) {
+    m["strata"] = p.strata;  // the bins of part_strata (balanced by "stratified")
+    m["strata_spacing"] = p.strata_spacing;
   }
   m["edge_cut"] = p.edge_cut;
   nlohmann::json balance;
@@ -321,9 +330,17 @@ void write_partition(const Graph& g, const Partition& p, const std::string& dir,
                                           p.part_strata.begin() + int64_t(q + 1) * p.strata));
     m["part_strata"] = rows;  // [part][stratum], stratum strata-1 = highest benefit
   }
+  if (!p.part_top.empty()) {
+    const size_t k = std::size(kTopFractions);
+    nlohmann::json rows = nlohmann::json::array();
+    for (int32_t q = 0; q < p.parts; ++q)
+      rows.push_back(std::vector<int64_t>(p.part_top.begin() + int64_t(q) * k,
+                                          p.part_top.begin() + int64_t(q + 1) * k));
+    m["top_fractions"] = std::vector<double>(std::begin(kTopFractions), std::end(kTopFractions));
+    m["part_top"] = rows;  // [part][fraction]: nodes among the highest-score fraction
+  }
   m["halo_rows"] = halo_rows;
   m["send_rows"] = send_rows;
-  m["local_edges"] = local_edges;
   nlohmann::json files = nlohmann::json::array();
   for (int32_t r = 0; r < p.parts; ++r) files.push_back(fmt::format("part-{}.h5", r));
   m["files"] = files;
@@ -386,8 +403,8 @@ GraphPart read_part(const std::string& dir, int32_t rank, int32_t expected_parts
   for (int64_t q = 0; q < parts; ++q)
     gp.send[q].assign(send_rows.begin() + send_indptr[q], send_rows.begin() + send_indptr[q + 1]);
   gp.sym = r.csr("sym", owned, sources);
-  gp.out = r.csr("out", owned, sources);
-  gp.in = r.csr("in", owned, sources);
+  gp.out = r.attr("out_is_sym") == "1" ? gp.sym : r.csr("out", owned, sources);
+  gp.in = r.attr("in_is_sym") == "1" ? gp.sym : r.csr("in", owned, sources);
   const int64_t big = std::numeric_limits<int64_t>::max();
   gp.degree = r.ints("degree", sources, 0, big);
   gp.in_degree = r.ints("in_degree", sources, 0, big);

@@ -2,12 +2,21 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "adgnn/partition.h"
 
 namespace adgnn::detail {
 
+// Each node's position in the ascending (score, node id) order.
+std::vector<int32_t> benefit_rank(const std::vector<double>& score);
+// Each node's bin in [0, strata) from its rank (benefit_strata's spacing rules; throws InputError
+// naming --strata / --strata-spacing).
+std::vector<int32_t> bins_from_rank(const std::vector<int32_t>& rank, int32_t strata,
+                                    const std::string& spacing);
+// Fills p.part_top from each node's benefit_rank.
+void fill_top(Partition& p, const std::vector<int32_t>& rank);
 // Fills p.strata, p.part_strata and p.stratum_imbalance from each node's bin in [0, strata).
 void fill_strata(Partition& p, const std::vector<int32_t>& bin, int32_t strata);
 

@@ -199,11 +199,24 @@ Partition partition_graph(const Graph& g, int32_t parts, const PartitionOptions&
   if (opt.strata < 1 || (opt.method == "stratified" && opt.strata > n))
     throw InputError(fmt::format("--strata {}: must be in [1, {}] (the number of nodes)",
                                  opt.strata, n));
-  // The other methods only report strata: as many as there are nodes, at most.
-  const int32_t strata = static_cast<int32_t>(std::min<int64_t>(opt.strata, n));
+  if (opt.strata_spacing != "equal" && opt.strata_spacing != "log")
+    throw InputError(fmt::format("--strata-spacing {}: unknown (equal, log)", opt.strata_spacing));
+  // The other methods only report strata: as many as there are nodes, at most, and equal ones
+  // where the requested log spacing does not fit the graph.
+  int32_t strata = static_cast<int32_t>(std::min<int64_t>(opt.strata, n));
+  std::string spacing = opt.strata_spacing;
 
   const Csr sym = g.symmetric();
-  const std::vector<int32_t> bin = benefit_strata(fast_depth_benefit(sym), strata);
+  // Position of every node in the benefit order; its bin is the position's quantile.
+  const std::vector<int32_t> rank = detail::benefit_rank(fast_depth_benefit(sym));
+  std::vector<int32_t> bin;
+  try {
+    bin = detail::bins_from_rank(rank, strata, spacing);
+  } catch (const InputError&) {
+    if (opt.method == "stratified") throw;
+    spacing = "equal";
+    bin = detail::bins_from_rank(rank, strata, spacing);
+  }
   std::vector<int32_t> owner;
   if (parts == 1)
     owner.assign(static_cast<size_t>(n), 0);
@@ -218,6 +231,8 @@ Partition partition_graph(const Graph& g, int32_t parts, const PartitionOptions&
   Partition p = stats_of(sym, parts, std::move(owner));
   p.method = opt.method;
   detail::fill_strata(p, bin, strata);
+  p.strata_spacing = spacing;
+  detail::fill_top(p, rank);
   if (train_mask && static_cast<int64_t>(train_mask->size()) == n) {
     p.part_train.assign(static_cast<size_t>(parts), 0);
     for (int64_t u = 0; u < n; ++u) p.part_train[p.owner[u]] += (*train_mask)[u] ? 1 : 0;

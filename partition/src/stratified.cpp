@@ -2,6 +2,7 @@
 // what the "stratified" partitioner balances and what every partition reports.
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <numeric>
 
 #include "adgnn/partition.h"
@@ -33,23 +34,78 @@ std::vector<double> fast_depth_benefit(const Csr& sym) {
 
 std::vector<double> fast_depth_benefit(const Graph& g) { return fast_depth_benefit(g.symmetric()); }
 
-std::vector<int32_t> benefit_strata(const std::vector<double>& score, int32_t strata) {
+namespace detail {
+
+std::vector<int32_t> benefit_rank(const std::vector<double>& score) {
   const int64_t n = static_cast<int64_t>(score.size());
-  if (strata < 1 || strata > std::max<int64_t>(n, 1))
-    throw InputError(fmt::format("--strata {}: must be in [1, {}] (the number of nodes)", strata,
-                                 std::max<int64_t>(n, 1)));
   std::vector<int32_t> order(static_cast<size_t>(n));
   std::iota(order.begin(), order.end(), 0);
   // Ties (common: equal degree and neighbour degrees) broken by node id, so bins are exact.
   std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
     return score[a] < score[b] || (score[a] == score[b] && a < b);
   });
+  std::vector<int32_t> rank(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) rank[order[i]] = static_cast<int32_t>(i);
+  return rank;
+}
+
+}  // namespace detail
+
+namespace detail {
+
+std::vector<int32_t> bins_from_rank(const std::vector<int32_t>& rank, int32_t strata,
+                                    const std::string& spacing) {
+  const int64_t n = static_cast<int64_t>(rank.size());
+  if (spacing != "equal" && spacing != "log")
+    throw InputError(fmt::format("--strata-spacing {}: unknown (equal, log)", spacing));
+  if (strata < 1 || strata > std::max<int64_t>(n, 1))
+    throw InputError(fmt::format("--strata {}: must be in [1, {}] (the number of nodes)", strata,
+                                 std::max<int64_t>(n, 1)));
   std::vector<int32_t> bin(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) bin[order[i]] = static_cast<int32_t>(i * strata / n);
+  if (spacing == "equal") {
+    for (int64_t u = 0; u < n; ++u) bin[u] = static_cast<int32_t>(int64_t(rank[u]) * strata / n);
+    return bin;
+  }
+  // "log": bin k >= 1 holds the nodes among the top ceil(n / 10^k) but not the top
+  // ceil(n / 10^(k+1)); bin 0 the rest.
+  std::vector<int64_t> top(static_cast<size_t>(strata) + 1, 0);
+  for (int32_t k = 1; k < strata; ++k)
+    top[k] = static_cast<int64_t>(std::ceil(double(n) / std::pow(10.0, k)));
+  for (int32_t k = 1; k < strata; ++k)
+    if (top[k] <= top[k + 1] || (k == 1 && top[1] >= n))
+      throw InputError(fmt::format("--strata {}: log spacing leaves a stratum empty on {} nodes "
+                                   "(it needs about 10^{} nodes)",
+                                   strata, n, strata - 1));
+  for (int64_t u = 0; u < n; ++u) {
+    const int64_t from_top = n - 1 - rank[u];
+    int32_t b = 0;
+    for (int32_t k = strata - 1; k >= 1 && b == 0; --k)
+      if (from_top < top[k]) b = k;
+    bin[u] = b;
+  }
   return bin;
 }
 
+}  // namespace detail
+
+std::vector<int32_t> benefit_strata(const std::vector<double>& score, int32_t strata,
+                                    const std::string& spacing) {
+  return detail::bins_from_rank(detail::benefit_rank(score), strata, spacing);
+}
+
 namespace detail {
+
+void fill_top(Partition& p, const std::vector<int32_t>& rank) {
+  const int64_t n = static_cast<int64_t>(rank.size());
+  const size_t k = std::size(kTopFractions);
+  p.part_top.assign(static_cast<size_t>(p.parts) * k, 0);
+  for (size_t f = 0; f < k; ++f) {
+    // The ceil(f n) highest ranks (at least one node).
+    const int64_t top = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(kTopFractions[f] * double(n))));
+    for (int64_t u = 0; u < n; ++u)
+      if (rank[u] >= n - top) ++p.part_top[size_t(p.owner[u]) * k + f];
+  }
+}
 
 void fill_strata(Partition& p, const std::vector<int32_t>& bin, int32_t strata) {
   p.strata = strata;
@@ -71,11 +127,14 @@ void fill_strata(Partition& p, const std::vector<int32_t>& bin, int32_t strata) 
 
 }  // namespace detail
 
-void add_strata_stats(const Graph& g, Partition& p, int32_t strata) {
+void add_strata_stats(const Graph& g, Partition& p, int32_t strata, const std::string& spacing) {
   if (static_cast<int64_t>(p.owner.size()) != g.num_nodes)
     throw InputError(fmt::format("partition: {} owners for a graph of {} nodes", p.owner.size(),
                                  g.num_nodes));
-  detail::fill_strata(p, benefit_strata(fast_depth_benefit(g), strata), strata);
+  const std::vector<int32_t> rank = detail::benefit_rank(fast_depth_benefit(g));
+  detail::fill_strata(p, detail::bins_from_rank(rank, strata, spacing), strata);
+  p.strata_spacing = spacing;
+  detail::fill_top(p, rank);
 }
 
 }  // namespace adgnn

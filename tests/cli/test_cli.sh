@@ -71,6 +71,30 @@ expect_error "--splits geom-gcn" "$adgnn" train csbm:demo --splits geom-gcn --ep
 expect_ok "$adgnn" train csbm:demo --model gcn --variant plain,ad_fast --epochs 3 --no-progress
 grep -q "AD-GCN_fast" "$tmp/out" && ok || bad "train output lacks AD-GCN_fast"
 
+# Partitioning: a folder with a manifest and one file per part; bad flags exit 2 with one line.
+expect_ok "$adgnn" partition --help
+expect_ok "$adgnn" partition csbm:demo --parts 2 --out "$tmp/parts"
+grep -q "edge cut" "$tmp/out" && ok || bad "partition output lacks the edge cut"
+[ -f "$tmp/parts/manifest.json" ] && [ -f "$tmp/parts/part-0.h5" ] && [ -f "$tmp/parts/part-1.h5" ] \
+  && ok || bad "partition folder incomplete: $(ls "$tmp/parts")"
+expect_ok "$adgnn" partition csbm:demo --parts 3 --partition stratified --strata 3 --balance-train \
+  --seed 2 --out "$tmp/parts3" --json
+grep -q '"halo_rows"' "$tmp/out" && grep -q '"train"' "$tmp/out" && ok || bad "partition --json lacks halo_rows / train balance"
+ls "$tmp/parts3" | grep -q '\.tmp\.' && bad "temporary file left in the partition folder" || ok
+expect_error "--parts 0" "$adgnn" partition csbm:demo --parts 0 --out "$tmp/p0"
+expect_error "--parts 5000" "$adgnn" partition csbm:demo --parts 5000 --out "$tmp/p0"
+expect_error "--partition" "$adgnn" partition csbm:demo --parts 2 --partition spectral --out "$tmp/p0"
+expect_error "--objective" "$adgnn" partition csbm:demo --parts 2 --objective ratio --out "$tmp/p0"
+expect_error "--strata 0" "$adgnn" partition csbm:demo --parts 2 --partition stratified --strata 0 --out "$tmp/p0"
+expect_error "--strata-spacing" "$adgnn" partition csbm:demo --parts 2 --strata-spacing cubic --out "$tmp/p0"
+expect_error "--strata 6" "$adgnn" partition csbm:demo --parts 2 --partition stratified --strata 6 --strata-spacing log --out "$tmp/p0"
+expect_error "--splits nosuch" "$adgnn" partition csbm:demo --parts 2 --splits nosuch --out "$tmp/p0"
+expect_error "--out" "$adgnn" partition csbm:demo --parts 2 --out "$tmp/no/such/dir/p"
+expect_error "--out" "$adgnn" partition csbm:demo --parts 2
+expect_error "--out $tmp/demo.h5: exists and is not a folder" "$adgnn" partition csbm:demo --parts 2 --out "$tmp/demo.h5"
+expect_error "--dataset" "$adgnn" partition --parts 2 --out "$tmp/p0"
+[ -e "$tmp/p0" ] && bad "a failed partition run created its output folder" || ok
+
 if [ -n "$data" ] && [ -d "$data" ]; then
   expect_ok "$adgnn" data stats --dataset texas --data-dir "$data"
   grep -q "183" "$tmp/out" && ok || bad "texas stats lack 183 nodes"

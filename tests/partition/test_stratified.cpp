@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -61,10 +62,24 @@ void check_valid(const Graph& g, const Partition& p, int32_t parts, int32_t stra
   EXPECT_EQ(p.part_nodes, nodes);
   ASSERT_EQ(p.strata, strata);
   ASSERT_EQ(p.part_strata.size(), size_t(parts) * size_t(strata));
-  const auto bin = adgnn::benefit_strata(adgnn::fast_depth_benefit(g), strata);
+  const auto bin = adgnn::benefit_strata(adgnn::fast_depth_benefit(g), strata, p.strata_spacing);
   std::vector<int64_t> counts(size_t(parts) * size_t(strata), 0);
   for (int64_t u = 0; u < g.num_nodes; ++u) ++counts[size_t(p.owner[u]) * strata + bin[u]];
   EXPECT_EQ(p.part_strata, counts);
+  // part_top: the ceil(f n) highest (score, id) nodes, counted per part.
+  const auto score = adgnn::fast_depth_benefit(g);
+  std::vector<int64_t> order(static_cast<size_t>(g.num_nodes));
+  std::iota(order.begin(), order.end(), int64_t{0});
+  std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+    return score[a] > score[b] || (score[a] == score[b] && a > b);
+  });
+  const size_t k = std::size(adgnn::kTopFractions);
+  std::vector<int64_t> top(size_t(parts) * k, 0);
+  for (size_t f = 0; f < k; ++f) {
+    const auto count = static_cast<int64_t>(std::ceil(adgnn::kTopFractions[f] * double(g.num_nodes)));
+    for (int64_t i = 0; i < count; ++i) ++top[size_t(p.owner[order[i]]) * k + f];
+  }
+  EXPECT_EQ(p.part_top, top);
 }
 
 }  // namespace
@@ -114,6 +129,38 @@ TEST(DepthBenefit, StrataAreEqualQuantiles) {
     for (int32_t b = 0; b + 1 < q; ++b) EXPECT_LE(hi[b], lo[b + 1]) << "bins out of order";
   }
   EXPECT_THROW(adgnn::benefit_strata(s, 0), InputError);
+}
+
+TEST(DepthBenefit, LogStrataAreDecadesFromTheTop) {
+  std::vector<double> s(12345);
+  for (size_t u = 0; u < s.size(); ++u) s[u] = -double((u * 7919) % s.size());  // a permutation
+  const auto bin = adgnn::benefit_strata(s, 4, "log");
+  // Top ceil(n/1000) = 13 in bin 3, top ceil(n/100) = 124 minus those in bin 2, ...
+  std::vector<int64_t> size(4, 0);
+  for (int32_t b : bin) ++size[b];
+  EXPECT_EQ(size, std::vector<int64_t>({12345 - 1235, 1235 - 124, 124 - 13, 13}));
+  for (size_t u = 0; u < s.size(); ++u)
+    for (size_t v = 0; v < s.size(); v += 97)
+      if (bin[u] > bin[v]) ASSERT_GE(s[u], s[v]);
+  EXPECT_THROW(adgnn::benefit_strata(std::vector<double>(50, 0.0), 4, "log"), InputError);
+  EXPECT_THROW(adgnn::benefit_strata(s, 4, "geometric"), InputError);
+}
+
+TEST(Stratified, LogSpacingBalancesTheTop) {
+  const Graph g = powerlaw_csbm();
+  PartitionOptions opt;
+  opt.method = "stratified";
+  opt.strata = 3;  // top 1%, next 9%, other 90%
+  opt.strata_spacing = "log";
+  const Partition p = adgnn::partition_graph(g, 4, opt);
+  check_valid(g, p, 4, 3);
+  EXPECT_EQ(p.strata_spacing, "log");
+  // The top 1% (40 nodes) split 10 / 10 / 10 / 10 within METIS's 3% tolerance plus rounding.
+  for (int32_t q = 0; q < 4; ++q) {
+    EXPECT_GE(p.part_top[size_t(q) * 3 + 1], 9) << "part " << q;
+    EXPECT_LE(p.part_top[size_t(q) * 3 + 1], 11) << "part " << q;
+  }
+  EXPECT_LE(max_of(p.stratum_imbalance), 1.1);
 }
 
 TEST(Stratified, BalancesEveryStratumWherePlainMetisDoesNot) {

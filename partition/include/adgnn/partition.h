@@ -24,12 +24,16 @@ struct PartitionOptions {
   // too (training nodes are dealt first); "contiguous" ignores both.
   bool balance_train = false;
   bool balance_edges = false;
-  // "stratified": the nodes are split into `strata` equal-count bins by their fast depth-benefit
-  // score (benefit_strata) and METIS balances every bin across the parts (one constraint per bin,
+  // "stratified": the nodes are split into `strata` bins by their fast depth-benefit score
+  // (benefit_strata) and METIS balances every bin across the parts (one constraint per bin,
   // replacing the node-count constraint, which their sum implies), so that every layer's active
-  // set, which is the top of that order, is shared evenly. Also the bin count that
-  // partition_graph reports part_strata for (every method).
+  // set, which is the top of that order, is shared evenly. Also the bins that partition_graph
+  // reports part_strata for (every method).
   int32_t strata = 4;
+  // "equal": equal-count bins (quantiles); "log": decades from the top (strata 4: the top 0.1%,
+  // the next 0.9%, the next 9%, the other 90%), the sizes of the deeper layers' active sets
+  // under the paper's linear normalisation.
+  std::string strata_spacing = "equal";
 };
 
 struct Partition {
@@ -45,16 +49,26 @@ struct Partition {
   std::vector<int64_t> part_train;
   double train_imbalance = 1.0;
   // Nodes per part in each benefit stratum, row-major [part][stratum] (add_strata_stats; every
-  // partition_graph result has them, with opt.strata bins), and max / mean per stratum.
+  // partition_graph result has them, with opt.strata bins, capped at the node count), and
+  // max / mean per stratum.
   int32_t strata = 0;
+  std::string strata_spacing;  // "equal" or "log" (see PartitionOptions)
   std::vector<int64_t> part_strata;
   std::vector<double> stratum_imbalance;  // [strata]
+  // Nodes per part among the highest-score fractions kTopFractions of all nodes (ceil(f n) each),
+  // row-major [part][fraction]: under the paper's linear normalisation, layers >= 2 are active
+  // for about 0.2-3% of the nodes, so these say how those layers' work is spread.
+  std::vector<int64_t> part_top;
 };
+
+// The fractions that Partition::part_top counts: the top 10%, 1% and 0.1% of the score.
+inline constexpr double kTopFractions[] = {0.1, 0.01, 0.001};
 
 // Partitions g's nodes into `parts`. train_mask (one byte per node, non-zero = training node) is
 // needed by balance_train (and then part_train is filled). Bad arguments, and a METIS failure,
 // throw InputError with a one-line message naming the flag: --parts, --partition, --objective,
-// --balance-train, --strata.
+// --balance-train, --strata, --strata-spacing. For methods other than stratified, a log spacing
+// that does not fit the graph falls back to equal bins in the report.
 // Deterministic for a given (graph, parts, options).
 Partition partition_graph(const Graph& g, int32_t parts, const PartitionOptions& opt = {},
                           const std::vector<uint8_t>* train_mask = nullptr);
@@ -69,12 +83,17 @@ Partition partition_stats(const Graph& g, int32_t parts, std::vector<int32_t> ow
 // increasing in it, so a node active at layer t outranks every node that is not.
 std::vector<double> fast_depth_benefit(const Graph& g);
 std::vector<double> fast_depth_benefit(const Csr& sym);
-// Bin of every node in [0, strata): nodes sorted by (score, node id) and cut into `strata` runs
-// of equal size (sizes differ by at most one). Bin strata - 1 holds the highest scores.
-std::vector<int32_t> benefit_strata(const std::vector<double>& score, int32_t strata);
-// Fills p.strata, p.part_strata and p.stratum_imbalance for `strata` bins of g's score (any
-// method: this is how metis and stratified are compared). --strata must be in [1, nodes].
-void add_strata_stats(const Graph& g, Partition& p, int32_t strata);
+// Bin of every node in [0, strata): nodes sorted by (score, node id) and cut into `strata` runs,
+// of equal size (spacing "equal": sizes differ by at most one) or by decades from the top
+// ("log": bin k >= 1 = the top ceil(n / 10^k) minus the top ceil(n / 10^(k+1))). Bin strata - 1
+// holds the highest scores. Throws InputError naming --strata when a bin would be empty.
+std::vector<int32_t> benefit_strata(const std::vector<double>& score, int32_t strata,
+                                    const std::string& spacing = "equal");
+// Fills p.strata, p.part_strata, p.stratum_imbalance and p.part_top for `strata` bins of g's
+// score (any method: this is how metis and stratified are compared). --strata must be in
+// [1, nodes].
+void add_strata_stats(const Graph& g, Partition& p, int32_t strata,
+                      const std::string& spacing = "equal");
 
 // ---- one rank's share of a partitioned graph ------------------------------------------------------
 
