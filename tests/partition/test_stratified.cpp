@@ -225,6 +225,20 @@ TEST(Stratified, StatsForAnyPartitionAndBadStrata) {
   }
   opt.strata = 4001;
   EXPECT_THROW(adgnn::partition_graph(g, 2, opt), InputError);
+  // Strata too small to balance: log spacing with 4 strata puts the top 0.1% = 4 nodes in one,
+  // 1 per part of 4.
+  opt.strata = 4;
+  opt.strata_spacing = "log";
+  try {
+    adgnn::partition_graph(g, 4, opt);
+    ADD_FAILURE() << "no InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("holds 4 nodes, fewer than 2 per part"), std::string::npos)
+        << e.what();
+  }
+  opt.strata_spacing = "equal";
+  opt.strata = 400;  // 10 nodes per stratum: too few for 6 parts
+  EXPECT_THROW(adgnn::partition_graph(g, 6, opt), InputError);
   // Other methods only report strata, capped at the node count.
   const Graph tiny = from_edges(3, {{0, 1}, {1, 2}});
   PartitionOptions m;

@@ -67,8 +67,9 @@ inline constexpr double kTopFractions[] = {0.1, 0.01, 0.001};
 // Partitions g's nodes into `parts`. train_mask (one byte per node, non-zero = training node) is
 // needed by balance_train (and then part_train is filled). Bad arguments, and a METIS failure,
 // throw InputError with a one-line message naming the flag: --parts, --partition, --objective,
-// --balance-train, --strata, --strata-spacing. For methods other than stratified, a log spacing
-// that does not fit the graph falls back to equal bins in the report.
+// --balance-train, --strata, --strata-spacing ("stratified" needs at least 2 nodes per part in
+// every stratum). For methods other than stratified, a log spacing that does not fit the graph
+// falls back to equal bins in the report.
 // Deterministic for a given (graph, parts, options).
 Partition partition_graph(const Graph& g, int32_t parts, const PartitionOptions& opt = {},
                           const std::vector<uint8_t>* train_mask = nullptr);
