@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Reruns the GCN-family results of docs/results.md and prints its Markdown tables.
+# Reruns the first (untuned) pass of docs/results.md and prints its Markdown tables. The second,
+# tuned pass (sweeps, configs/<dataset>/<backbone>.yaml, GPU and CPU) is scripts/results.py.
 #
 #   scripts/results_table.sh            # sweep + train (resumable: finished outputs are kept) + tables
 #   scripts/results_table.sh --tables   # only print the tables from the existing JSON outputs
