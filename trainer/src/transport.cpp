@@ -63,11 +63,11 @@ std::shared_ptr<RankTransport> make_rank_transport(Communicator& comm, bool devi
 
 GraphPart rank_part(const Graph& g, const TrainConfig& cfg, Communicator* comm) {
   const int P = comm ? comm->size() : 1, rank = comm ? comm->rank() : 0;
+  if (!cfg.partition_dir.empty()) return read_part(cfg.partition_dir, rank, P, graph_fingerprint(g));
   if (P == 1) {
     Partition whole = partition_stats(g, 1, std::vector<int32_t>(size_t(g.num_nodes), 0));
     return build_part(g, whole, 0);
   }
-  if (!cfg.partition_dir.empty()) throw InputError("--partition-dir: PENDING read_part");  // FIXME restore read_part
   // Rank 0 partitions (METIS may differ between builds, so one answer is broadcast); a failure
   // there must not leave the others waiting in the broadcast, so its message travels too.
   std::vector<int32_t> owner(size_t(g.num_nodes), 0);

@@ -1,0 +1,344 @@
+// Distributed training against the one-process run, under mpirun with 1, 2 and 4 ranks (the MPI
+// backend). Every rank also computes the one-process reference itself (same seeds), so the
+// comparison needs no gathering beyond what the trainer does.
+//
+// Tolerance: the models run in float64, and a P-rank run differs from the one-process run only
+// in summation order (losses and gradients summed over ranks, BatchNorm statistics), so 1e-9
+// relative is expected; the tests assert the 1e-5 relative.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <map>
+
+#include "adgnn/comm.h"
+#include "adgnn/trainer.h"
+#include "halo.h"
+
+namespace {
+
+constexpr double kRel = 1e-5;
+
+class Dist : public ::testing::Test {
+ public:
+  void SetUp() override {
+    comm = adgnn::make_mpi_communicator();
+    comm->set_timeout(120);  // a broken test fails instead of hanging
+    rank = comm->rank();
+    size = comm->size();
+  }
+  bool everywhere(bool v) {
+    int64_t x = v ? 1 : 0;
+    comm->allreduce(&x, 1, adgnn::DType::I64, adgnn::ReduceOp::Min);
+    return x == 1;
+  }
+  std::unique_ptr<adgnn::Communicator> comm;
+  int rank = 0, size = 1;
+};
+
+// A power-law CSBM (varied degrees, so depths vary) with a third of the reverse edges dropped,
+// so that DirGNN's two directions differ.
+adgnn::Graph test_graph(int64_t nodes, uint64_t seed) {
+  adgnn::CsbmParams p;
+  p.nodes = nodes;
+  p.classes = 3;
+  p.avg_degree = 6;
+  p.degree_dist = "powerlaw";
+  p.homophily = 0.3;
+  p.features = 8;
+  p.seed = seed;
+  adgnn::Graph g = adgnn::generate_csbm(p);
+  adgnn::Csr adj;
+  adj.rows = adj.cols = g.num_nodes;
+  adj.indptr.assign(1, 0);
+  for (int64_t u = 0; u < g.num_nodes; ++u) {
+    for (int64_t k = g.adj.indptr[u]; k < g.adj.indptr[u + 1]; ++k) {
+      const int64_t v = g.adj.indices[size_t(k)];
+      if (u < v || (u * 31 + v * 17) % 3 != 0) adj.indices.push_back(int32_t(v));
+    }
+    adj.indptr.push_back(int64_t(adj.indices.size()));
+  }
+  g.adj = adj;
+  g.directed = true;
+  return g;
+}
+
+double rel_diff(const at::Tensor& a, const at::Tensor& b) {
+  const double scale = std::max(b.abs().max().item<double>(), 1e-12);
+  return (a - b).abs().max().item<double>() / scale;
+}
+
+struct StepResult {
+  std::vector<at::Tensor> logits;  // per step, rows in global order (distributed: owned only)
+  std::vector<double> loss;
+  std::vector<std::map<std::string, at::Tensor>> grads;
+};
+
+// `steps` Adam steps of `cfg` on the whole graph (part == nullptr) or on a rank's part.
+StepResult run_steps(const adgnn::Graph& g, const adgnn::ModelConfig& cfg, const adgnn::GraphPart& part,
+                     adgnn::Communicator* comm, int steps) {
+  adgnn::Model model(cfg);
+  adgnn::PartTensors pt = adgnn::part_tensors(part, torch::kCPU, torch::kFloat64);
+  std::shared_ptr<adgnn::RankTransport> tr;
+  if (comm) pt.graph.transport = tr = adgnn::make_rank_transport(*comm, false);
+  const at::Tensor x = pt.x.to(torch::kFloat64);
+  const at::Tensor gid = pt.graph.global_id;
+  const int64_t n = pt.graph.num_dst;
+  // Training nodes: two thirds, by global id; labels of every source row.
+  const at::Tensor train_src = gid % 3 != 0;
+  const at::Tensor labels_all = torch::tensor(g.labels);
+  const at::Tensor y_src = labels_all.index_select(0, gid);
+  const int64_t n_train = (torch::arange(g.num_nodes) % 3 != 0).sum().item<int64_t>();
+  const at::Tensor train_idx = train_src.slice(0, 0, n).nonzero().squeeze(1);
+  std::vector<at::Tensor> params;
+  for (auto& [name, p] : model.named_parameters()) params.push_back(p);
+  torch::optim::Adam opt(params, torch::optim::AdamOptions(0.01).weight_decay(5e-4));
+  StepResult r;
+  for (int s = 1; s <= steps; ++s) {
+    adgnn::ForwardOutput fw = model.forward(pt.graph, x, true, s, y_src, train_src);
+    const at::Tensor loss =
+        torch::nn::functional::cross_entropy(fw.logits.index_select(0, train_idx),
+                                             y_src.index_select(0, train_idx),
+                                             torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum)) /
+            double(n_train) +
+        fw.reg_loss;
+    opt.zero_grad();
+    loss.backward();
+    if (tr) adgnn::allreduce_gradients(model, *tr);
+    double l = loss.item<double>();
+    if (comm) comm->allreduce(&l, 1, adgnn::DType::F64, adgnn::ReduceOp::Sum);
+    r.loss.push_back(l);
+    r.logits.push_back(fw.logits.detach().clone());
+    std::map<std::string, at::Tensor> gr;
+    for (auto& [name, p] : model.named_parameters())
+      gr[name] = p.grad().defined() ? p.grad().clone() : torch::zeros_like(p);
+    r.grads.push_back(gr);
+    opt.step();
+  }
+  return r;
+}
+
+adgnn::GraphPart whole(const adgnn::Graph& g) {
+  return adgnn::build_part(g, adgnn::partition_stats(g, 1, std::vector<int32_t>(size_t(g.num_nodes), 0)), 0);
+}
+
+adgnn::GraphPart metis_part(const adgnn::Graph& g, int parts, int rank) {
+  adgnn::PartitionOptions o;
+  return adgnn::build_part(g, adgnn::partition_graph(g, parts, o), rank);
+}
+
+// Logits, loss and every parameter gradient of the P-rank run equal the one-process run's.
+void expect_equivalent(Dist& t, const adgnn::Graph& g, const adgnn::ModelConfig& cfg,
+                       const adgnn::GraphPart& part, int steps) {
+  const StepResult ref = run_steps(g, cfg, whole(g), nullptr, steps);
+  const StepResult dist = run_steps(g, cfg, part, t.comm.get(), steps);
+  const at::Tensor owned = torch::tensor(std::vector<int64_t>(part.global_id.begin(), part.global_id.begin() + part.num_owned));
+  double worst = 0;
+  for (int s = 0; s < steps; ++s) {
+    SCOPED_TRACE("step " + std::to_string(s + 1));
+    if (part.num_owned > 0) {
+      const double d = rel_diff(dist.logits[size_t(s)], ref.logits[size_t(s)].index_select(0, owned));
+      EXPECT_LT(d, kRel) << "logits";
+      worst = std::max(worst, d);
+    }
+    EXPECT_NEAR(dist.loss[size_t(s)], ref.loss[size_t(s)], kRel * std::abs(ref.loss[size_t(s)])) << "loss";
+    for (auto& [name, gr] : ref.grads[size_t(s)]) {
+      // A gradient that is zero in exact arithmetic (a bias before BatchNorm) is rounding noise
+      // in both runs: compare it absolutely.
+      if (gr.abs().max().item<double>() < 1e-12) {
+        EXPECT_LT(dist.grads[size_t(s)].at(name).abs().max().item<double>(), 1e-12) << name;
+        continue;
+      }
+      const double d = rel_diff(dist.grads[size_t(s)].at(name), gr);
+      EXPECT_LT(d, kRel) << "gradient of " << name;
+      worst = std::max(worst, d);
+    }
+  }
+  EXPECT_TRUE(t.everywhere(!::testing::Test::HasFailure()));
+}
+
+adgnn::ModelConfig model_config(const adgnn::Graph& g, const std::string& backbone, const std::string& variant) {
+  adgnn::ModelConfig c;
+  c.backbone = backbone;
+  c.variant = variant;
+  c.in_dim = g.features.cols;
+  c.out_dim = g.num_classes;
+  c.hidden = 8;
+  c.layers = 3;  // layer 3 reads halo rows frozen since layer 1 or 2
+  c.dropout = 0.3;
+  c.heads = 2;
+  c.normalisation = "log";  // depths vary (under the linear one they are nearly binary)
+  c.float64 = true;
+  c.seed = 7;
+  return c;
+}
+
+class EveryBackbone : public Dist, public ::testing::WithParamInterface<std::tuple<std::string, std::string>> {};
+
+TEST_P(EveryBackbone, MatchesTheOneProcessRun) {
+  const auto [backbone, variant] = GetParam();
+  const adgnn::Graph g = test_graph(240, 3);
+  const adgnn::ModelConfig cfg = model_config(g, backbone, variant);
+  expect_equivalent(*this, g, cfg, metis_part(g, size, rank), 3);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Dist, EveryBackbone,
+    ::testing::Combine(::testing::Values("gcn", "gat", "sage", "mixhop", "gatv2", "dirgnn"),
+                       ::testing::Values("plain", "ad", "ad_fast")),
+    [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });
+
+TEST_F(Dist, BatchNormAndAdSharpMatchTheOneProcessRun) {
+  const adgnn::Graph g = test_graph(240, 5);
+  for (const std::string variant : {"plain", "ad_fast", "ad_sharp"}) {
+    SCOPED_TRACE(variant);
+    adgnn::ModelConfig cfg = model_config(g, "gcn", variant);
+    cfg.batchnorm = true;
+    expect_equivalent(*this, g, cfg, metis_part(g, size, rank), 3);
+  }
+}
+
+// The band (every row in it, --band 0) and a rank that owns no node at all.
+TEST_F(Dist, FullBandAndAnEmptyRankMatchTheOneProcessRun) {
+  const adgnn::Graph g = test_graph(160, 9);
+  adgnn::ModelConfig cfg = model_config(g, "gcn", "ad");
+  cfg.band = 0;
+  std::vector<int32_t> owner(size_t(g.num_nodes));
+  const int used = std::max(1, size - 1);  // the last rank gets nothing (with 2+ ranks)
+  for (int64_t v = 0; v < g.num_nodes; ++v) owner[size_t(v)] = int32_t(v * used / g.num_nodes);
+  const adgnn::GraphPart part = adgnn::build_part(g, adgnn::partition_stats(g, size, owner), rank);
+  if (size > 1 && rank == size - 1) EXPECT_EQ(part.num_owned, 0);
+  expect_equivalent(*this, g, cfg, part, 2);
+}
+
+// lambda = 1: tau(t) = 1, so only the node(s) at the maximum depth benefit aggregate; every other
+// rank has an empty active set at every layer and still joins every exchange and reduction.
+TEST_F(Dist, RanksWithNoActiveNodeComplete) {
+  const adgnn::Graph g = test_graph(200, 11);
+  for (const std::string backbone : {"gcn", "mixhop"}) {
+    SCOPED_TRACE(backbone);
+    adgnn::ModelConfig cfg = model_config(g, backbone, "ad_fast");
+    cfg.lambda = 1.0;
+    cfg.normalisation = "linear";
+    expect_equivalent(*this, g, cfg, metis_part(g, size, rank), 2);
+  }
+}
+
+// nccl-tests style: every halo row is exactly predictable. Row v of layer t's output holds
+// (global id, t); a computed-layer mask keyed by the global id says when each row changes; after
+// each exchange every halo row read by a computed row must hold (its id, the last layer at which
+// its owner changed it), and rows travel only when they changed and someone reads them.
+TEST_F(Dist, HaloRowsAreExactlyTheOwnersLatestRows) {
+  const adgnn::Graph g = test_graph(300, 13);
+  const adgnn::GraphPart part = metis_part(g, size, rank);
+  adgnn::PartTensors pt = adgnn::part_tensors(part, torch::kCPU, torch::kFloat64);
+  adgnn::MessageGraph& mg = pt.graph;
+  mg.transport = adgnn::make_rank_transport(*comm, false);
+  const int64_t L = 5, n = mg.num_dst;
+  const at::Tensor gid = mg.global_id;
+  // Depth in 0..L from the id; a nested computed set per layer, as the model's active sets.
+  const at::Tensor depth_all = (gid * 7 + 3) % (L + 1);
+  at::Tensor bits = torch::zeros({n}, torch::kInt64);
+  for (int64_t t = 1; t <= L; ++t)
+    bits.bitwise_or_((depth_all.slice(0, 0, n) >= t).to(torch::kInt64).bitwise_left_shift(t - 1));
+  adgnn::detail::HaloPass pass(mg, L);
+  pass.set_computed(bits, false);
+  adgnn::ForwardStats st;
+  const int64_t F = 3;
+  auto value = [&](const at::Tensor& ids, int64_t layer) {  // row of node ids after `layer`
+    return (ids.to(torch::kFloat64) * 100 + double(layer)).unsqueeze(1).repeat({1, F}) +
+           torch::arange(F, torch::kFloat64).unsqueeze(0) * 1e6;
+  };
+  at::Tensor h_src = torch::zeros({mg.num_src, F}, torch::kFloat64);
+  // last[v]: the last layer whose output changed row v (layer 1 changes every row).
+  at::Tensor last = torch::ones({mg.num_src}, torch::kInt64);
+  at::Tensor h_owned = value(gid.slice(0, 0, n), 1);
+  for (int64_t t = 2; t <= L; ++t) {
+    h_src = pass.extend(h_owned, h_src, t, t == 2, false, st);
+    if (t > 2) last = torch::where(depth_all >= t - 1, torch::full_like(last, t - 1), last);
+    // Halo rows read at layer t by a computed owned row.
+    const at::Tensor rows = (depth_all.slice(0, 0, n) >= t).nonzero().squeeze(1);
+    for (int64_t i = 0; i < rows.numel(); ++i) {
+      const int64_t v = rows[i].item<int64_t>();
+      for (int64_t k = part.sym.indptr[size_t(v)]; k < part.sym.indptr[size_t(v) + 1]; ++k) {
+        const int64_t u = part.sym.indices[size_t(k)];
+        if (u < n) continue;
+        const at::Tensor want = value(gid.slice(0, u, u + 1), last[u].item<int64_t>());
+        ASSERT_TRUE(torch::equal(h_src.slice(0, u, u + 1), want))
+            << "rank " << rank << " layer " << t << " halo node " << gid[u].item<int64_t>();
+      }
+    }
+    // This layer's output: computed rows get (id, t), the others keep theirs.
+    const at::Tensor comp = (depth_all.slice(0, 0, n) >= t).unsqueeze(1);
+    h_owned = torch::where(comp, value(gid.slice(0, 0, n), t), h_owned);
+  }
+  // Traffic: never more than the full halo, and less once the active sets shrink.
+  std::vector<int64_t> sent = st.halo_rows, full = st.halo_rows_full;
+  comm->allreduce(sent.data(), int64_t(sent.size()), adgnn::DType::I64, adgnn::ReduceOp::Sum);
+  comm->allreduce(full.data(), int64_t(full.size()), adgnn::DType::I64, adgnn::ReduceOp::Sum);
+  for (size_t k = 1; k < sent.size(); ++k) EXPECT_LE(sent[k], full[k]);
+  if (size > 1) {
+    EXPECT_GT(full[1], 0);
+    EXPECT_LT(sent[size_t(L - 1)], full[size_t(L - 1)]);
+  }
+  EXPECT_TRUE(everywhere(!HasFailure()));
+}
+
+// The trainer itself: P ranks give the one-process run's accuracies, depths and edge counts.
+TEST_F(Dist, TrainerMatchesTheOneProcessRun) {
+  const adgnn::Graph g = test_graph(300, 17);
+  adgnn::TrainConfig c;
+  c.model = model_config(g, "gcn", "ad_fast");
+  c.epochs = 8;
+  c.progress = false;
+  c.threads = 1;
+  c.partition.method = "metis";
+  const adgnn::RunResult one = adgnn::train_run(g, c, 0, nullptr);
+  const adgnn::RunResult many = adgnn::train_run(g, c, 0, comm.get());
+  EXPECT_EQ(many.ranks, size);
+  EXPECT_EQ(many.best_epoch, one.best_epoch);
+  EXPECT_DOUBLE_EQ(many.best_val, one.best_val);
+  EXPECT_DOUBLE_EQ(many.test_at_best, one.test_at_best);
+  EXPECT_EQ(many.depth_histogram, one.depth_histogram);
+  EXPECT_EQ(many.edges_per_layer, one.edges_per_layer);
+  if (size > 1) {
+    ASSERT_EQ(many.halo_rows.size(), size_t(c.model.layers));
+    EXPECT_GT(many.halo_rows_full[1], 0);
+  }
+  EXPECT_TRUE(everywhere(!HasFailure()));
+}
+
+// A partition folder made for another rank count, or another graph, is refused on every rank.
+TEST_F(Dist, MismatchedPartitionFolderIsRefused) {
+  const adgnn::Graph g = test_graph(120, 19);
+  const std::string dir = "/tmp/adgnn_dist_parts_" + std::to_string(::getppid()) + "_" + std::to_string(size + 1);
+  if (rank == 0) {
+    std::filesystem::remove_all(dir);
+    adgnn::write_partition(g, adgnn::partition_graph(g, size + 1, {}), dir, "metis");
+  }
+  comm->barrier();
+  adgnn::TrainConfig c;
+  c.model = model_config(g, "gcn", "plain");
+  c.epochs = 1;
+  c.progress = false;
+  c.partition_dir = dir;
+  try {
+    adgnn::train_run(g, c, 0, comm.get());
+    ADD_FAILURE() << "a folder for " << size + 1 << " parts was accepted by " << size << " ranks";
+  } catch (const adgnn::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("--partition-dir"), std::string::npos) << e.what();
+  }
+  const adgnn::Graph other = test_graph(120, 20);
+  try {
+    adgnn::train_run(other, c, 0, comm.get());
+    ADD_FAILURE() << "a folder of another graph was accepted";
+  } catch (const adgnn::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("--partition-dir"), std::string::npos) << e.what();
+  }
+  comm->barrier();
+  if (rank == 0) std::filesystem::remove_all(dir);
+  EXPECT_TRUE(everywhere(!HasFailure()));
+}
+
+}  // namespace
