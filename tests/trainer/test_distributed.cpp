@@ -2,13 +2,19 @@
 // backend). Every rank also computes the one-process reference itself (same seeds), so the
 // comparison needs no gathering beyond what the trainer does.
 //
+// With ADGNN_DIST_DEVICE=cuda (the GPU machine, a build with -DADGNN_NCCL=ON) the same tests run
+// on CUDA with the NCCL backend carrying the halo exchange and the gradient allreduce (rank r on
+// GPU r mod count); host-side checks still use MPI.
+//
 // Tolerance: the models run in float64, and a P-rank run differs from the one-process run only
 // in summation order (losses and gradients summed over ranks, BatchNorm statistics), so 1e-9
 // relative is expected; the tests assert the 1e-5 relative.
 #include <gtest/gtest.h>
+#include <torch/cuda.h>
 #include <torch/torch.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 
@@ -20,6 +26,11 @@ namespace {
 
 constexpr double kRel = 1e-5;
 
+c10::Device test_device() {
+  const char* d = std::getenv("ADGNN_DIST_DEVICE");
+  return c10::Device(d && *d ? d : "cpu");
+}
+
 class Dist : public ::testing::Test {
  public:
   void SetUp() override {
@@ -27,13 +38,29 @@ class Dist : public ::testing::Test {
     comm->set_timeout(120);  // a broken test fails instead of hanging
     rank = comm->rank();
     size = comm->size();
+    device = test_device();
+    xcomm = comm.get();
+    if (device.is_cuda()) {
+#ifdef ADGNN_HAVE_NCCL
+      const int count = int(torch::cuda::device_count());
+      ASSERT_GT(count, 0) << "ADGNN_DIST_DEVICE=cuda without a CUDA device";
+      device = c10::Device(c10::kCUDA, c10::DeviceIndex(rank % count));
+      nccl = adgnn::make_nccl_communicator(*comm, device.index());
+      xcomm = nccl.get();
+#else
+      GTEST_SKIP() << "ADGNN_DIST_DEVICE=cuda needs a build with -DADGNN_NCCL=ON";
+#endif
+    }
   }
+  void TearDown() override { nccl.reset(); }
   bool everywhere(bool v) {
     int64_t x = v ? 1 : 0;
     comm->allreduce(&x, 1, adgnn::DType::I64, adgnn::ReduceOp::Min);
     return x == 1;
   }
-  std::unique_ptr<adgnn::Communicator> comm;
+  std::unique_ptr<adgnn::Communicator> comm, nccl;
+  adgnn::Communicator* xcomm = nullptr;  // carries the tensors: MPI, or NCCL on CUDA
+  c10::Device device = c10::Device("cpu");
   int rank = 0, size = 1;
 };
 
@@ -76,18 +103,20 @@ struct StepResult {
 };
 
 // `steps` Adam steps of `cfg` on the whole graph (part == nullptr) or on a rank's part.
-StepResult run_steps(const adgnn::Graph& g, const adgnn::ModelConfig& cfg, const adgnn::GraphPart& part,
-                     adgnn::Communicator* comm, int steps) {
+// comm: host reductions (MPI); xcomm: the transport's communicator; both null for one process.
+StepResult run_steps(const adgnn::Graph& g, adgnn::ModelConfig cfg, const adgnn::GraphPart& part,
+                     adgnn::Communicator* comm, adgnn::Communicator* xcomm, c10::Device device, int steps) {
+  cfg.device = device.str();
   adgnn::Model model(cfg);
-  adgnn::PartTensors pt = adgnn::part_tensors(part, torch::kCPU, torch::kFloat64);
+  adgnn::PartTensors pt = adgnn::part_tensors(part, device, torch::kFloat64);
   std::shared_ptr<adgnn::RankTransport> tr;
-  if (comm) pt.graph.transport = tr = adgnn::make_rank_transport(*comm, false);
+  if (xcomm) pt.graph.transport = tr = adgnn::make_rank_transport(*xcomm, xcomm->device_memory());
   const at::Tensor x = pt.x.to(torch::kFloat64);
   const at::Tensor gid = pt.graph.global_id;
   const int64_t n = pt.graph.num_dst;
   // Training nodes: two thirds, by global id; labels of every source row.
   const at::Tensor train_src = gid % 3 != 0;
-  const at::Tensor labels_all = torch::tensor(g.labels);
+  const at::Tensor labels_all = torch::tensor(g.labels).to(device);
   const at::Tensor y_src = labels_all.index_select(0, gid);
   const int64_t n_train = (torch::arange(g.num_nodes) % 3 != 0).sum().item<int64_t>();
   const at::Tensor train_idx = train_src.slice(0, 0, n).nonzero().squeeze(1);
@@ -109,10 +138,10 @@ StepResult run_steps(const adgnn::Graph& g, const adgnn::ModelConfig& cfg, const
     double l = loss.item<double>();
     if (comm) comm->allreduce(&l, 1, adgnn::DType::F64, adgnn::ReduceOp::Sum);
     r.loss.push_back(l);
-    r.logits.push_back(fw.logits.detach().clone());
+    r.logits.push_back(fw.logits.detach().to(torch::kCPU));
     std::map<std::string, at::Tensor> gr;
     for (auto& [name, p] : model.named_parameters())
-      gr[name] = p.grad().defined() ? p.grad().clone() : torch::zeros_like(p);
+      gr[name] = (p.grad().defined() ? p.grad() : torch::zeros_like(p)).to(torch::kCPU);
     r.grads.push_back(gr);
     opt.step();
   }
@@ -131,8 +160,8 @@ adgnn::GraphPart metis_part(const adgnn::Graph& g, int parts, int rank) {
 // Logits, loss and every parameter gradient of the P-rank run equal the one-process run's.
 void expect_equivalent(Dist& t, const adgnn::Graph& g, const adgnn::ModelConfig& cfg,
                        const adgnn::GraphPart& part, int steps) {
-  const StepResult ref = run_steps(g, cfg, whole(g), nullptr, steps);
-  const StepResult dist = run_steps(g, cfg, part, t.comm.get(), steps);
+  const StepResult ref = run_steps(g, cfg, whole(g), nullptr, nullptr, t.device, steps);
+  const StepResult dist = run_steps(g, cfg, part, t.comm.get(), t.xcomm, t.device, steps);
   const at::Tensor owned = torch::tensor(std::vector<int64_t>(part.global_id.begin(), part.global_id.begin() + part.num_owned));
   double worst = 0;
   for (int s = 0; s < steps; ++s) {
@@ -232,30 +261,31 @@ TEST_F(Dist, RanksWithNoActiveNodeComplete) {
 TEST_F(Dist, HaloRowsAreExactlyTheOwnersLatestRows) {
   const adgnn::Graph g = test_graph(300, 13);
   const adgnn::GraphPart part = metis_part(g, size, rank);
-  adgnn::PartTensors pt = adgnn::part_tensors(part, torch::kCPU, torch::kFloat64);
+  adgnn::PartTensors pt = adgnn::part_tensors(part, device, torch::kFloat64);
   adgnn::MessageGraph& mg = pt.graph;
-  mg.transport = adgnn::make_rank_transport(*comm, false);
+  mg.transport = adgnn::make_rank_transport(*xcomm, xcomm->device_memory());
   const int64_t L = 5, n = mg.num_dst;
-  const at::Tensor gid = mg.global_id;
+  const at::Tensor gid = mg.global_id.to(torch::kCPU);
   // Depth in 0..L from the id; a nested computed set per layer, as the model's active sets.
   const at::Tensor depth_all = (gid * 7 + 3) % (L + 1);
   at::Tensor bits = torch::zeros({n}, torch::kInt64);
   for (int64_t t = 1; t <= L; ++t)
     bits.bitwise_or_((depth_all.slice(0, 0, n) >= t).to(torch::kInt64).bitwise_left_shift(t - 1));
   adgnn::detail::HaloPass pass(mg, L);
-  pass.set_computed(bits, false);
+  pass.set_computed(bits.to(device), false);
   adgnn::ForwardStats st;
   const int64_t F = 3;
   auto value = [&](const at::Tensor& ids, int64_t layer) {  // row of node ids after `layer`
     return (ids.to(torch::kFloat64) * 100 + double(layer)).unsqueeze(1).repeat({1, F}) +
            torch::arange(F, torch::kFloat64).unsqueeze(0) * 1e6;
   };
-  at::Tensor h_src = torch::zeros({mg.num_src, F}, torch::kFloat64);
+  at::Tensor h_src = torch::zeros({mg.num_src, F}, torch::kFloat64).to(device);
   // last[v]: the last layer whose output changed row v (layer 1 changes every row).
   at::Tensor last = torch::ones({mg.num_src}, torch::kInt64);
   at::Tensor h_owned = value(gid.slice(0, 0, n), 1);
   for (int64_t t = 2; t <= L; ++t) {
-    h_src = pass.extend(h_owned, h_src, t, t == 2, false, st);
+    h_src = pass.extend(h_owned.to(device), h_src, t, t == 2, false, st);
+    const at::Tensor h_here = h_src.to(torch::kCPU);
     if (t > 2) last = torch::where(depth_all >= t - 1, torch::full_like(last, t - 1), last);
     // Halo rows read at layer t by a computed owned row.
     const at::Tensor rows = (depth_all.slice(0, 0, n) >= t).nonzero().squeeze(1);
@@ -265,7 +295,7 @@ TEST_F(Dist, HaloRowsAreExactlyTheOwnersLatestRows) {
         const int64_t u = part.sym.indices[size_t(k)];
         if (u < n) continue;
         const at::Tensor want = value(gid.slice(0, u, u + 1), last[u].item<int64_t>());
-        ASSERT_TRUE(torch::equal(h_src.slice(0, u, u + 1), want))
+        ASSERT_TRUE(torch::equal(h_here.slice(0, u, u + 1), want))
             << "rank " << rank << " layer " << t << " halo node " << gid[u].item<int64_t>();
       }
     }
@@ -294,8 +324,9 @@ TEST_F(Dist, TrainerMatchesTheOneProcessRun) {
   c.progress = false;
   c.threads = 1;
   c.partition.method = "metis";
+  c.model.device = device.str();
   const adgnn::RunResult one = adgnn::train_run(g, c, 0, nullptr);
-  const adgnn::RunResult many = adgnn::train_run(g, c, 0, comm.get());
+  const adgnn::RunResult many = adgnn::train_run(g, c, 0, xcomm);
   EXPECT_EQ(many.ranks, size);
   EXPECT_EQ(many.best_epoch, one.best_epoch);
   EXPECT_DOUBLE_EQ(many.best_val, one.best_val);
@@ -323,15 +354,16 @@ TEST_F(Dist, MismatchedPartitionFolderIsRefused) {
   c.epochs = 1;
   c.progress = false;
   c.partition_dir = dir;
+  c.model.device = device.str();
   try {
-    adgnn::train_run(g, c, 0, comm.get());
+    adgnn::train_run(g, c, 0, xcomm);
     ADD_FAILURE() << "a folder for " << size + 1 << " parts was accepted by " << size << " ranks";
   } catch (const adgnn::InputError& e) {
     EXPECT_NE(std::string(e.what()).find("--partition-dir"), std::string::npos) << e.what();
   }
   const adgnn::Graph other = test_graph(120, 20);
   try {
-    adgnn::train_run(other, c, 0, comm.get());
+    adgnn::train_run(other, c, 0, xcomm);
     ADD_FAILURE() << "a folder of another graph was accepted";
   } catch (const adgnn::InputError& e) {
     EXPECT_NE(std::string(e.what()).find("--partition-dir"), std::string::npos) << e.what();

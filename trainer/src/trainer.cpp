@@ -244,11 +244,11 @@ RunResult train_run(const Graph& g, const TrainConfig& cfg_in, int64_t run, Comm
 
   // Sums over the ranks (small host vectors: metrics, accuracies, histograms).
   auto sum_ranks = [&](std::vector<double> v) {
-    if (comm && !v.empty()) comm->allreduce(v.data(), int64_t(v.size()), DType::F64, ReduceOp::Sum);
+    if (comm && !v.empty()) host_allreduce(*comm, v.data(), int64_t(v.size()), DType::F64, ReduceOp::Sum);
     return v;
   };
   auto sum_ranks_i = [&](std::vector<int64_t> v) {
-    if (comm && !v.empty()) comm->allreduce(v.data(), int64_t(v.size()), DType::I64, ReduceOp::Sum);
+    if (comm && !v.empty()) host_allreduce(*comm, v.data(), int64_t(v.size()), DType::I64, ReduceOp::Sum);
     return v;
   };
   // Accuracy on train / val / test over every rank's rows.
@@ -400,7 +400,7 @@ RunResult train_run(const Graph& g, const TrainConfig& cfg_in, int64_t run, Comm
   res.halo_bytes = last_stats.halo_bytes;
   res.halo_bytes_full = last_stats.halo_bytes_full;
   double peak = device.is_cuda() ? double(peak_device_memory(device)) : peak_rss_bytes();
-  if (comm) comm->allreduce(&peak, 1, DType::F64, ReduceOp::Max);
+  if (comm) host_allreduce(*comm, &peak, 1, DType::F64, ReduceOp::Max);
   res.peak_memory_bytes = peak;
 
   if (!cfg.predictions.empty()) {
@@ -412,7 +412,7 @@ RunResult train_run(const Graph& g, const TrainConfig& cfg_in, int64_t run, Comm
       std::vector<int64_t> shape(rows.sizes().begin(), rows.sizes().end());
       shape[0] = g.num_nodes;
       at::Tensor all = torch::zeros(shape, rows.options()).index_copy_(0, owned_gid, rows).contiguous();
-      if (comm) comm->allreduce(all.data_ptr(), all.numel(), all.is_floating_point() ? DType::F64 : DType::I64, ReduceOp::Sum);
+      if (comm) host_allreduce(*comm, all.data_ptr(), all.numel(), all.is_floating_point() ? DType::F64 : DType::I64, ReduceOp::Sum);
       return t.is_floating_point() ? all.to(t.scalar_type()) : all;
     };
     std::map<std::string, H5Array> arrays{{"logits", to_array(gather(ev.logits))},

@@ -57,6 +57,23 @@ class CommTransport : public RankTransport {
 
 }  // namespace
 
+void host_allreduce(Communicator& comm, void* data, int64_t count, DType dt, ReduceOp op) {
+  if (!comm.device_memory()) return comm.allreduce(data, count, dt, op);
+  const auto type = dt == DType::F32 ? torch::kFloat32 : dt == DType::F64 ? torch::kFloat64 : torch::kInt64;
+  at::Tensor host = torch::from_blob(data, {count}, type);
+  at::Tensor dev = host.to(torch::kCUDA);
+  comm.allreduce(dev.data_ptr(), count, dt, op);
+  host.copy_(dev);
+}
+
+void host_broadcast(Communicator& comm, void* data, int64_t bytes, int root) {
+  if (!comm.device_memory()) return comm.broadcast(data, bytes, root);
+  at::Tensor host = torch::from_blob(data, {bytes}, torch::kUInt8);
+  at::Tensor dev = host.to(torch::kCUDA);
+  comm.broadcast(dev.data_ptr(), bytes, root);
+  host.copy_(dev);
+}
+
 std::shared_ptr<RankTransport> make_rank_transport(Communicator& comm, bool device_memory) {
   return std::make_shared<CommTransport>(comm, device_memory);
 }
@@ -81,15 +98,15 @@ GraphPart rank_part(const Graph& g, const TrainConfig& cfg, Communicator* comm) 
       why = e.what();
     }
   }
-  comm->broadcast(&failed, sizeof failed, 0);
+  host_broadcast(*comm, &failed, sizeof failed, 0);
   if (failed) {
     int64_t len = int64_t(why.size());
-    comm->broadcast(&len, sizeof len, 0);
+    host_broadcast(*comm, &len, sizeof len, 0);
     why.resize(size_t(len));
-    comm->broadcast(why.data(), len, 0);
+    host_broadcast(*comm, why.data(), len, 0);
     throw InputError(why);
   }
-  comm->broadcast(owner.data(), int64_t(owner.size() * sizeof(int32_t)), 0);
+  host_broadcast(*comm, owner.data(), int64_t(owner.size() * sizeof(int32_t)), 0);
   return build_part(g, partition_stats(g, P, std::move(owner)), rank);
 }
 

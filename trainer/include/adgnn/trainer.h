@@ -72,6 +72,10 @@ std::shared_ptr<RankTransport> make_rank_transport(Communicator& comm, bool devi
 // Rank `rank`'s part of g, P = comm's size: rank 0 partitions (cfg.partition) and broadcasts the
 // owners, or every rank reads its file of cfg.partition_dir. comm null: the whole graph.
 GraphPart rank_part(const Graph& g, const TrainConfig& cfg, Communicator* comm);
+// Collectives on host memory over any communicator: staged through the current CUDA device
+// when the communicator takes device memory only (NCCL).
+void host_allreduce(Communicator& comm, void* data, int64_t count, DType dt, ReduceOp op);
+void host_broadcast(Communicator& comm, void* data, int64_t bytes, int root);
 // Sums every parameter gradient over the ranks (in buckets of at most 16 Mi elements).
 void allreduce_gradients(Model& model, RankTransport& transport);
 
