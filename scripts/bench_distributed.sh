@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Distributed training-step time (median after 5 warm-up epochs, device-synchronised), halo
+# traffic per layer (active-only against a full exchange) and peak memory, for GCN and
+# AD-GCN_fast over rank counts and depths. Prints a Markdown table.
+#
+#   bash scripts/bench_distributed.sh GRAPH                   # GRAPH: a name, a path or csbm:<preset>
+#   DEVICE=cuda RANKS="1 2" LAYERS="4 8" EPOCHS=20 bash scripts/bench_distributed.sh /tmp/arxiv.h5
+#
+# One `adgnn train --variant plain,ad_fast` per (ranks, depth): rank 0 partitions once (PARTITION,
+# default metis) for both models. CPU runs use one intra-op thread per rank.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+adgnn=${ADGNN:-build/adgnn}
+graph=${1:?usage: bench_distributed.sh GRAPH}
+device=${DEVICE:-cpu}
+ranks_list=${RANKS:-1 2}
+layers_list=${LAYERS:-4 8}
+epochs=${EPOCHS:-20}
+hidden=${HIDDEN:-128}
+partition=${PARTITION:-metis}
+out=${OUT_DIR:-$(mktemp -d)}
+mkdir -p "$out"
+py=${PYTHON:-$( [ -x .venv/bin/python ] && echo .venv/bin/python || echo python3 )}
+mpirun_flags=${MPIRUN_FLAGS:---allow-run-as-root --oversubscribe}
+threads=$([ "$device" = cpu ] && echo "--threads 1" || echo "")
+
+echo "graph $graph; device $device; hidden $hidden; $epochs epochs (median train step after 5 warm-up); partition $partition; $(date -u +%F)"
+echo
+echo "| ranks | layers | model | train step (ms) | speedup | halo rows sent per layer | full halo rows per layer | halo MiB sent / full (all layers) | peak mem (GiB, max rank) | test acc |"
+echo "|---:|---:|---|---:|---:|---|---|---|---:|---:|"
+for L in $layers_list; do
+  for P in $ranks_list; do
+    tag="p${P}_l${L}"
+    for v in plain ad_fast; do
+      m="$out/${tag}_${v}.jsonl"
+      rm -f "$m"
+    done
+    launcher=()
+    [ "$P" -gt 1 ] && launcher=(mpirun $mpirun_flags -n "$P")
+    for v in plain ad_fast; do
+      # One model per command: --metrics takes one --variant.
+      "${launcher[@]}" "$adgnn" train "$graph" --model gcn --variant "$v" --device "$device" \
+        --layers "$L" --hidden "$hidden" --epochs "$epochs" --lambda 0 --dropout 0.5 $threads \
+        --partition "$partition" --no-progress --json --metrics "$out/${tag}_${v}.jsonl" \
+        >"$out/${tag}_${v}.json" 2>"$out/${tag}_${v}.err" || { echo "failed: $tag $v"; cat "$out/${tag}_${v}.err"; exit 1; }
+    done
+  done
+done
+"$py" - "$out" "$ranks_list" "$layers_list" <<'PY'
+import json, os, statistics, sys
+out, ranks, layers = sys.argv[1], sys.argv[2].split(), sys.argv[3].split()
+base = {}
+for L in layers:
+    for P in ranks:
+        for v in ("plain", "ad_fast"):
+            rows = [json.loads(l) for l in open(f"{out}/p{P}_l{L}_{v}.jsonl")]
+            summary = json.load(open(f"{out}/p{P}_l{L}_{v}.json"))[0]
+            run = summary["runs"][0]
+            step = statistics.median([r["train_step_ms"] for r in rows[5:]] or [r["train_step_ms"] for r in rows])
+            if P == ranks[0]: base[(L, v)] = step
+            last = rows[-1]
+            sent = last.get("halo_rows", [])
+            full = last.get("halo_rows_full", [])
+            mib = lambda k: sum(last.get(k, [])) / 2**20
+            halo = f"{mib('halo_bytes'):.1f} / {mib('halo_bytes_full'):.1f}" if sent else "–"
+            label = "GCN" if v == "plain" else "AD-GCN_fast"
+            print(f"| {P} | {L} | {label} | {step:.1f} | {base[(L, v)] / step:.2f} | {sent or '–'} | {full or '–'} | {halo} | "
+                  f"{run.get('peak_memory_bytes', 0) / 2**30:.2f} | {100 * summary['test_mean']:.2f} |")
+PY

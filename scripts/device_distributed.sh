@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The GPU machine's part of the distributed issue, in one command (device tool, 2 GPUs):
+#   source .device/setup.sh; source .device/env.sh; bash scripts/device_distributed.sh
+# Builds with CUDA + NCCL, runs the distributed tests on CUDA with NCCL (2 ranks), then the
+# distributed benchmark on the arxiv-scale and products-scale graphs. Logs go to $OUT.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/adgnn_device}
+mkdir -p "$OUT"
+export NCCL_NVLS_ENABLE=0 OMP_NUM_THREADS=4
+ngpu=$(nvidia-smi -L | wc -l)
+nvidia-smi -L | tee "$OUT/gpus.txt"
+t0=$(date +%s)
+adgnn_gpu_configure build-gpu >"$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }
+cmake --build build-gpu -j16 --target adgnn dist_tests >"$OUT/build.log" 2>&1 || { grep -B2 -A12 error "$OUT/build.log" | head -60; exit 1; }
+echo "build: $(( $(date +%s) - t0 )) s"
+ADGNN_DIST_DEVICE=cuda mpirun --allow-run-as-root --oversubscribe -n "$ngpu" build-gpu/tests/dist_tests --gtest_color=no \
+  >"$OUT/dist_tests_cuda_np$ngpu.log" 2>&1
+echo "dist_tests on CUDA + NCCL, $ngpu ranks: exit $?"; tail -4 "$OUT/dist_tests_cuda_np$ngpu.log"
+build-gpu/adgnn data generate --preset arxiv-scale -o /tmp/arxiv.h5 >/dev/null
+ranks="1"; [ "$ngpu" -ge 2 ] && ranks="1 2"; [ "$ngpu" -ge 4 ] && ranks="1 2 4"
+ADGNN=build-gpu/adgnn DEVICE=cuda RANKS="$ranks" LAYERS="4 8" EPOCHS=${EPOCHS:-20} OUT_DIR="$OUT/arxiv" \
+  bash scripts/bench_distributed.sh /tmp/arxiv.h5 | tee "$OUT/arxiv.md"
+echo "elapsed: $(( $(date +%s) - t0 )) s"
+build-gpu/adgnn data generate --preset products-scale -o /tmp/products.h5 >/dev/null
+for L in ${PRODUCTS_LAYERS:-4 8}; do
+  ADGNN=build-gpu/adgnn DEVICE=cuda RANKS="$ranks" LAYERS="$L" EPOCHS=${EPOCHS:-20} OUT_DIR="$OUT/products_l$L" \
+    bash scripts/bench_distributed.sh /tmp/products.h5 | tee "$OUT/products_l$L.md"
+  echo "elapsed: $(( $(date +%s) - t0 )) s"
+done
