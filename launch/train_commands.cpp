@@ -214,9 +214,9 @@ void add_train_commands(CLI::App& app, std::function<int()>& run) {
     run = [cmd, a] {
       std::vector<std::string> models, variants;
       TrainConfig c = resolve(cmd, *a, models, variants);
-      if ((models.size() > 1 || variants.size() > 1) &&
-          (!c.checkpoint.empty() || !c.metrics.empty() || !c.predictions.empty()))
-        throw InputError("--checkpoint/--metrics/--predictions: give one --model and one --variant");
+      const bool several = models.size() > 1 || variants.size() > 1;
+      if (several && (!c.checkpoint.empty() || !c.predictions.empty()))
+        throw InputError("--checkpoint/--predictions: give one --model and one --variant");
       validate_train_config(c);
       Ranks ranks = start_ranks(*a, c);
       const bool lead = ranks.rank == 0;
@@ -231,6 +231,13 @@ void add_train_commands(CLI::App& app, std::function<int()>& run) {
           TrainConfig rc = c;
           rc.model.backbone = m;
           rc.model.variant = v;
+          // Several models: one metrics file each, <stem>-<model>-<variant><ext>.
+          if (several && !c.metrics.empty()) {
+            const auto dot = c.metrics.rfind('.'), slash = c.metrics.rfind('/');
+            const bool ext = dot != std::string::npos && (slash == std::string::npos || dot > slash);
+            rc.metrics = (ext ? c.metrics.substr(0, dot) : c.metrics) + "-" + m + "-" + v +
+                         (ext ? c.metrics.substr(dot) : "");
+          }
           const TrainSummary s = train(g, rc, ranks.comm);
           if (!lead) continue;
           double ms = 0;

@@ -31,19 +31,13 @@ echo "|---:|---:|---|---:|---:|---|---|---|---:|---:|"
 for L in $layers_list; do
   for P in $ranks_list; do
     tag="p${P}_l${L}"
-    for v in plain ad_fast; do
-      m="$out/${tag}_${v}.jsonl"
-      rm -f "$m"
-    done
     launcher=()
     [ "$P" -gt 1 ] && launcher=(mpirun $mpirun_flags -n "$P")
-    for v in plain ad_fast; do
-      # One model per command: --metrics takes one --variant.
-      "${launcher[@]}" "$adgnn" train "$graph" --model gcn --variant "$v" --device "$device" \
-        --layers "$L" --hidden "$hidden" --epochs "$epochs" --lambda 0 --dropout 0.5 $threads \
-        --partition "$partition" --no-progress --json --metrics "$out/${tag}_${v}.jsonl" \
-        >"$out/${tag}_${v}.json" 2>"$out/${tag}_${v}.err" || { echo "failed: $tag $v"; cat "$out/${tag}_${v}.err"; exit 1; }
-    done
+    # Both models in one command, so rank 0 partitions once (metrics: <stem>-gcn-<variant>.jsonl).
+    "${launcher[@]}" "$adgnn" train "$graph" --model gcn --variant plain,ad_fast --device "$device" \
+      --layers "$L" --hidden "$hidden" --epochs "$epochs" --lambda 0 --dropout 0.5 $threads \
+      --partition "$partition" --no-progress --json --metrics "$out/${tag}.jsonl" \
+      >"$out/${tag}.json" 2>"$out/${tag}.err" || { echo "failed: $tag"; cat "$out/${tag}.err"; exit 1; }
   done
 done
 "$py" - "$out" "$ranks_list" "$layers_list" <<'PY'
@@ -53,8 +47,8 @@ base = {}
 for L in layers:
     for P in ranks:
         for v in ("plain", "ad_fast"):
-            rows = [json.loads(l) for l in open(f"{out}/p{P}_l{L}_{v}.jsonl")]
-            summary = json.load(open(f"{out}/p{P}_l{L}_{v}.json"))[0]
+            rows = [json.loads(l) for l in open(f"{out}/p{P}_l{L}-gcn-{v}.jsonl")]
+            summary = json.load(open(f"{out}/p{P}_l{L}.json"))[v == "ad_fast"]
             run = summary["runs"][0]
             step = statistics.median([r["train_step_ms"] for r in rows[5:]] or [r["train_step_ms"] for r in rows])
             if P == ranks[0]: base[(L, v)] = step
