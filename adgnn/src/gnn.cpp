@@ -66,14 +66,19 @@ class CsrAggregate : public torch::autograd::Function<CsrAggregate> {
                               (counts.cumsum(0) - counts).index_select(0, out_idx);
       const at::Tensor edge = starts.index_select(0, out_idx) + offs;
       const at::Tensor src = col.index_select(0, edge).to(torch::kInt64);
-      at::Tensor msg = g.index_select(0, out_idx);
-      if (ctx->needs_input_grad(3)) {
-        at::Tensor m = weight.defined() ? msg * weight.index_select(0, edge).unsqueeze(1) : msg;
-        grad_x = torch::zeros_like(x).index_add_(0, src, m);
-      }
-      if (weight.defined() && ctx->needs_input_grad(2)) {
-        grad_w = torch::zeros_like(weight).index_put_(
-            {edge}, (msg * x.index_select(0, src)).sum(1));
+      // In chunks of entries, so the per-entry messages stay bounded (products-scale has 1e8
+      // entries: one [entries, 128] message tensor would be 60 GB).
+      const int64_t E = out_idx.numel();
+      const int64_t chunk = std::max<int64_t>(1, (int64_t(1) << 29) / std::max<int64_t>(1, g.size(1)));
+      if (ctx->needs_input_grad(3)) grad_x = torch::zeros_like(x);
+      if (weight.defined() && ctx->needs_input_grad(2)) grad_w = torch::zeros_like(weight);
+      for (int64_t b = 0; b < E; b += chunk) {
+        const int64_t e = std::min(E, b + chunk);
+        const at::Tensor oi = out_idx.slice(0, b, e), ed = edge.slice(0, b, e), sr = src.slice(0, b, e);
+        const at::Tensor msg = g.index_select(0, oi);
+        if (grad_x.defined())
+          grad_x.index_add_(0, sr, weight.defined() ? msg * weight.index_select(0, ed).unsqueeze(1) : msg);
+        if (grad_w.defined()) grad_w.index_put_({ed}, (msg * x.index_select(0, sr)).sum(1));
       }
     } else {
       if (ctx->needs_input_grad(3))
