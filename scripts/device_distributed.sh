@@ -20,6 +20,7 @@ ADGNN_DIST_DEVICE=cuda mpirun --allow-run-as-root --oversubscribe -n "$ngpu" bui
 echo "dist_tests on CUDA + NCCL, $ngpu ranks: exit $?"; tail -4 "$OUT/dist_tests_cuda_np$ngpu.log"
 fi
 ranks="1"; [ "$ngpu" -ge 2 ] && ranks="1 2"; [ "$ngpu" -ge 4 ] && ranks="1 2 4"
+ranks=${RANKS_LIST:-$ranks}
 if [ -z "${SKIP_ARXIV:-}" ]; then
 build-gpu/adgnn data generate --preset arxiv-scale -o /tmp/arxiv.h5 >/dev/null
 ADGNN=build-gpu/adgnn DEVICE=cuda RANKS="$ranks" LAYERS="4 8" EPOCHS=${EPOCHS:-20} OUT_DIR="$OUT/arxiv" \
