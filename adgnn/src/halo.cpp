@@ -125,13 +125,21 @@ class SyncBatchNormFn : public torch::autograd::Function<SyncBatchNormFn> {
 }  // namespace
 
 HaloPass::HaloPass(const MessageGraph& g, int64_t layers)
-    : g_(g), P_(g.transport->size()), me_(g.transport->rank()) {
+    : g_(g), P_(g.transport->size()) {
   TORCH_CHECK(layers <= 64, "distributed models support at most 64 layers");
   const auto opts = g.degree.options();
   token_ = torch::zeros({}, opts);
   if (at::GradMode::is_enabled()) token_.requires_grad_(true);
-  for (int p = 0; p < P_; ++p)
-    dirty_send_.push_back(torch::ones({g.send_rows[size_t(p)].numel()}, opts.dtype(torch::kBool)));
+  std::vector<at::Tensor> peers;
+  send_offset_.push_back(0);
+  for (int p = 0; p < P_; ++p) {
+    const at::Tensor& rows = g.send_rows[size_t(p)];
+    peers.push_back(torch::full({rows.numel()}, int64_t(p), rows.options()));
+    send_offset_.push_back(send_offset_.back() + rows.numel());
+  }
+  send_all_ = torch::cat(g.send_rows);
+  send_key_ = send_all_ * P_ + torch::cat(peers);
+  dirty_send_ = torch::ones({send_all_.numel()}, opts.dtype(torch::kBool));
   dirty_recv_ = torch::ones({g.num_halo()}, opts.dtype(torch::kBool));
 }
 
@@ -139,14 +147,14 @@ void HaloPass::set_computed(const at::Tensor& comp_owned, bool all) {
   all_computed_ = all;
   comp_owned_ = comp_owned;
   if (all) return;
-  std::vector<at::Tensor> parts;
   std::vector<int64_t> send_counts(static_cast<size_t>(P_)), recv_counts(static_cast<size_t>(P_));
   for (int p = 0; p < P_; ++p) {
-    parts.push_back(comp_owned.index_select(0, g_.send_rows[size_t(p)]));
-    send_counts[size_t(p)] = parts.back().numel();
+    send_counts[size_t(p)] = send_offset_[size_t(p) + 1] - send_offset_[size_t(p)];
     recv_counts[size_t(p)] = g_.recv_offset[size_t(p) + 1] - g_.recv_offset[size_t(p)];
   }
-  comp_halo_ = g_.transport->exchange(torch::cat(parts).unsqueeze(1).contiguous(), send_counts, recv_counts).squeeze(1);
+  comp_halo_ = g_.transport->exchange(comp_owned.index_select(0, send_all_).unsqueeze(1).contiguous(),
+                                      send_counts, recv_counts)
+                   .squeeze(1);
 }
 
 at::Tensor HaloPass::bit(const at::Tensor& comp, int64_t t) const {
@@ -174,22 +182,30 @@ at::Tensor HaloPass::halo_reads(int64_t t) const {
   return reads.index_fill_(0, g_.boundary_halo.index_select(0, sel), true);
 }
 
-at::Tensor HaloPass::exchange(const at::Tensor& h_owned, const at::Tensor& prev_halo,
-                              const std::vector<at::Tensor>& send_keep, const at::Tensor& recv_keep,
-                              int64_t t, ForwardStats& st) {
-  std::vector<at::Tensor> send_idx;
-  std::vector<int64_t> send_counts(static_cast<size_t>(P_)), recv_counts(static_cast<size_t>(P_));
-  int64_t full = 0;
+std::pair<std::vector<int64_t>, std::vector<int64_t>> HaloPass::counts(const at::Tensor& send_keep,
+                                                                       const at::Tensor& recv_keep) const {
+  // Running sums at the peers' boundaries, copied to the host together.
+  auto ends = [](const at::Tensor& keep, const std::vector<int64_t>& offset) {
+    const at::Tensor csum = torch::cat({torch::zeros({1}, keep.options().dtype(torch::kInt64)),
+                                        keep.to(torch::kInt64).cumsum(0)});
+    return csum.index_select(0, torch::tensor(offset, csum.options().device(torch::kCPU)).to(csum.device()));
+  };
+  const at::Tensor both = torch::cat({ends(send_keep, send_offset_), ends(recv_keep, g_.recv_offset)}).to(torch::kCPU);
+  const int64_t* e = both.data_ptr<int64_t>();
+  std::vector<int64_t> send(static_cast<size_t>(P_)), recv(static_cast<size_t>(P_));
   for (int p = 0; p < P_; ++p) {
-    const at::Tensor& rows = g_.send_rows[size_t(p)];
-    send_idx.push_back(rows.index_select(0, send_keep[size_t(p)].nonzero().squeeze(1)));
-    send_counts[size_t(p)] = send_idx.back().numel();
-    full += rows.numel();
-    const int64_t b = g_.recv_offset[size_t(p)], e = g_.recv_offset[size_t(p) + 1];
-    recv_counts[size_t(p)] = recv_keep.slice(0, b, e).sum().item<int64_t>();
+    send[size_t(p)] = e[p + 1] - e[p];
+    recv[size_t(p)] = e[P_ + 2 + p] - e[P_ + 1 + p];
   }
+  return {send, recv};
+}
+
+at::Tensor HaloPass::exchange(const at::Tensor& h_owned, const at::Tensor& prev_halo, const at::Tensor& send_keep,
+                              const at::Tensor& recv_keep, int64_t t, ForwardStats& st) {
+  auto [send_counts, recv_counts] = counts(send_keep, recv_keep);
+  const int64_t full = send_all_.numel();
   const at::Tensor recv_idx = recv_keep.nonzero().squeeze(1);
-  const at::Tensor sidx = torch::cat(send_idx);
+  const at::Tensor sidx = send_all_.index_select(0, send_keep.nonzero().squeeze(1));
   const auto out = HaloExchangeFn::apply(h_owned.contiguous(),
                                          prev_halo.defined() ? prev_halo : torch::empty({0}, h_owned.options()),
                                          token_, sidx, recv_idx, send_counts, recv_counts,
@@ -216,17 +232,10 @@ at::Tensor HaloPass::extend(const at::Tensor& h_owned, const at::Tensor& prev_sr
   const at::Tensor changed_halo = width_changed || all_computed_
                                       ? torch::ones({g_.num_halo()}, dirty_recv_.options())
                                       : bit(comp_halo_, t - 1);
-  const at::Tensor reads = all_readers ? at::Tensor() : peer_reads(t);
-  std::vector<at::Tensor> keep;
-  for (int p = 0; p < P_; ++p) {
-    const at::Tensor& rows = g_.send_rows[size_t(p)];
-    at::Tensor& dirty = dirty_send_[size_t(p)];
-    dirty.logical_or_(changed_owned.index_select(0, rows));
-    at::Tensor go = dirty.clone();
-    if (!all_readers) go.logical_and_(reads.index_select(0, rows * P_ + p));
-    dirty.logical_and_(go.logical_not());
-    keep.push_back(go);
-  }
+  dirty_send_.logical_or_(changed_owned.index_select(0, send_all_));
+  at::Tensor go = dirty_send_.clone();
+  if (!all_readers) go.logical_and_(peer_reads(t).index_select(0, send_key_));
+  dirty_send_.logical_and_(go.logical_not());
   dirty_recv_.logical_or_(changed_halo);
   at::Tensor go_recv = dirty_recv_.clone();
   if (!all_readers) go_recv.logical_and_(halo_reads(t));
@@ -235,25 +244,17 @@ at::Tensor HaloPass::extend(const at::Tensor& h_owned, const at::Tensor& prev_sr
   const at::Tensor prev = prev_src.size(0) == g_.num_src && prev_src.size(1) == h_owned.size(1)
                               ? prev_src.slice(0, n)
                               : at::Tensor();
-  const at::Tensor halo = exchange(h_owned, prev, keep, go_recv, t, st);
+  const at::Tensor halo = exchange(h_owned, prev, go, go_recv, t, st);
   return torch::cat({h_owned, halo}, 0);
 }
 
 at::Tensor HaloPass::inner_rows(int64_t t) {
-  const at::Tensor reads = peer_reads(t);
-  std::vector<at::Tensor> rows;
-  for (int p = 0; p < P_; ++p) {
-    const at::Tensor& r = g_.send_rows[size_t(p)];
-    rows.push_back(r.index_select(0, reads.index_select(0, r * P_ + p).nonzero().squeeze(1)));
-  }
-  return std::get<0>(torch::_unique(torch::cat(rows), true));
+  const at::Tensor keep = peer_reads(t).index_select(0, send_key_);
+  return std::get<0>(torch::_unique(send_all_.index_select(0, keep.nonzero().squeeze(1)), true));
 }
 
 at::Tensor HaloPass::inner_fill(const at::Tensor& a_src, int64_t t, ForwardStats& st) {
-  const at::Tensor reads = peer_reads(t);
-  std::vector<at::Tensor> keep;
-  for (int p = 0; p < P_; ++p)
-    keep.push_back(reads.index_select(0, g_.send_rows[size_t(p)] * P_ + p));
+  const at::Tensor keep = peer_reads(t).index_select(0, send_key_);
   const at::Tensor owned = a_src.slice(0, 0, g_.num_dst);
   const at::Tensor halo = exchange(owned, at::Tensor(), keep, halo_reads(t), t, st);
   return torch::cat({owned, halo}, 0);

@@ -49,16 +49,23 @@ class HaloPass {
   // (owned row, peer) pairs read at layer t, as a flat bool [num_dst * P]; halo rows read here.
   at::Tensor peer_reads(int64_t t) const;
   at::Tensor halo_reads(int64_t t) const;
-  at::Tensor exchange(const at::Tensor& h_owned, const at::Tensor& prev_halo,
-                      const std::vector<at::Tensor>& send_keep, const at::Tensor& recv_keep,
-                      int64_t t, ForwardStats& st);
+  // Which entries of the send list (all peers) and which halo rows take part: this exchange.
+  at::Tensor exchange(const at::Tensor& h_owned, const at::Tensor& prev_halo, const at::Tensor& send_keep,
+                      const at::Tensor& recv_keep, int64_t t, ForwardStats& st);
+  // Rows of each peer in a mask over the send list / the halo rows (one host copy).
+  std::pair<std::vector<int64_t>, std::vector<int64_t>> counts(const at::Tensor& send_keep,
+                                                               const at::Tensor& recv_keep) const;
 
   const MessageGraph& g_;
-  int P_, me_;
+  int P_;
   at::Tensor token_;
   at::Tensor comp_owned_, comp_halo_;
   bool all_computed_ = true;
-  std::vector<at::Tensor> dirty_send_;  // per peer, over send_rows[p]
+  // Every peer's send list concatenated in rank order, the peer of each entry, and the key
+  // (row * P + peer) that peer_reads() is indexed by.
+  at::Tensor send_all_, send_key_;
+  std::vector<int64_t> send_offset_;  // [P + 1]
+  at::Tensor dirty_send_;  // over send_all_
   at::Tensor dirty_recv_;               // over the halo rows
 };
 
