@@ -1,5 +1,5 @@
-// CPU CSR aggregation: row-parallel forward, destination-parallel backward over a transposed
-// edge list, so results do not depend on the thread count.
+// CPU CSR aggregation: row-parallel forward, source-parallel backward over the transposed CSR,
+// so results do not depend on the thread count.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
@@ -43,34 +43,21 @@ at::Tensor aggregate_cpu(const at::Tensor& rowptr, const at::Tensor& col, const 
   return out;
 }
 
-at::Tensor aggregate_backward_x_cpu(const at::Tensor& rowptr, const at::Tensor& col,
-                                    const at::Tensor& w, const at::Tensor& grad_out,
-                                    const at::Tensor& rows, int64_t num_src) {
-  const int64_t n_out = rows_count(rowptr, rows);
+at::Tensor aggregate_backward_x_cpu(const Transposed& t, const at::Tensor& w,
+                                    const at::Tensor& grad_out, const at::Tensor& rows,
+                                    int64_t num_dst_rows) {
+  const int64_t num_src = t.rowptr.numel() - 1;
   const int64_t f = grad_out.size(1);
-  const int64_t* rp = rowptr.data_ptr<int64_t>();
-  const int32_t* ci = col.data_ptr<int32_t>();
-  const int64_t* ri = rows.defined() ? rows.data_ptr<int64_t>() : nullptr;
-  // Transpose the computed edges: for each source node, the (output row, edge) pairs reading it,
-  // in increasing output-row order (a stable counting sort).
-  std::vector<int64_t> start(static_cast<size_t>(num_src) + 1, 0);
-  int64_t n_edges = 0;
-  for (int64_t i = 0; i < n_out; ++i) {
-    const int64_t r = ri ? ri[i] : i;
-    for (int64_t k = rp[r]; k < rp[r + 1]; ++k) ++start[ci[k] + 1];
-    n_edges += rp[r + 1] - rp[r];
+  // Output position of each computed destination row (-1: not computed, its entries skipped).
+  std::vector<int64_t> pos;
+  if (rows.defined()) {
+    pos.assign(static_cast<size_t>(num_dst_rows), -1);
+    const int64_t* ri = rows.data_ptr<int64_t>();
+    for (int64_t i = 0; i < rows.numel(); ++i) pos[static_cast<size_t>(ri[i])] = i;
   }
-  for (int64_t s = 0; s < num_src; ++s) start[s + 1] += start[s];
-  std::vector<int64_t> t_row(static_cast<size_t>(n_edges)), t_edge(static_cast<size_t>(n_edges));
-  std::vector<int64_t> fill(start.begin(), start.end() - 1);
-  for (int64_t i = 0; i < n_out; ++i) {
-    const int64_t r = ri ? ri[i] : i;
-    for (int64_t k = rp[r]; k < rp[r + 1]; ++k) {
-      const int64_t p = fill[ci[k]]++;
-      t_row[p] = i;
-      t_edge[p] = k;
-    }
-  }
+  const int64_t* tp = t.rowptr.data_ptr<int64_t>();
+  const int32_t* tr = t.row.data_ptr<int32_t>();
+  const int64_t* te = t.entry.data_ptr<int64_t>();
   at::Tensor grad_x = at::zeros({num_src, f}, grad_out.options());
   AT_DISPATCH_FLOATING_TYPES(grad_out.scalar_type(), "aggregate_backward_x_cpu", [&] {
     const scalar_t* gp = grad_out.data_ptr<scalar_t>();
@@ -79,9 +66,11 @@ at::Tensor aggregate_backward_x_cpu(const at::Tensor& rowptr, const at::Tensor& 
     at::parallel_for(0, num_src, 64, [&](int64_t begin, int64_t end) {
       for (int64_t s = begin; s < end; ++s) {
         scalar_t* dst = xp + s * f;
-        for (int64_t p = start[s]; p < start[s + 1]; ++p) {
-          const scalar_t a = wp ? wp[t_edge[p]] : scalar_t(1);
-          const scalar_t* g = gp + t_row[p] * f;
+        for (int64_t p = tp[s]; p < tp[s + 1]; ++p) {
+          const int64_t i = pos.empty() ? tr[p] : pos[static_cast<size_t>(tr[p])];
+          if (i < 0) continue;
+          const scalar_t a = wp ? wp[te[p]] : scalar_t(1);
+          const scalar_t* g = gp + i * f;
           for (int64_t j = 0; j < f; ++j) dst[j] += a * g[j];
         }
       }

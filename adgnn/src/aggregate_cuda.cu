@@ -1,6 +1,8 @@
-// CUDA CSR aggregation forward: one warp per output row, lanes stride over the features; rows
-// are independent, so no atomics and a deterministic order. (The backward and the fused,
-// bandwidth-tuned kernels come with the GPU performance issue.)
+// CUDA CSR aggregation. One kernel serves the forward (CSR rows) and the backward to x (the
+// transposed CSR, prepared once per graph): a group of lanes owns an output row, loads up to
+// one entry per lane at once (column, weight), then walks them with shuffles while every lane
+// accumulates its own feature columns in registers, vectorised (float4 / double2) where the row
+// width allows. Rows are independent: no atomics, a fixed summation order, deterministic bits.
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
@@ -11,20 +13,99 @@ namespace adgnn::kernels {
 
 namespace {
 
-template <typename scalar_t>
-__global__ void aggregate_rows(const int64_t* __restrict__ rowptr, const int32_t* __restrict__ col,
-                               const scalar_t* __restrict__ w, const scalar_t* __restrict__ x,
-                               const int64_t* __restrict__ rows, int64_t n_out, int64_t f,
-                               scalar_t* __restrict__ out) {
-  const int64_t warp = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
-  const int lane = threadIdx.x % 32;
-  if (warp >= n_out) return;
-  const int64_t r = rows ? rows[warp] : warp;
-  const int64_t begin = rowptr[r], end = rowptr[r + 1];
-  for (int64_t j = lane; j < f; j += 32) {
-    scalar_t acc = 0;
-    for (int64_t k = begin; k < end; ++k) acc += (w ? w[k] : scalar_t(1)) * x[int64_t(col[k]) * f + j];
-    out[warp * f + j] = acc;
+template <typename T, int V>
+struct Pack;
+template <>
+struct Pack<float, 4> {
+  using type = float4;
+  __device__ static void fma(float4& acc, float a, const float4 v) {
+    acc.x += a * v.x; acc.y += a * v.y; acc.z += a * v.z; acc.w += a * v.w;
+  }
+  __device__ static float4 zero() { return make_float4(0.f, 0.f, 0.f, 0.f); }
+};
+template <>
+struct Pack<double, 2> {
+  using type = double2;
+  __device__ static void fma(double2& acc, double a, const double2 v) { acc.x += a * v.x; acc.y += a * v.y; }
+  __device__ static double2 zero() { return make_double2(0.0, 0.0); }
+};
+template <typename T>
+struct Pack<T, 1> {
+  using type = T;
+  __device__ static void fma(T& acc, T a, const T v) { acc += a * v; }
+  __device__ static T zero() { return T(0); }
+};
+
+// The lanes of this thread's group: shuffles name only them, since the groups of one warp walk
+// rows of different lengths (blocks are whole warps and tpr divides 32, so groups never straddle
+// warps).
+__device__ unsigned group_mask(int tpr) {
+  if (tpr == 32) return 0xffffffffu;
+  return ((1u << tpr) - 1u) << ((threadIdx.x % 32) / tpr * tpr);
+}
+
+// out[o] = sum over entries p of row r(o) = (rows ? rows[o] : o) of weight(p) * x[c(p)], where
+// c(p) = pos ? pos[idx[p]] : idx[p] (entries with c < 0 are skipped: the backward's destination
+// rows that were not computed) and weight(p) = w[eid ? eid[p] : p] (1 without w).
+// `tpr` lanes per row (a power of two <= 32); x and out rows are f = vecs * V wide.
+template <typename T, int V>
+__global__ void spmm_rows(const int64_t* __restrict__ ptr, const int32_t* __restrict__ idx,
+                          const int64_t* __restrict__ eid, const T* __restrict__ w,
+                          const int32_t* __restrict__ pos, const T* __restrict__ x,
+                          const int64_t* __restrict__ rows, int64_t n_out, int64_t vecs, int tpr,
+                          T* __restrict__ out) {
+  using P = Pack<T, V>;
+  using VT = typename P::type;
+  const int64_t thread = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t o = thread / tpr;
+  const int lane = threadIdx.x % tpr;
+  const unsigned mask = group_mask(tpr);
+  const bool valid = o < n_out;
+  const int64_t r = valid ? (rows ? rows[o] : o) : 0;
+  const int64_t begin = valid ? ptr[r] : 0, end = valid ? ptr[r + 1] : 0;
+  const VT* xv = reinterpret_cast<const VT*>(x);
+  for (int64_t v0 = 0; v0 < vecs; v0 += tpr) {
+    const int64_t v = v0 + lane;
+    VT acc = P::zero();
+    for (int64_t b = begin; b < end; b += tpr) {
+      const int64_t p = b + lane;
+      int32_t c = -1;
+      T a = T(0);
+      if (p < end) {
+        c = idx[p];
+        if (pos) c = pos[c];
+        a = w ? w[eid ? eid[p] : p] : T(1);
+      }
+      const int n = int(end - b < tpr ? end - b : tpr);
+      for (int j = 0; j < n; ++j) {
+        const int32_t cj = __shfl_sync(mask, c, j, tpr);
+        const T aj = __shfl_sync(mask, a, j, tpr);
+        if (cj >= 0 && v < vecs) P::fma(acc, aj, xv[int64_t(cj) * vecs + v]);
+      }
+    }
+    if (valid && v < vecs) reinterpret_cast<VT*>(out)[o * vecs + v] = acc;
+  }
+}
+
+// grad_w[k] = <g[o], x[col[k]]> for the entries k of the computed rows (others stay 0).
+template <typename T>
+__global__ void edge_dots(const int64_t* __restrict__ rowptr, const int32_t* __restrict__ col,
+                          const T* __restrict__ x, const T* __restrict__ g,
+                          const int64_t* __restrict__ rows, int64_t n_out, int64_t f, int tpr,
+                          T* __restrict__ grad_w) {
+  const int64_t thread = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t o = thread / tpr;
+  const int lane = threadIdx.x % tpr;
+  const unsigned mask = group_mask(tpr);
+  const bool valid = o < n_out;
+  const int64_t r = valid ? (rows ? rows[o] : o) : 0;
+  const int64_t begin = valid ? rowptr[r] : 0, end = valid ? rowptr[r + 1] : 0;
+  for (int64_t k = begin; k < end; ++k) {
+    const T* xs = x + int64_t(col[k]) * f;
+    T acc = 0;
+    for (int64_t j = lane; j < f; j += tpr) acc += g[o * f + j] * xs[j];
+    for (int s = tpr / 2; s > 0; s /= 2) acc += __shfl_xor_sync(mask, acc, s, tpr);
+    if (lane == 0) grad_w[k] = acc;
   }
 }
 
@@ -36,6 +117,37 @@ __global__ void dropout_mask_rows(const int64_t* __restrict__ gid, int64_t rows,
   const int64_t r = i / cols, c = i % cols;
   const uint64_t row_key = mix64(key ^ uint64_t(gid[r]));
   out[i] = mix64(row_key + uint64_t(c)) >= threshold ? scale : 0.0f;
+}
+
+// Lanes per row: enough vectors for the row's width, at most a warp; entries of low-degree rows
+// are then loaded in batches that match the lanes.
+int lanes_for(int64_t vecs) {
+  int t = 1;
+  while (t < 32 && t < vecs) t *= 2;
+  return t;
+}
+
+template <typename T>
+void launch_spmm(const int64_t* ptr, const int32_t* idx, const int64_t* eid, const T* w,
+                 const int32_t* pos, const at::Tensor& x, const int64_t* rows, int64_t n_out,
+                 at::Tensor& out) {
+  const int64_t f = x.size(1);
+  if (n_out == 0 || f == 0) return;
+  constexpr int kVec = sizeof(T) == 4 ? 4 : 2;
+  const bool vec_ok = f % kVec == 0 && reinterpret_cast<uintptr_t>(x.data_ptr<T>()) % (kVec * sizeof(T)) == 0 &&
+                      reinterpret_cast<uintptr_t>(out.data_ptr<T>()) % (kVec * sizeof(T)) == 0;
+  const int64_t vecs = vec_ok ? f / kVec : f;
+  const int tpr = lanes_for(vecs);
+  const int threads = 256;
+  const int64_t blocks = (n_out * tpr + threads - 1) / threads;
+  auto stream = at::cuda::getCurrentCUDAStream();
+  if (vec_ok)
+    spmm_rows<T, kVec><<<blocks, threads, 0, stream>>>(ptr, idx, eid, w, pos, x.data_ptr<T>(), rows,
+                                                       n_out, vecs, tpr, out.data_ptr<T>());
+  else
+    spmm_rows<T, 1><<<blocks, threads, 0, stream>>>(ptr, idx, eid, w, pos, x.data_ptr<T>(), rows,
+                                                    n_out, vecs, tpr, out.data_ptr<T>());
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
 }  // namespace
@@ -56,20 +168,53 @@ at::Tensor dropout_mask_cuda(const at::Tensor& gid, int64_t cols, uint64_t key, 
 at::Tensor aggregate_cuda(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& w,
                           const at::Tensor& x, const at::Tensor& rows) {
   const int64_t n_out = rows.defined() ? rows.numel() : rowptr.numel() - 1;
-  const int64_t f = x.size(1);
-  at::Tensor out = at::empty({n_out, f}, x.options());
-  if (n_out == 0) return out;
-  const int threads = 256;
-  const int64_t blocks = (n_out * 32 + threads - 1) / threads;
-  auto stream = at::cuda::getCurrentCUDAStream();
+  at::Tensor out = at::empty({n_out, x.size(1)}, x.options());
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "aggregate_cuda", [&] {
-    aggregate_rows<scalar_t><<<blocks, threads, 0, stream>>>(
-        rowptr.data_ptr<int64_t>(), col.data_ptr<int32_t>(),
-        w.defined() ? w.data_ptr<scalar_t>() : nullptr, x.data_ptr<scalar_t>(),
-        rows.defined() ? rows.data_ptr<int64_t>() : nullptr, n_out, f, out.data_ptr<scalar_t>());
+    launch_spmm<scalar_t>(rowptr.data_ptr<int64_t>(), col.data_ptr<int32_t>(), nullptr,
+                          w.defined() ? w.data_ptr<scalar_t>() : nullptr, nullptr, x,
+                          rows.defined() ? rows.data_ptr<int64_t>() : nullptr, n_out, out);
+  });
+  return out;
+}
+
+at::Tensor aggregate_backward_x_cuda(const Transposed& t, const at::Tensor& w,
+                                     const at::Tensor& grad_out, const at::Tensor& rows,
+                                     int64_t num_dst_rows) {
+  const int64_t num_src = t.rowptr.numel() - 1;
+  at::Tensor pos;
+  if (rows.defined()) {
+    // Output position of each computed destination row; -1: not computed, its entries skipped.
+    pos = at::full({num_dst_rows}, -1, rows.options().dtype(at::kInt));
+    pos.index_put_({rows}, at::arange(rows.numel(), rows.options().dtype(at::kInt)));
+  }
+  at::Tensor grad_x = at::empty({num_src, grad_out.size(1)}, grad_out.options());
+  AT_DISPATCH_FLOATING_TYPES(grad_out.scalar_type(), "aggregate_backward_x_cuda", [&] {
+    launch_spmm<scalar_t>(t.rowptr.data_ptr<int64_t>(), t.row.data_ptr<int32_t>(),
+                          t.entry.data_ptr<int64_t>(), w.defined() ? w.data_ptr<scalar_t>() : nullptr,
+                          pos.defined() ? pos.data_ptr<int32_t>() : nullptr, grad_out, nullptr,
+                          num_src, grad_x);
+  });
+  return grad_x;
+}
+
+at::Tensor aggregate_backward_w_cuda(const at::Tensor& rowptr, const at::Tensor& col,
+                                     const at::Tensor& x, const at::Tensor& grad_out,
+                                     const at::Tensor& rows) {
+  const int64_t n_out = rows.defined() ? rows.numel() : rowptr.numel() - 1;
+  const int64_t f = x.size(1);
+  at::Tensor grad_w = at::zeros({col.numel()}, x.options());
+  if (n_out == 0) return grad_w;
+  const int tpr = lanes_for(f);
+  const int threads = 256;
+  const int64_t blocks = (n_out * tpr + threads - 1) / threads;
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "aggregate_backward_w_cuda", [&] {
+    edge_dots<scalar_t><<<blocks, threads, 0, at::cuda::getCurrentCUDAStream()>>>(
+        rowptr.data_ptr<int64_t>(), col.data_ptr<int32_t>(), x.data_ptr<scalar_t>(),
+        grad_out.data_ptr<scalar_t>(), rows.defined() ? rows.data_ptr<int64_t>() : nullptr, n_out,
+        f, tpr, grad_w.data_ptr<scalar_t>());
   });
   C10_CUDA_KERNEL_LAUNCH_CHECK();
-  return out;
+  return grad_w;
 }
 
 }  // namespace adgnn::kernels

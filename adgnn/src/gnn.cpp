@@ -2,6 +2,8 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <list>
+#include <mutex>
 
 #include "adgnn/gnn.h"
 
@@ -24,6 +26,33 @@ at::Tensor to_tensor(const std::vector<int32_t>& v) {
   return torch::from_blob(const_cast<int32_t*>(v.data()), {static_cast<int64_t>(v.size())},
                           torch::kInt32)
       .clone();
+}
+
+// The transposes of the CSRs aggregated on the GPU, built on first use and kept for the next
+// backward passes (a model aggregates the same few CSRs every layer and epoch). An entry holds
+// its CSR tensors, so their storage, and hence the data pointers that identify them, cannot be
+// reused by another graph while the entry lives; the oldest of kCapacity entries is dropped.
+kernels::Transposed cached_transpose(const at::Tensor& rowptr, const at::Tensor& col, int64_t num_src) {
+  struct Entry {
+    at::Tensor rowptr, col;
+    int64_t num_src;
+    kernels::Transposed t;
+  };
+  constexpr size_t kCapacity = 8;
+  static std::mutex mu;
+  static std::list<Entry> cache;
+  std::lock_guard<std::mutex> lock(mu);
+  for (auto it = cache.begin(); it != cache.end(); ++it) {
+    if (it->rowptr.data_ptr() == rowptr.data_ptr() && it->col.data_ptr() == col.data_ptr() &&
+        it->rowptr.numel() == rowptr.numel() && it->col.numel() == col.numel() &&
+        it->num_src == num_src && it->col.device() == col.device()) {
+      cache.splice(cache.begin(), cache, it);
+      return it->t;
+    }
+  }
+  cache.push_front({rowptr, col, num_src, kernels::transpose_entries(rowptr, col, num_src)});
+  if (cache.size() > kCapacity) cache.pop_back();
+  return cache.front().t;
 }
 
 class CsrAggregate : public torch::autograd::Function<CsrAggregate> {
@@ -57,32 +86,17 @@ class CsrAggregate : public torch::autograd::Function<CsrAggregate> {
     const at::Tensor g = grads[0].contiguous();
     at::Tensor grad_x, grad_w;
     if (x.is_cuda()) {
-      // Edge list of the computed rows; index_add_ here is the reference path (atomics).
-      const at::Tensor r = rows.defined() ? rows : torch::arange(rowptr.numel() - 1, rowptr.options());
-      const at::Tensor counts = rowptr.index_select(0, r + 1) - rowptr.index_select(0, r);
-      const at::Tensor out_idx = torch::repeat_interleave(counts);
-      const at::Tensor starts = rowptr.index_select(0, r);
-      const at::Tensor offs = torch::arange(out_idx.numel(), rowptr.options()) -
-                              (counts.cumsum(0) - counts).index_select(0, out_idx);
-      const at::Tensor edge = starts.index_select(0, out_idx) + offs;
-      const at::Tensor src = col.index_select(0, edge).to(torch::kInt64);
-      // In chunks of entries, so the per-entry messages stay bounded (products-scale has 1e8
-      // entries: one [entries, 128] message tensor would be 60 GB).
-      const int64_t E = out_idx.numel();
-      const int64_t chunk = std::max<int64_t>(1, (int64_t(1) << 29) / std::max<int64_t>(1, g.size(1)));
-      if (ctx->needs_input_grad(3)) grad_x = torch::zeros_like(x);
-      if (weight.defined() && ctx->needs_input_grad(2)) grad_w = torch::zeros_like(weight);
-      for (int64_t b = 0; b < E; b += chunk) {
-        const int64_t e = std::min(E, b + chunk);
-        const at::Tensor oi = out_idx.slice(0, b, e), ed = edge.slice(0, b, e), sr = src.slice(0, b, e);
-        const at::Tensor msg = g.index_select(0, oi);
-        if (grad_x.defined())
-          grad_x.index_add_(0, sr, weight.defined() ? msg * weight.index_select(0, ed).unsqueeze(1) : msg);
-        if (grad_w.defined()) grad_w.index_put_({ed}, (msg * x.index_select(0, sr)).sum(1));
-      }
+#ifdef ADGNN_HAVE_CUDA_KERNELS
+      if (ctx->needs_input_grad(3))
+        grad_x = kernels::aggregate_backward_x_cuda(cached_transpose(rowptr, col, x.size(0)), weight,
+                                                    g, rows, rowptr.numel() - 1);
+      if (weight.defined() && ctx->needs_input_grad(2))
+        grad_w = kernels::aggregate_backward_w_cuda(rowptr, col, x, g, rows);
+#endif
     } else {
       if (ctx->needs_input_grad(3))
-        grad_x = kernels::aggregate_backward_x_cpu(rowptr, col, weight, g, rows, x.size(0));
+        grad_x = kernels::aggregate_backward_x_cpu(cached_transpose(rowptr, col, x.size(0)), weight,
+                                                   g, rows, rowptr.numel() - 1);
       if (weight.defined() && ctx->needs_input_grad(2))
         grad_w = kernels::aggregate_backward_w_cpu(rowptr, col, x, g, rows);
     }
@@ -91,6 +105,22 @@ class CsrAggregate : public torch::autograd::Function<CsrAggregate> {
 };
 
 }  // namespace
+
+namespace kernels {
+Transposed transpose_entries(const at::Tensor& rowptr, const at::Tensor& col, int64_t num_src) {
+  Transposed t;
+  const at::Tensor counts = rowptr.slice(0, 1) - rowptr.slice(0, 0, -1);
+  const at::Tensor dst = torch::repeat_interleave(counts);  // destination row of every entry
+  const at::Tensor col64 = col.to(torch::kInt64);
+  // A stable sort keeps each source's entries in CSR order, i.e. by increasing destination row:
+  // the backward sums in a fixed order.
+  t.entry = std::get<1>(torch::sort(col64, /*stable=*/true, /*dim=*/0, /*descending=*/false));
+  t.row = dst.index_select(0, t.entry).to(torch::kInt32);
+  t.rowptr = torch::cat({torch::zeros({1}, rowptr.options()),
+                         torch::bincount(col64, {}, num_src).cumsum(0)});
+  return t;
+}
+}  // namespace kernels
 
 GraphTensors to_tensors(const Graph& g, c10::Device device) {
   GraphTensors t;

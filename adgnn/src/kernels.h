@@ -10,11 +10,6 @@ namespace adgnn::kernels {
 // Forward: out[i] = sum_k w[k] x[col[k]] over row rows[i] (rows undefined: row i).
 at::Tensor aggregate_cpu(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& w,
                          const at::Tensor& x, const at::Tensor& rows);
-// Backward to x: grad_x[col[k]] += w[k] grad_out[i], accumulated per destination in a fixed
-// order (deterministic).
-at::Tensor aggregate_backward_x_cpu(const at::Tensor& rowptr, const at::Tensor& col,
-                                    const at::Tensor& w, const at::Tensor& grad_out,
-                                    const at::Tensor& rows, int64_t num_src);
 // Backward to w: grad_w[k] = <grad_out[i], x[col[k]]> for the edges of the computed rows.
 at::Tensor aggregate_backward_w_cpu(const at::Tensor& rowptr, const at::Tensor& col,
                                     const at::Tensor& x, const at::Tensor& grad_out,
@@ -33,7 +28,32 @@ uint64_t mix64(uint64_t z) {
   return z ^ (z >> 31);
 }
 
+// A CSR's transpose, prepared once per graph for the backward: row s lists, in increasing
+// destination order, the entries (destination row, entry index in the CSR) whose column is s.
+struct Transposed {
+  at::Tensor rowptr;  // int64 [num_src + 1]
+  at::Tensor row;     // int32 [E], destination row of the entry
+  at::Tensor entry;   // int64 [E], the entry's index in the original CSR (for its weight)
+};
+
+Transposed transpose_entries(const at::Tensor& rowptr, const at::Tensor& col, int64_t num_src);
+
+// Backward to x over the transpose: grad_x[s] = sum of w[entry] grad_out[pos(row)] over s's
+// entries whose destination row was computed (rows undefined: all rows, pos = identity). The
+// sum runs in a fixed order (deterministic).
+at::Tensor aggregate_backward_x_cpu(const Transposed& t, const at::Tensor& w,
+                                    const at::Tensor& grad_out, const at::Tensor& rows,
+                                    int64_t num_dst_rows);
+
 #ifdef ADGNN_HAVE_CUDA_KERNELS
+// The same on the GPU: grad_x[s] = sum of w[entry] grad_out[pos(row)] over s's
+// entries whose destination row was computed (rows undefined: all rows, pos = identity).
+at::Tensor aggregate_backward_x_cuda(const Transposed& t, const at::Tensor& w,
+                                     const at::Tensor& grad_out, const at::Tensor& rows,
+                                     int64_t num_dst_rows);
+at::Tensor aggregate_backward_w_cuda(const at::Tensor& rowptr, const at::Tensor& col,
+                                     const at::Tensor& x, const at::Tensor& grad_out,
+                                     const at::Tensor& rows);
 at::Tensor aggregate_cuda(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& w,
                           const at::Tensor& x, const at::Tensor& rows);
 // mask[r, c] = scale when mix64(mix64(key ^ gid[r]) + c) >= threshold, else 0 (float32).

@@ -24,32 +24,99 @@ adgnn::Graph graph(int64_t nodes, uint64_t seed) {
   return adgnn::generate_csbm(p);
 }
 
-TEST(Cuda, AggregateForwardAndBackwardMatchCpu) {
+// Plain LibTorch reference in float64: gather + index_add_ over the computed rows' entries.
+struct Reference {
+  at::Tensor out, grad_x, grad_w;
+};
+Reference reference(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& w,
+                    const at::Tensor& x, const at::Tensor& rows, const at::Tensor& probe) {
+  const at::Tensor counts = rowptr.index_select(0, rows + 1) - rowptr.index_select(0, rows);
+  const at::Tensor out_row = torch::repeat_interleave(counts);
+  const at::Tensor first = (counts.cumsum(0) - counts).index_select(0, out_row);
+  const at::Tensor entry = rowptr.index_select(0, rows).index_select(0, out_row) +
+                           torch::arange(out_row.numel(), torch::kInt64) - first;
+  const at::Tensor src = col.index_select(0, entry).to(torch::kInt64);
+  at::Tensor xx = x.to(torch::kFloat64).detach().requires_grad_(true);
+  at::Tensor ww = w.to(torch::kFloat64).detach().requires_grad_(true);
+  const at::Tensor msg = xx.index_select(0, src) * ww.index_select(0, entry).unsqueeze(1);
+  Reference r;
+  r.out = torch::zeros({rows.numel(), x.size(1)}, torch::kFloat64).index_add(0, out_row, msg);
+  (r.out * probe.to(torch::kFloat64)).sum().backward();
+  r.grad_x = xx.grad();
+  r.grad_w = ww.grad();
+  return r;
+}
+
+// Widths that take every kernel path: vectorised (multiples of 4 / 2) and scalar, fewer lanes
+// than a warp (1..31 vectors) and several passes of a warp (> 32 vectors); both precisions.
+class CudaAggregate : public ::testing::TestWithParam<std::tuple<int64_t, bool>> {};
+
+TEST_P(CudaAggregate, ForwardAndBackwardEqualTheLibTorchReference) {
+  REQUIRE_GPU();
+  const auto [width, dbl] = GetParam();
+  const auto dtype = dbl ? torch::kFloat64 : torch::kFloat32;
+  // Power-law degrees: rows with far more entries than a warp loads at once, and empty rows.
+  const auto g = graph(3000, 1);
+  const auto t = adgnn::to_tensors(g, torch::kCPU);
+  torch::manual_seed(width);
+  const at::Tensor x = torch::randn({g.num_nodes, width}, torch::kFloat64);
+  const at::Tensor w = torch::rand({t.col.numel()}, torch::kFloat64);
+  const at::Tensor all = torch::arange(g.num_nodes, torch::kInt64);
+  const at::Tensor some = std::get<0>(torch::randperm(g.num_nodes, torch::kInt64).slice(0, 0, 700).sort());
+  const double tol = dbl ? 1e-12 : 1e-4;
+  for (const at::Tensor& rows : {all, some, torch::empty({0}, torch::kInt64)}) {
+    const at::Tensor probe = torch::randn({rows.numel(), width}, torch::kFloat64);
+    const Reference ref = reference(t.rowptr, t.col, w, x, rows, probe);
+    const auto d = c10::Device("cuda");
+    at::Tensor xx = x.to(d, dtype).detach().requires_grad_(true);
+    at::Tensor ww = w.to(d, dtype).detach().requires_grad_(true);
+    const bool full = rows.numel() == g.num_nodes;
+    const at::Tensor out = adgnn::csr_aggregate(t.rowptr.to(d), t.col.to(d), ww, xx,
+                                                full ? at::Tensor() : rows.to(d));
+    (out * probe.to(d, dtype)).sum().backward();
+    SCOPED_TRACE("rows " + std::to_string(rows.numel()));
+    EXPECT_TRUE(torch::allclose(out.cpu().to(torch::kFloat64), ref.out, tol, tol));
+    EXPECT_TRUE(torch::allclose(xx.grad().cpu().to(torch::kFloat64), ref.grad_x, tol, tol));
+    EXPECT_TRUE(torch::allclose(ww.grad().cpu().to(torch::kFloat64), ref.grad_w, tol, tol));
+    // Without weights (all ones) the same kernels run with w = nullptr.
+    at::Tensor xu = x.to(d, dtype).detach().requires_grad_(true);
+    const at::Tensor ones = torch::ones({t.col.numel()}, torch::kFloat64);
+    const Reference ref1 = reference(t.rowptr, t.col, ones, x, rows, probe);
+    const at::Tensor out1 = adgnn::csr_aggregate(t.rowptr.to(d), t.col.to(d), {}, xu,
+                                                 full ? at::Tensor() : rows.to(d));
+    (out1 * probe.to(d, dtype)).sum().backward();
+    EXPECT_TRUE(torch::allclose(out1.cpu().to(torch::kFloat64), ref1.out, tol, tol));
+    EXPECT_TRUE(torch::allclose(xu.grad().cpu().to(torch::kFloat64), ref1.grad_x, tol, tol));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Widths, CudaAggregate,
+                         ::testing::Combine(::testing::Values<int64_t>(1, 3, 16, 33, 40, 128, 256, 260),
+                                            ::testing::Bool()));
+
+TEST(Cuda, AggregateIsDeterministicAndEqualsTheCpuKernels) {
   REQUIRE_GPU();
   const auto g = graph(3000, 1);
   const auto t = adgnn::to_tensors(g, torch::kCPU);
-  const at::Tensor x = torch::randn({g.num_nodes, 33});
-  const at::Tensor w = torch::rand({t.col.numel()});
-  const at::Tensor rows = torch::randperm(g.num_nodes, torch::kInt64).slice(0, 0, 700);
-  const at::Tensor rows_sorted = std::get<0>(rows.sort());
-  const at::Tensor probe = torch::randn({700, 33});
-  at::Tensor grads[2][2], outs[2];
-  for (int dev = 0; dev < 2; ++dev) {
-    const c10::Device d = dev ? c10::Device("cuda") : c10::Device("cpu");
-    at::Tensor xx = x.to(d).detach().clone().requires_grad_(true),
-               ww = w.to(d).detach().clone().requires_grad_(true);
-    outs[dev] = adgnn::csr_aggregate(t.rowptr.to(d), t.col.to(d), ww, xx, rows_sorted.to(d));
-    (outs[dev] * probe.to(d)).sum().backward();
-    grads[dev][0] = xx.grad().cpu();
-    grads[dev][1] = ww.grad().cpu();
+  const at::Tensor x = torch::randn({g.num_nodes, 128});
+  const at::Tensor rows = std::get<0>(torch::randperm(g.num_nodes, torch::kInt64).slice(0, 0, 900).sort());
+  const at::Tensor probe = torch::randn({900, 128});
+  at::Tensor grad[2][2], out[2];
+  for (int rep = 0; rep < 2; ++rep) {
+    const auto d = c10::Device("cuda");
+    at::Tensor xx = x.to(d).requires_grad_(true);
+    out[rep] = adgnn::csr_aggregate(t.rowptr.to(d), t.col.to(d), {}, xx, rows.to(d));
+    (out[rep] * probe.to(d)).sum().backward();
+    grad[rep][0] = xx.grad().cpu();
   }
-  EXPECT_TRUE(torch::allclose(outs[0], outs[1].cpu(), 1e-5, 1e-5));
-  EXPECT_TRUE(torch::allclose(grads[0][0], grads[1][0], 1e-5, 1e-5));
-  EXPECT_TRUE(torch::allclose(grads[0][1], grads[1][1], 1e-4, 1e-5));
-  // Deterministic forward: two calls give identical bits.
-  const auto d = c10::Device("cuda");
-  EXPECT_TRUE(torch::equal(adgnn::csr_aggregate(t.rowptr.to(d), t.col.to(d), {}, x.to(d)),
-                           adgnn::csr_aggregate(t.rowptr.to(d), t.col.to(d), {}, x.to(d))));
+  // Same bits twice: no atomics, a fixed summation order (forward and backward).
+  EXPECT_TRUE(torch::equal(out[0], out[1]));
+  EXPECT_TRUE(torch::equal(grad[0][0], grad[1][0]));
+  at::Tensor xc = x.clone().requires_grad_(true);
+  const at::Tensor cpu = adgnn::csr_aggregate(t.rowptr, t.col, {}, xc, rows);
+  (cpu * probe).sum().backward();
+  EXPECT_TRUE(torch::allclose(cpu, out[0].cpu(), 1e-5, 1e-5));
+  EXPECT_TRUE(torch::allclose(xc.grad(), grad[0][0], 1e-5, 1e-5));
 }
 
 TEST(Cuda, DropoutMasksEqualTheCpuOnes) {
