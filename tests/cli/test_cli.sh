@@ -25,7 +25,7 @@ expect_ok() {
   "$@" >"$tmp/out" 2>"$tmp/err" && ok || bad "$* -> exit $?: $(cat "$tmp/err")"
 }
 
-for sub in "" "data" "data stats" "data convert" "data generate" "data bench"; do
+for sub in "" "data" "data stats" "data convert" "data generate" "data bench" "bench"; do
   # shellcheck disable=SC2086
   expect_ok "$adgnn" $sub --help
 done
@@ -94,6 +94,28 @@ expect_error "--out" "$adgnn" partition csbm:demo --parts 2
 expect_error "--out $tmp/demo.h5: exists and is not a folder" "$adgnn" partition csbm:demo --parts 2 --out "$tmp/demo.h5"
 expect_error "--dataset" "$adgnn" partition --parts 2 --out "$tmp/p0"
 [ -e "$tmp/p0" ] && bad "a failed partition run created its output folder" || ok
+
+# bench: every model x depth gets a row with its per-layer edges; JSON written; bad flags refused.
+expect_ok "$adgnn" bench --dataset csbm:demo --device cpu --depths 1,3 --steps 2 --warmup 1 --hidden 16 \
+  --breakdown --kernels --json "$tmp/bench.json"
+[ "$(grep -c '^| \(GCN\|AD-GCN_fast\|AD-GCN\) | [13] |' "$tmp/out")" -eq 6 ] && ok || bad "bench table lacks rows: $(cat "$tmp/out")"
+grep -q "SpMM backward" "$tmp/out" && ok || bad "bench --kernels lacks the kernel table"
+python3 - "$tmp/bench.json" <<'PY' && ok || bad "bench JSON incomplete"
+import json, sys
+d = json.load(open(sys.argv[1]))
+rows = d["rows"]
+assert len(rows) == 6, rows
+for r in rows:
+    assert len(r["edges_per_layer"]) == r["depth"] and len(r["step_ms"]) == 2
+    assert r["step_ms_median"] > 0 and 0 <= min(r["active_edge_fraction"]) <= max(r["active_edge_fraction"]) <= 1
+    assert r["edges_per_layer"][0] == d["graph"]["edges"]  # layer 1 aggregates every row
+    if r["variant"] == "plain":
+        assert r["active_edge_fraction"] == [1.0] * r["depth"]
+assert d["kernels"]["copy_bandwidth_GBps"] > 0 and len(d["kernels"]["gcn_step_floors"]) == 2
+PY
+expect_error "--depths" "$adgnn" bench --dataset csbm:demo --device cpu --depths 0
+expect_error "--variants" "$adgnn" bench --dataset csbm:demo --device cpu --variants fancy
+expect_error "--steps" "$adgnn" bench --dataset csbm:demo --device cpu --steps 0
 
 if [ -n "$data" ] && [ -d "$data" ]; then
   expect_ok "$adgnn" data stats --dataset texas --data-dir "$data"

@@ -1,0 +1,354 @@
+// `adgnn bench`: full-batch training-step time, peak memory and edges processed per layer for a
+// set of models and depths on one graph (one process, one device), printed as a table and
+// written as JSON; `--kernels` adds the aggregation kernels against the device's measured memory
+// bandwidth and matmul rate, and the byte and FLOP floors of a GCN training step.
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "adgnn/gnn.h"
+#include "adgnn/loaders.h"
+#include "commands.h"
+#include "fmt/format.h"
+#include "nlohmann/json.hpp"
+
+namespace adgnn::cli {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct BenchFlags {
+  std::string dataset = "csbm:arxiv-scale", data_dir, device = "cuda", json;
+  std::vector<std::string> backbones{"gcn"}, variants{"plain", "ad_fast", "ad"};
+  std::vector<int64_t> depths{2, 4, 8};
+  int64_t hidden = 128, steps = 30, warmup = 5;
+  double dropout = 0.5, lr = 0.01, weight_decay = 5e-4, lambda = 0.0;
+  std::string normalisation = "linear";
+  uint64_t seed = 0;
+  bool breakdown = false, kernels = false;
+};
+
+void sync(const c10::Device& d) {
+  if (d.is_cuda()) torch::cuda::synchronize(d.index());
+}
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+double quantile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const double pos = q * double(v.size() - 1);
+  const size_t lo = size_t(pos), hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (pos - double(lo)) * (v[hi] - v[lo]);
+}
+// Median of `reps` timed calls of f after 3 untimed ones, device-synchronised.
+template <typename F>
+double median_ms(const c10::Device& d, int64_t reps, F&& f) {
+  for (int i = 0; i < 3; ++i) f();
+  std::vector<double> t;
+  for (int64_t i = 0; i < reps; ++i) {
+    sync(d);
+    const auto t0 = Clock::now();
+    f();
+    sync(d);
+    t.push_back(ms_since(t0));
+  }
+  return quantile(t, 0.5);
+}
+
+std::string model_label(const std::string& backbone, const std::string& variant) {
+  static const std::map<std::string, std::string> names{{"gcn", "GCN"}, {"gat", "GAT"}, {"sage", "SAGE"},
+                                                        {"mixhop", "MixHop"}, {"gatv2", "GATv2"}, {"dirgnn", "DirGNN"}};
+  const std::string b = names.count(backbone) ? names.at(backbone) : backbone;
+  if (variant == "plain") return b;
+  if (variant == "ad") return "AD-" + b;
+  if (variant == "ad_fast") return "AD-" + b + "_fast";
+  return "AD#-" + b;
+}
+
+// The graph's training nodes: its seeded random split when it has one (generated graphs), the
+// first split of another stored family, else a seeded random 60%.
+at::Tensor train_mask_of(const Graph& g, uint64_t seed) {
+  const SplitSet* s = g.find_splits("random");
+  if (!s && !g.splits.empty()) s = &g.splits.front();
+  if (s) {
+    std::vector<uint8_t> m(s->train.begin(), s->train.begin() + g.num_nodes);
+    return torch::from_blob(m.data(), {g.num_nodes}, torch::kUInt8).clone().to(torch::kBool);
+  }
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  return torch::rand({g.num_nodes}, gen) < 0.6;
+}
+
+struct BenchRow {
+  std::string backbone, variant;
+  int64_t depth = 0;
+  std::vector<double> step_ms, forward_ms, backward_ms, optimizer_ms;
+  int64_t peak_bytes = 0, parameters = 0;
+  std::vector<int64_t> edges, active_rows;
+};
+
+BenchRow bench_model(const MessageGraph& mg, const at::Tensor& x, const at::Tensor& y,
+                     const at::Tensor& train_idx, const BenchFlags& f, int64_t num_classes,
+                     const std::string& backbone, const std::string& variant, int64_t depth) {
+  const c10::Device dev(f.device);
+  ModelConfig mc;
+  mc.backbone = backbone;
+  mc.variant = variant;
+  mc.in_dim = x.size(1);
+  mc.hidden = f.hidden;
+  mc.out_dim = num_classes;
+  mc.layers = depth;
+  mc.dropout = f.dropout;
+  mc.lambda = f.lambda;
+  mc.normalisation = f.normalisation;
+  mc.seed = f.seed;
+  mc.device = f.device;
+  reset_peak_device_memory(dev);
+  Model model(mc);
+  std::vector<at::Tensor> params;
+  for (auto& [name, p] : model.named_parameters()) params.push_back(p);
+  torch::optim::Adam opt(params, torch::optim::AdamOptions(f.lr).weight_decay(f.weight_decay));
+  const at::Tensor labels = y;
+  const at::Tensor mask = torch::zeros({mg.num_dst}, torch::dtype(torch::kBool).device(dev)).index_fill(0, train_idx, true);
+  const at::Tensor y_train = y.index_select(0, train_idx);
+  BenchRow row;
+  row.backbone = backbone;
+  row.variant = variant;
+  row.depth = depth;
+  row.parameters = model.num_parameters();
+  for (int64_t step = 0; step < f.warmup + f.steps; ++step) {
+    sync(dev);
+    const auto t0 = Clock::now();
+    opt.zero_grad();
+    ForwardOutput out = model.forward(mg, x, /*training=*/true, step, labels, mask);
+    const at::Tensor loss =
+        torch::nn::functional::cross_entropy(out.logits.index_select(0, train_idx), y_train) + out.reg_loss;
+    if (f.breakdown) sync(dev);
+    const auto t1 = Clock::now();
+    loss.backward();
+    if (f.breakdown) sync(dev);
+    const auto t2 = Clock::now();
+    opt.step();
+    sync(dev);
+    const auto t3 = Clock::now();
+    if (step >= f.warmup) {
+      using ms = std::chrono::duration<double, std::milli>;
+      row.step_ms.push_back(ms(t3 - t0).count());
+      row.forward_ms.push_back(ms(t1 - t0).count());
+      row.backward_ms.push_back(ms(t2 - t1).count());
+      row.optimizer_ms.push_back(ms(t3 - t2).count());
+    }
+    if (step + 1 == f.warmup + f.steps) {
+      row.edges = out.stats.edges_processed;
+      row.active_rows = out.stats.active_rows;
+    }
+  }
+  row.peak_bytes = peak_device_memory(dev);
+  return row;
+}
+
+// Aggregation kernels against the device's own limits: a copy's bandwidth and a matmul's rate.
+nlohmann::json bench_kernels(const MessageGraph& mg, const BenchFlags& f, int64_t in_features, int64_t classes) {
+  const c10::Device dev(f.device);
+  const int64_t n = mg.num_dst, F = f.hidden, E = mg.col.numel();
+  const int64_t reps = std::max<int64_t>(f.steps, 10);
+  nlohmann::json j;
+  // Memory bandwidth: a copy of 1 GiB (read + write), or 128 MiB on the CPU.
+  const int64_t copy_elems = (dev.is_cuda() ? (int64_t(1) << 30) : (int64_t(1) << 27)) / 4;
+  at::Tensor a = torch::ones({copy_elems}, torch::dtype(torch::kFloat32).device(dev)), b = torch::empty_like(a);
+  const double copy_ms = median_ms(dev, reps, [&] { b.copy_(a); });
+  const double bw = 2.0 * double(copy_elems) * 4 / (copy_ms * 1e-3);  // bytes / s
+  a = b = at::Tensor();
+  // Matmul rate at the model's shape: [n, F] x [F, F].
+  const at::Tensor h = torch::randn({n, F}, torch::dtype(torch::kFloat32).device(dev));
+  const at::Tensor w = torch::randn({F, F}, torch::dtype(torch::kFloat32).device(dev));
+  const double mm_ms = median_ms(dev, reps, [&] { (void)h.mm(w); });
+  const double flops_rate = 2.0 * double(n) * F * F / (mm_ms * 1e-3);
+  // SpMM forward over every row, its transposed backward, and over a 5% subset of rows.
+  const double fwd_ms = median_ms(dev, reps, [&] { (void)csr_aggregate(mg.rowptr, mg.col, mg.gcn_weight, h); });
+  at::Tensor hx = h.clone().requires_grad_(true);
+  const at::Tensor out = csr_aggregate(mg.rowptr, mg.col, mg.gcn_weight, hx);
+  const at::Tensor probe = torch::randn_like(out);
+  const double bwd_ms = median_ms(dev, reps, [&] { (void)torch::autograd::grad({out}, {hx}, {probe}, /*retain_graph=*/true); });
+  const at::Tensor some = std::get<0>(torch::randperm(n, torch::dtype(torch::kInt64).device(dev)).slice(0, 0, n / 20).sort());
+  const double sub_ms = median_ms(dev, reps, [&] { (void)csr_aggregate(mg.rowptr, mg.col, mg.gcn_weight, h, some); });
+  // Compulsory traffic of one full SpMM: the CSR (rowptr, col, weight), each input row once and
+  // each output row once; gathered traffic: one input row per entry.
+  const double csr_bytes = double(n + 1) * 8 + double(E) * (4 + 4);
+  const double min_bytes = csr_bytes + 2.0 * double(n) * F * 4;
+  const double gathered_bytes = csr_bytes + double(E) * F * 4 + double(n) * F * 4;
+  // Floors of a GCN training step at each depth: every layer's SpMM forward and backward at
+  // compulsory traffic, and the matmuls (forward, and grad of input and weight) at the measured
+  // rate; layer 1 reads the input features, the last writes the classes.
+  nlohmann::json floors = nlohmann::json::array();
+  for (int64_t d : f.depths) {
+    double bytes = 0, flops = 0;
+    for (int64_t t = 1; t <= d; ++t) {
+      const double fin = t == 1 ? double(in_features) : double(F);
+      const double fout = t == d ? double(classes) : double(F);
+      bytes += 2 * (csr_bytes + 2.0 * double(n) * fin * 4);  // SpMM forward + backward
+      flops += 3 * 2.0 * double(n) * fin * fout;            // x W, and its two gradients
+    }
+    floors.push_back({{"depth", d}, {"bytes", bytes}, {"bytes_floor_ms", bytes / bw * 1e3},
+                      {"flops", flops}, {"flops_floor_ms", flops / flops_rate * 1e3}});
+  }
+  j = {{"copy_bandwidth_GBps", bw / 1e9},
+       {"matmul_TFLOPs", flops_rate / 1e12},
+       {"spmm_forward_ms", fwd_ms},
+       {"spmm_backward_ms", bwd_ms},
+       {"spmm_forward_5pct_rows_ms", sub_ms},
+       {"spmm_min_bytes", min_bytes},
+       {"spmm_gathered_bytes", gathered_bytes},
+       {"spmm_forward_min_bytes_GBps", min_bytes / (fwd_ms * 1e-3) / 1e9},
+       {"spmm_forward_gathered_GBps", gathered_bytes / (fwd_ms * 1e-3) / 1e9},
+       {"spmm_backward_gathered_GBps", gathered_bytes / (bwd_ms * 1e-3) / 1e9},
+       {"gcn_step_floors", floors}};
+  return j;
+}
+
+int run_bench(const BenchFlags& f) {
+  if (f.steps < 1) throw InputError("--steps: must be at least 1");
+  if (f.warmup < 0) throw InputError("--warmup: must be non-negative");
+  if (f.hidden < 1) throw InputError("--hidden: must be at least 1");
+  for (int64_t d : f.depths)
+    if (d < 1 || d > 64) throw InputError("--depths: " + std::to_string(d) + " is not in 1..64");
+  for (const auto& v : f.variants)
+    if (v != "plain" && v != "ad" && v != "ad_fast" && v != "ad_sharp")
+      throw InputError("--variants: " + v + " is not one of plain, ad, ad_fast, ad_sharp");
+  for (const auto& b : f.backbones)
+    if (b != "gcn" && b != "gat" && b != "sage" && b != "mixhop" && b != "gatv2" && b != "dirgnn")
+      throw InputError("--backbones: " + b + " is not one of gcn, gat, sage, mixhop, gatv2, dirgnn");
+  c10::Device dev = c10::kCPU;
+  try {
+    dev = c10::Device(f.device);
+  } catch (const std::exception&) {
+    throw InputError("--device " + f.device + ": not a device (cpu, cuda, cuda:N)");
+  }
+  if (dev.is_cuda() && (!cuda_kernels_built() || torch::cuda::device_count() == 0))
+    throw InputError("--device " + f.device + ": " +
+                     (cuda_kernels_built() ? "no CUDA device here" : "this build has no CUDA kernels (-DADGNN_CUDA=ON)"));
+  if (dev.is_cuda() && !dev.has_index()) dev = c10::Device(c10::kCUDA, 0);
+  BenchFlags fl = f;
+  fl.device = dev.str();
+
+  const auto t_load = Clock::now();
+  const Graph g = load_dataset(f.dataset, f.data_dir);
+  const double load_s = ms_since(t_load) / 1e3;
+  const GraphTensors gt = to_tensors(g, dev);
+  const MessageGraph mg = message_graph(gt);
+  const at::Tensor train_idx = train_mask_of(g, f.seed).nonzero().squeeze(1).to(dev);
+  const int64_t entries = mg.col.numel();
+  fmt::print("graph {}: {} nodes, {} symmetric CSR entries, {} features, {} classes (loaded in {:.1f} s)\n",
+             g.name, g.num_nodes, entries, gt.num_features, g.num_classes, load_s);
+  fmt::print("device {}; hidden {}, dropout {}, Adam lr {} wd {}; median of {} steps after {} warm-up\n\n",
+             fl.device, f.hidden, f.dropout, f.lr, f.weight_decay, f.steps, f.warmup);
+
+  nlohmann::json doc;
+  doc["device"] = fl.device;
+  doc["graph"] = {{"name", g.name}, {"nodes", g.num_nodes}, {"edges", entries},
+                  {"features", gt.num_features}, {"classes", g.num_classes}};
+  doc["settings"] = {{"hidden", f.hidden}, {"dropout", f.dropout}, {"lr", f.lr},
+                     {"weight_decay", f.weight_decay}, {"lambda", f.lambda},
+                     {"normalisation", f.normalisation}, {"steps", f.steps}, {"warmup", f.warmup},
+                     {"breakdown", f.breakdown}};
+  doc["rows"] = nlohmann::json::array();
+  fmt::print("| model | depth | step ms (median) | p10-p90 | {}peak MiB | edges per layer (% of all entries) |\n",
+             f.breakdown ? "fwd / bwd / opt ms | " : "");
+  fmt::print("|---|---:|---:|---:|{}---:|---|\n", f.breakdown ? "---:|" : "");
+  std::map<int64_t, double> gcn_ms;
+  for (int64_t d : f.depths) {
+    for (const auto& b : f.backbones) {
+      for (const auto& v : f.variants) {
+        const BenchRow r = bench_model(mg, gt.x, gt.y, train_idx, fl, g.num_classes, b, v, d);
+        std::vector<double> frac;
+        std::string per_layer;
+        for (int64_t e : r.edges) {
+          frac.push_back(entries ? double(e) / double(entries) : 0.0);
+          per_layer += fmt::format("{}{:.1f}", per_layer.empty() ? "" : " / ", 100.0 * frac.back());
+        }
+        const double med = quantile(r.step_ms, 0.5);
+        fmt::print("| {} | {} | {:.2f} | {:.2f}-{:.2f} | {}{} | {} |\n", model_label(b, v), d, med,
+                   quantile(r.step_ms, 0.1), quantile(r.step_ms, 0.9),
+                   f.breakdown ? fmt::format("{:.2f} / {:.2f} / {:.2f} | ", quantile(r.forward_ms, 0.5),
+                                             quantile(r.backward_ms, 0.5), quantile(r.optimizer_ms, 0.5))
+                               : std::string(),
+                   dev.is_cuda() ? fmt::format("{:.0f}", double(r.peak_bytes) / (1 << 20)) : std::string("n/a"),
+                   per_layer);
+        std::fflush(stdout);
+        nlohmann::json row = {{"model", model_label(b, v)}, {"backbone", b}, {"variant", v},
+                              {"depth", d}, {"hidden", f.hidden},
+                              {"step_ms_median", med},
+                              {"step_ms_p10", quantile(r.step_ms, 0.1)},
+                              {"step_ms_p90", quantile(r.step_ms, 0.9)},
+                              {"step_ms", r.step_ms},
+                              {"peak_bytes", r.peak_bytes}, {"parameters", r.parameters},
+                              {"edges_per_layer", r.edges}, {"active_rows_per_layer", r.active_rows},
+                              {"active_edge_fraction", frac}};
+        if (f.breakdown)
+          row["breakdown_ms"] = {{"forward", quantile(r.forward_ms, 0.5)},
+                                 {"backward", quantile(r.backward_ms, 0.5)},
+                                 {"optimizer", quantile(r.optimizer_ms, 0.5)}};
+        doc["rows"].push_back(row);
+      }
+    }
+  }
+  if (f.kernels) {
+    const nlohmann::json k = bench_kernels(mg, fl, gt.num_features, g.num_classes);
+    doc["kernels"] = k;
+    fmt::print("\nkernels (hidden {}): copy bandwidth {:.0f} GB/s, matmul {:.1f} TFLOP/s\n", f.hidden,
+               k["copy_bandwidth_GBps"].get<double>(), k["matmul_TFLOPs"].get<double>());
+    fmt::print("| kernel | ms | GB/s (compulsory bytes) | GB/s (gathered bytes) | % of copy bandwidth (gathered) |\n|---|---:|---:|---:|---:|\n");
+    const double bw = k["copy_bandwidth_GBps"].get<double>();
+    const double minb = k["spmm_min_bytes"].get<double>(), gath = k["spmm_gathered_bytes"].get<double>();
+    for (const auto& [name, key] : std::vector<std::pair<std::string, std::string>>{
+             {"SpMM forward, all rows", "spmm_forward_ms"}, {"SpMM backward (transpose), all rows", "spmm_backward_ms"}}) {
+      const double ms = k[key].get<double>();
+      fmt::print("| {} | {:.3f} | {:.0f} | {:.0f} | {:.0f}% |\n", name, ms, minb / ms / 1e6, gath / ms / 1e6,
+                 100.0 * gath / ms / 1e6 / bw);
+    }
+    fmt::print("| SpMM forward, 5% of rows | {:.3f} | | | |\n", k["spmm_forward_5pct_rows_ms"].get<double>());
+    fmt::print("\nGCN training-step floors: | depth | bytes floor ms | FLOP floor ms |\n");
+    for (const auto& fl2 : k["gcn_step_floors"])
+      fmt::print("| {} | {:.3f} | {:.3f} |\n", fl2["depth"].get<int64_t>(), fl2["bytes_floor_ms"].get<double>(),
+                 fl2["flops_floor_ms"].get<double>());
+  }
+  if (!f.json.empty()) write_file_atomic(f.json, doc.dump(1) + "\n");
+  return 0;
+}
+
+}  // namespace
+
+void add_bench_commands(CLI::App& app, std::function<int()>& run) {
+  auto f = std::make_shared<BenchFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "bench", "Training-step time, peak memory and edges per layer of models on one graph (table + JSON)");
+  cmd->add_option("--dataset", f->dataset, "Graph: a dataset name, a file, or csbm:<preset>")->capture_default_str();
+  cmd->add_option("--data-dir", f->data_dir, "Folder holding the datasets (default: $ADGNN_DATA)");
+  cmd->add_option("--backbones", f->backbones, "Backbones (gcn gat sage mixhop gatv2 dirgnn)")->delimiter(',')->capture_default_str();
+  cmd->add_option("--variants", f->variants, "Variants (plain ad ad_fast ad_sharp)")->delimiter(',')->capture_default_str();
+  cmd->add_option("--depths", f->depths, "Depths (layers)")->delimiter(',')->capture_default_str();
+  cmd->add_option("--hidden", f->hidden, "Hidden width")->capture_default_str();
+  cmd->add_option("--steps", f->steps, "Timed training steps (median reported)")->capture_default_str();
+  cmd->add_option("--warmup", f->warmup, "Untimed steps first")->capture_default_str();
+  cmd->add_option("--device", f->device, "cpu, cuda or cuda:N")->capture_default_str();
+  cmd->add_option("--dropout", f->dropout, "Dropout")->capture_default_str();
+  cmd->add_option("--lr", f->lr, "Adam learning rate")->capture_default_str();
+  cmd->add_option("--weight-decay", f->weight_decay, "Adam weight decay")->capture_default_str();
+  cmd->add_option("--lambda", f->lambda, "AD: lambda of tau(t)")->capture_default_str();
+  cmd->add_option("--normalisation", f->normalisation, "AD: depth-benefit normalisation (linear, log)")
+      ->check(CLI::IsMember({"linear", "log"}))->capture_default_str();
+  cmd->add_option("--seed", f->seed, "Seed")->capture_default_str();
+  cmd->add_flag("--breakdown", f->breakdown, "Also time forward, backward and optimizer (synchronises between them)");
+  cmd->add_flag("--kernels", f->kernels, "Also time the aggregation kernels against the device's bandwidth and matmul rate");
+  cmd->add_option("--json", f->json, "Write the results as JSON (atomically)");
+  cmd->callback([f, &run] { run = [f] { return run_bench(*f); }; });
+}
+
+}  // namespace adgnn::cli
