@@ -124,6 +124,11 @@ void register_train_flags(CLI::App* cmd, const std::shared_ptr<TrainArgs>& a) {
   cmd->add_option("--band", f.model.band, "Surrogate band |eps - tau| < band * kappa (<= 0: every row)");
   cmd->add_option("--normalisation", f.model.normalisation, "Depth-benefit normalisation: linear (paper) or log");
   cmd->add_option("--theta-init", f.model.theta_init, "Initial a_s of theta");
+  cmd->add_option("--heuristic", f.model.same_label_heuristic,
+                  "Same-label estimate of ad_fast / ad_sharp: degree (paper), common_neighbours, jaccard, "
+                  "adamic_adar, betweenness, kshell, clustering");
+  cmd->add_option("--degree-threshold", f.model.degree_threshold,
+                  "Plain models: nodes with degree <= this never aggregate (Exp-2; 0: off)");
   cmd->add_option("--seed", f.model.seed, "Seed (run r uses seed + r)");
   cmd->add_option("--device", f.model.device, "cpu, cuda or cuda:N");
   cmd->add_option("--splits", f.splits, "auto, random, or a split family of the dataset (geom-gcn, platonov, public)");
@@ -138,6 +143,7 @@ void register_train_flags(CLI::App* cmd, const std::shared_ptr<TrainArgs>& a) {
   cmd->add_flag("--resume", f.resume, "Continue from --checkpoint where it stopped");
   cmd->add_option("--metrics", f.metrics, "JSON-lines metrics file (one line per epoch)");
   cmd->add_option("--predictions", f.predictions, "HDF5 file for final logits, depths and embeddings");
+  cmd->add_flag("--layer-embeddings", f.layer_embeddings, "--predictions also holds every layer's output (layer_<t>)");
   cmd->add_flag("--json", a->json, "Print the summary as JSON");
   cmd->add_option("--partition", f.partition.method,
                   "Several ranks: metis, stratified (balances every depth-benefit quartile), random, contiguous");
@@ -176,6 +182,8 @@ TrainConfig resolve(CLI::App* cmd, const TrainArgs& args, std::vector<std::strin
   if (given("--band")) c.model.band = f.model.band;
   if (given("--normalisation")) c.model.normalisation = f.model.normalisation;
   if (given("--theta-init")) c.model.theta_init = f.model.theta_init;
+  if (given("--heuristic")) c.model.same_label_heuristic = f.model.same_label_heuristic;
+  if (given("--degree-threshold")) c.model.degree_threshold = f.model.degree_threshold;
   if (given("--seed")) c.model.seed = f.model.seed;
   if (given("--device")) c.model.device = f.model.device;
   if (given("--splits")) c.splits = f.splits;
@@ -193,6 +201,7 @@ TrainConfig resolve(CLI::App* cmd, const TrainArgs& args, std::vector<std::strin
   c.resume = f.resume;
   c.metrics = f.metrics;
   c.predictions = f.predictions;
+  c.layer_embeddings = f.layer_embeddings;
   c.progress = !a->no_progress;
   if (c.dataset.empty()) throw InputError("--dataset: required (a name, a path, or csbm:<preset>)");
   models = given("--model") || a->config.empty()

@@ -9,6 +9,7 @@
 #include "adgnn/gnn.h"
 #include "kernels.h"
 #include "halo.h"
+#include "heuristics.h"
 #include "layers.h"
 
 namespace adgnn {
@@ -149,6 +150,10 @@ struct Model::Impl {
   // forward pass (buffers: checkpointed, so a resumed run continues with the same estimates).
   static constexpr int64_t kBuckets = 32;
   at::Tensor sharp_log_beta, sharp_log_gamma;
+  // d+ of a non-degree same-label heuristic: a static function of the graph, computed on the
+  // first pass over a graph (keyed by its CSR storage) and reused.
+  at::Tensor heuristic_d_plus;
+  const void* heuristic_graph = nullptr;
 
   bool adaptive() const { return cfg.variant != "plain"; }
 
@@ -226,7 +231,19 @@ struct Model::Impl {
     const at::Tensor all = torch::arange(n, g.rowptr.options());
     const at::Tensor deg = g.degree.slice(0, 0, n);
     at::Tensor d_plus;
-    if (cfg.variant == "ad_fast" || cfg.variant == "ad_sharp") {
+    if ((cfg.variant == "ad_fast" || cfg.variant == "ad_sharp") && cfg.same_label_heuristic != "degree") {
+      // The appendix's alternative heuristics: d+_v = sum_u p_uv over the whole graph.
+      if (g.distributed())
+        throw InputError("--heuristic " + cfg.same_label_heuristic +
+                         ": needs the whole graph; distributed runs support only degree");
+      if (heuristic_graph != g.rowptr.data_ptr() || heuristic_d_plus.size(0) != n) {
+        const at::Tensor p = detail::same_label_probability(cfg.same_label_heuristic, g.rowptr, g.col);
+        const at::Tensor rows = torch::repeat_interleave(g.rowptr.to(torch::kCPU).diff());
+        heuristic_d_plus = torch::zeros({g.num_src}, torch::kFloat64).index_add(0, rows, p).slice(0, 0, n).to(deg.device());
+        heuristic_graph = g.rowptr.data_ptr();
+      }
+      d_plus = heuristic_d_plus.to(theta_a.scalar_type());
+    } else if (cfg.variant == "ad_fast" || cfg.variant == "ad_sharp") {
       // p_uv = d_u d_v / max d_i d_j: d+_v = d_v * sum_u d_u / max.
       const at::Tensor nb = csr_aggregate(g.rowptr, g.col, {}, g.degree.unsqueeze(1), all).squeeze(1);
       d_plus = (deg.to(torch::kFloat64) * nb / g.max_degree_product).to(theta_a.scalar_type());
@@ -310,6 +327,10 @@ Model::Model(const ModelConfig& cfg) : impl_(std::make_unique<Impl>()) {
   if (cfg.heads < 1) throw InputError("--heads: must be >= 1");
   if (cfg.normalisation != "linear" && cfg.normalisation != "log")
     throw InputError("--normalisation " + cfg.normalisation + ": expected linear or log");
+  detail::check_heuristic(cfg.same_label_heuristic);
+  if (cfg.degree_threshold < 0) throw InputError("--degree-threshold: must be >= 0");
+  if (cfg.degree_threshold > 0 && cfg.variant != "plain")
+    throw InputError("--degree-threshold: only with --variant plain (Exp-2's case study)");
   c10::Device device("cpu");
   try {
     device = c10::Device(cfg.device);
@@ -442,6 +463,17 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
         comp_bits.bitwise_or_((active[size_t(t)] | band[size_t(t)]).to(torch::kInt64).bitwise_left_shift(t - 1));
     }
     if (pass) pass->set_computed(comp_bits, false);
+  } else if (c.degree_threshold > 0) {
+    // Exp-2: low-degree nodes never aggregate; the others use every layer.
+    depth = torch::where(g.degree.slice(0, 0, n) > double(c.degree_threshold), L, 0).to(torch::kInt64);
+    tau = torch::zeros({L}, x.options());
+    at::Tensor comp_bits = torch::zeros({n}, depth.options());
+    for (int64_t t = 1; t <= L; ++t) {
+      active[size_t(t)] = depth >= t;
+      band[size_t(t)] = torch::zeros_like(active[size_t(t)]);
+      if (pass) comp_bits.bitwise_or_(active[size_t(t)].to(torch::kInt64).bitwise_left_shift(t - 1));
+    }
+    if (pass) pass->set_computed(comp_bits, false);
   } else {
     depth = torch::full({n}, L, torch::dtype(torch::kInt64).device(x.device()));
     if (pass) pass->set_computed({}, true);
@@ -473,7 +505,7 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
       return torch::relu(v);
     };
 
-    if (!m.adaptive()) {
+    if (!m.adaptive() && c.degree_threshold <= 0) {
       const at::Tensor upd = post(layer.forward(g, hin, all_rows));
       out.stats.active_rows.push_back(n);
       out.stats.computed_rows.push_back(n);

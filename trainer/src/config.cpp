@@ -45,6 +45,8 @@ void apply_yaml(const YAML::Node& root, TrainConfig& c, const std::string& path)
   take(root, "band", m.band, path, seen);
   take(root, "normalisation", m.normalisation, path, seen);
   take(root, "theta_init", m.theta_init, path, seen);
+  take(root, "heuristic", m.same_label_heuristic, path, seen);
+  take(root, "degree_threshold", m.degree_threshold, path, seen);
   take(root, "dirgnn_alpha", m.dirgnn_alpha, path, seen);
   take(root, "seed", m.seed, path, seen);
   take(root, "device", m.device, path, seen);
@@ -88,6 +90,9 @@ std::string describe(const TrainConfig& c) {
      << " lr=" << c.lr << " weight_decay=" << c.weight_decay
      << " patience=" << c.patience << " float64=" << m.float64 << " soft_masks=" << m.soft_masks
      << " t_max=" << m.t_max << " dirgnn_alpha=" << m.dirgnn_alpha << " device=" << m.device;
+  // Only when set: the line (checkpoint fingerprints, sweep keys) of every earlier run is unchanged.
+  if (m.same_label_heuristic != "degree") os << " heuristic=" << m.same_label_heuristic;
+  if (m.degree_threshold > 0) os << " degree_threshold=" << m.degree_threshold;
   return os.str();
 }
 

@@ -187,6 +187,7 @@ void validate_train_config(const TrainConfig& cfg) {
   if (cfg.patience < 0) bad("--patience", "must be >= 0");
   if (cfg.checkpoint_every < 1) bad("--checkpoint-every", "must be >= 1");
   if (cfg.resume && cfg.checkpoint.empty()) bad("--resume", "needs --checkpoint");
+  if (cfg.layer_embeddings && cfg.predictions.empty()) bad("--layer-embeddings", "needs --predictions");
   if (cfg.train_fraction <= 0 || cfg.val_fraction < 0 || cfg.train_fraction + cfg.val_fraction >= 1)
     bad("--splits random", "train and validation fractions must leave a test set");
 }
@@ -422,6 +423,10 @@ RunResult train_run(const Graph& g, const TrainConfig& cfg_in, int64_t run, Comm
     if (ev.eps.defined()) arrays["eps"] = to_array(gather(ev.eps));
     if (ev.layer_outputs.size() >= 2)
       arrays["embedding"] = to_array(gather(ev.layer_outputs[ev.layer_outputs.size() - 2]));
+    if (cfg.layer_embeddings)  // per-layer cluster quality (the appendix's silhouette / CH scores)
+      for (size_t t = 0; t < ev.layer_outputs.size(); ++t)
+        arrays["layer_" + std::to_string(t + 1)] = to_array(gather(ev.layer_outputs[t]));
+    arrays["degree"] = to_array(gather(mg.degree.slice(0, 0, n).to(torch::kInt64)));
     if (lead) write_arrays_h5(run_path(cfg.predictions, run), arrays, {{"config", fingerprint}});
   }
   return res;

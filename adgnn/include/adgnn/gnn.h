@@ -111,6 +111,13 @@ struct ModelConfig {
   double band = 3.0;                // surrogate evaluated where |eps - tau| < band * kappa (<= 0: all rows)
   std::string normalisation = "linear";  // depth-benefit min-max: linear (paper) or log
   double theta_init = 0.0;          // initial a_s of theta (a_s = 0: theta(2) = 0.5)
+  // Same-label estimate of the fast variants (ad_fast, ad_sharp): "degree" (the paper's degree
+  // product) or an appendix alternative (common_neighbours, jaccard, adamic_adar, betweenness,
+  // kshell, clustering; one process only). Ignored by plain and ad.
+  std::string same_label_heuristic = "degree";
+  // Exp-2's case study: nodes with degree <= this never aggregate (the self-only update at every
+  // layer, as an AD node with T(v) = 0); 0: off.
+  int64_t degree_threshold = 0;
   double dirgnn_alpha = 0.5;
   uint64_t seed = 0;
   std::string device = "cpu";       // where parameters live ("cpu", "cuda", "cuda:1")

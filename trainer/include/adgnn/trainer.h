@@ -32,6 +32,7 @@ struct TrainConfig {
   bool resume = false;             // continue from the checkpoint where it stopped
   std::string metrics;             // JSON-lines file, one line per epoch; empty: none
   std::string predictions;         // HDF5 file with final logits, depths, embeddings; empty: none
+  bool layer_embeddings = false;   // predictions also hold every layer's output h^(t) ("layer_<t>")
   bool progress = true;            // a progress line on a terminal
   int64_t threads = 0;             // intra-op threads (0: all cores)
   // More than one rank: how rank 0 splits the graph, or a folder made by `adgnn partition`.
