@@ -166,8 +166,9 @@ def common_flags(a):
 
 
 def tiny_cmd(a, cmd):
-    """--tiny: 3 epochs without early stopping, whatever the experiment's own settings say."""
-    if not a.tiny or cmd[0] != "train":
+    """--tiny: 3 epochs without early stopping, whatever the experiment's own settings say;
+    --epochs N: N epochs without early stopping."""
+    if not (a.tiny or a.epochs) or cmd[0] != "train":
         return cmd
     out, skip = [], False
     for c in cmd:
@@ -177,7 +178,7 @@ def tiny_cmd(a, cmd):
             skip = True
         else:
             out.append(c)
-    return out + ["--epochs", "3", "--patience", "0"]
+    return out + ["--epochs", str(a.epochs or 3), "--patience", "0"]
 
 
 def runs(a, default):
@@ -387,7 +388,12 @@ def png_head(out_png, w=900, h=600):
 
 
 def tiny_note(a):
-    return ("\n**--tiny run** (3 epochs, 1 run): a plumbing check, not a result.\n" if a.tiny else "")
+    if a.tiny:
+        return "\n**--tiny run** (3 epochs, 1 run): a plumbing check, not a result.\n"
+    if a.epochs:
+        return (f"\n**Every run capped at {a.epochs} epochs without early stopping** (`--epochs {a.epochs}`): "
+                "times per epoch and parameter counts are real, accuracies are not converged.\n")
+    return ""
 
 
 def hist_of(s):
@@ -538,7 +544,7 @@ def exp2_report(a, raw):
     gen = " ".join(f"--{k} {v}" for k, v in CSBM2.items())
     text = (f"# Exp-2: the two-class case study (GCN on a contextual SBM)\n\n{meta_line(raw)}\n{tiny_note(a)}\n"
             f"Graphs: `adgnn data generate {gen} --homophily H` (exact edge homophily H). GCN: "
-            f"`{' '.join(GCN2)}`, 10 seeded random 60/20/20 splits. The paper does not state its generator "
+            f"`{' '.join(GCN2)}`, {'/'.join(sorted({str(r[2]) for r in rows})) or '–'} seeded random 60/20/20 splits (runs) per point. The paper does not state its generator "
             "settings, so the absolute levels depend on ours; the shape is what compares. **Bold**: more "
             "than our std away from the paper's value (the paper's figure has no std).\n\n"
             "## (a) Accuracy against edge homophily\n\n| homophily | ours | paper | diff |\n|---:|---|---:|---:|\n" +
@@ -649,13 +655,17 @@ def exp3_report(a, raw):
     gp += f"set multiplot layout {len(present)},2\n" \
           "set xtics ('1' 0, '2' 1, '4' 2, '8' 3, '16' 4, '32' 5, '64' 6)\n" \
           "set xlabel 'depth'\nset key bottom left inside font ',8'\n"
+    # One colour per model; ours solid (log normalisation dotted), the paper's dashed, open marks.
+    colour = {("gcn", "plain"): "#d62728", ("gat", "plain"): "#1f77b4", ("gcn", "ad"): "#ff7f0e",
+              ("gat", "ad"): "#2ca02c"}
+    style = lambda k: f"lc rgb '{colour[(k[1], k[2])]}' dt {3 if k[3] == 'log' else 1} lw 1.5"
     for d in present:
-        acc = [f"${names[k]} u 1:2:3 w yerrorlines title '{model_label(k[1], k[2])} {k[3] if k[2] != 'plain' else ''}'"
-               for k in plots if k[0] == d]
-        acc += [f"$paper_{d}_{bb}_{v} u 1:2 w lp dt 2 title 'paper {model_label(bb, v)}'"
+        acc = [f"${names[k]} u 1:2:3 w yerrorlines {style(k)} pt 7 ps 0.6 "
+               f"title '{model_label(k[1], k[2])} {k[3] if k[2] != 'plain' else ''}'" for k in plots if k[0] == d]
+        acc += [f"$paper_{d}_{bb}_{v} u 1:2 w lp dt 2 lc rgb '{colour[(bb, v)]}' pt 6 title 'paper {model_label(bb, v)}'"
                 for bb, v, n in EXP3_MODELS if n == "linear" and (d, bb, v) in PAPER3]
-        mean_t = [f"${names[k]} u 1:4 w lp title '{model_label(k[1], k[2])} {k[3]}'" for k in plots
-                  if k[0] == d and k[2] != "plain"]
+        mean_t = [f"${names[k]} u 1:4 w lp {style(k)} pt 7 ps 0.6 title '{model_label(k[1], k[2])} {k[3]}'"
+                  for k in plots if k[0] == d and k[2] != "plain"]
         gp += f"set title '{NAMES[d]}: accuracy'\nset ylabel 'accuracy (%)'\nset yrange [0:100]\n"
         gp += ("plot " + ", ".join(acc) + "\n") if acc else "plot NaN notitle\n"
         gp += f"set title '{NAMES[d]}: mean T(v)'\nset ylabel 'mean T(v)'\nset yrange [0:*]\n"
@@ -730,11 +740,13 @@ def exp4_report(a, raw):
         gp += dat_block(f"paper_{d}", list(zip(LAMBDAS, PAPER4[d])))
     gp += "set multiplot layout 1,2\nset xlabel 'lambda'\nset ylabel 'accuracy (%)'\nset key bottom right inside font ',8'\n"
     for norm in ("linear", "log"):
-        parts = [f"${d}_{norm} u 1:2:3 w yerrorlines lc {i + 1} title '{NAMES[d]}'"
-                 for i, d in enumerate(EXP4_DATASETS) if (d, norm) in plots]
+        # The paper's colours: CiteSeer blue, DBLP green, Chameleon purple, Film orange, Texas cyan.
+        col = dict(zip(EXP4_DATASETS, ["#1f3fbf", "#2e8b57", "#8b2fa0", "#ff8c00", "#008b8b"]))
+        parts = [f"${d}_{norm} u 1:2:3 w yerrorlines lc rgb '{col[d]}' lw 1.5 pt 7 ps 0.6 title '{NAMES[d]}'"
+                 for d in EXP4_DATASETS if (d, norm) in plots]
         if norm == "linear":
-            parts += [f"$paper_{d} u 1:2 w lp dt 2 lc {i + 1} title 'paper {NAMES[d]}'"
-                      for i, d in enumerate(EXP4_DATASETS) if (d, norm) in plots]
+            parts += [f"$paper_{d} u 1:2 w lp dt 2 lc rgb '{col[d]}' pt 6 title 'paper {NAMES[d]}'"
+                      for d in EXP4_DATASETS if (d, norm) in plots]
         gp += f"set title 'AD-GCN, {norm} normalisation'\n" + \
             (("plot " + ", ".join(parts) + "\n") if parts else "plot NaN notitle\n")
     gp += "unset multiplot\n"
@@ -812,22 +824,7 @@ APX_EMB_MODELS = [("gcn", "plain"), ("gat", "plain"), ("gcn", "ad"), ("gat", "ad
 
 def appendix_jobs(a, raw):
     jobs = []
-    for d in pick(a, APX_HEUR_DATASETS, ["wisconsin"]):
-        cfg, _ = config_for(a, d, "gcn", "linear")
-        for h in HEURISTICS:
-            out = os.path.join(raw, "heuristics", f"{d}_{h}.json")
-            cmd = ["train", d, "--model", "gcn", "--variant", "ad_fast", "--heuristic", h, "--runs", runs(a, 10),
-                   "--splits", "auto", "--metrics", out[:-5] + ".jsonl"] + \
-                (["--config", cfg] if cfg else []) + common_flags(a)
-            jobs.append(Job(f"appendix heuristic {d} {h}", out, cmd))
-    for d in pick(a, APX_BENEFIT_DATASETS, ["texas"]):
-        for norm in ("linear", "log"):
-            cfg, _ = config_for(a, d, "gcn", norm)
-            out = os.path.join(raw, "benefit", f"{d}_{norm}.json")
-            cmd = ["train", d, "--model", "gcn", "--variant", "ad", "--normalisation", norm, "--runs", "1",
-                   "--splits", "auto", "--predictions", out[:-5] + ".h5"] + \
-                (["--config", cfg] if cfg else []) + common_flags(a)
-            jobs.append(Job(f"appendix benefit {d} {norm}", out, cmd))
+    # Cheapest and most asked-for first: embeddings, depth benefit, then the heuristics' 10-run rows.
     for d in pick(a, ["citeseer_planetoid"], ["texas"]):
         for bb, v in APX_EMB_MODELS:
             cfg, _ = config_for(a, d, bb, "plain" if v == "plain" else "linear")
@@ -836,6 +833,22 @@ def appendix_jobs(a, raw):
                    "--runs", "1", "--splits", "auto", "--predictions", out[:-5] + ".h5", "--layer-embeddings"] + \
                 (["--config", cfg] if cfg else []) + common_flags(a)
             jobs.append(Job(f"appendix embeddings {d} {bb} {v}", out, cmd))
+    for d in pick(a, APX_BENEFIT_DATASETS, ["texas"]):
+        for norm in ("linear", "log"):
+            cfg, _ = config_for(a, d, "gcn", norm)
+            out = os.path.join(raw, "benefit", f"{d}_{norm}.json")
+            cmd = ["train", d, "--model", "gcn", "--variant", "ad", "--normalisation", norm, "--runs", "1",
+                   "--splits", "auto", "--predictions", out[:-5] + ".h5"] + \
+                (["--config", cfg] if cfg else []) + common_flags(a)
+            jobs.append(Job(f"appendix benefit {d} {norm}", out, cmd))
+    for d in pick(a, APX_HEUR_DATASETS, ["wisconsin"]):
+        cfg, _ = config_for(a, d, "gcn", "linear")
+        for h in HEURISTICS:
+            out = os.path.join(raw, "heuristics", f"{d}_{h}.json")
+            cmd = ["train", d, "--model", "gcn", "--variant", "ad_fast", "--heuristic", h, "--runs", runs(a, 10),
+                   "--splits", "auto", "--metrics", out[:-5] + ".jsonl"] + \
+                (["--config", cfg] if cfg else []) + common_flags(a)
+            jobs.append(Job(f"appendix heuristic {d} {h}", out, cmd))
     return jobs
 
 
@@ -1062,6 +1075,8 @@ def main():
     ap.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (every run)")
     ap.add_argument("--slots", type=int, default=1, help="adgnn processes at once (1 thread each)")
     ap.add_argument("--runs", type=int, default=0, help="runs per setting (default: 10; 3 for exp5; 1 with --tiny)")
+    ap.add_argument("--epochs", type=int, default=0, help="override: this many epochs, no early stopping "
+                    "(e.g. exp5's time per epoch on a small machine)")
     ap.add_argument("--datasets", default="", help="comma-separated subset (exp5: the graph, e.g. csbm:demo)")
     ap.add_argument("--depths", default="", help="exp3: comma-separated depths (default 1,2,4,8,16,32,64)")
     ap.add_argument("--norms", default="", help="exp4: normalisations (default linear,log)")
@@ -1080,7 +1095,8 @@ def main():
     ok = True
     for name in (list(EXPERIMENTS) if a.experiment == "all" else [a.experiment]):
         jobs_of, report = EXPERIMENTS[name]
-        raw = os.path.join(a.out, "raw", name)
+        # Capped runs are not the full ones: their own folder, so a later full run redoes them.
+        raw = os.path.join(a.out, "raw", name + (f"-epochs{a.epochs}" if a.epochs else ""))
         if not a.report_only:
             write_meta(a, raw)
             ok = run_jobs(a, jobs_of(a, raw), raw) and ok

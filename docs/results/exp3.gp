@@ -1,0 +1,179 @@
+set terminal pngcairo size 1200,450 font ',10'
+set output 'exp3.png'
+set grid
+set key outside right
+$texas_gcn_plain_linear << EOD
+0 48.33 4.65 1.000
+1 55.56 4.81 2.000
+2 51.11 5.05 4.000
+3 51.11 5.05 8.000
+4 51.11 5.05 16.000
+5 51.11 5.05 32.000
+6 51.11 5.05 64.000
+EOD
+$texas_gat_plain_linear << EOD
+0 54.44 8.47 1.000
+1 50.00 2.78 2.000
+2 48.89 3.17 4.000
+3 51.11 5.05 8.000
+4 51.11 5.05 16.000
+5 51.11 5.05 32.000
+6 51.11 5.05 64.000
+EOD
+$texas_gcn_ad_linear << EOD
+0 76.67 12.20 0.005
+1 76.67 10.13 0.011
+2 73.89 10.87 0.022
+3 72.22 7.86 0.047
+4 72.78 10.83 0.103
+5 72.78 9.70 0.175
+6 67.78 12.04 0.351
+EOD
+$texas_gat_ad_linear << EOD
+0 69.44 9.42 0.005
+1 79.44 10.13 0.011
+2 80.56 8.10 0.022
+3 80.56 5.89 0.044
+4 77.22 6.33 0.087
+5 72.78 10.28 0.175
+6 78.33 6.02 0.350
+EOD
+$texas_gcn_ad_log << EOD
+0 71.11 11.21 0.072
+1 73.33 12.82 0.188
+2 74.44 9.90 0.081
+3 76.11 11.72 0.142
+4 71.67 11.35 0.139
+5 71.11 8.00 0.328
+6 68.33 11.55 0.459
+EOD
+$texas_gat_ad_log << EOD
+0 62.22 9.34 0.349
+1 62.22 6.39 0.409
+2 61.67 9.70 0.342
+3 60.00 5.41 0.696
+4 60.00 5.41 0.504
+5 54.44 14.25 0.972
+6 53.89 6.39 1.307
+EOD
+$paper_texas_gcn_plain << EOD
+0 59.01
+1 60
+2 59.55
+3 57.48
+4 39.91
+5 25.5
+6 27.39
+EOD
+$paper_texas_gat_plain << EOD
+0 59.54
+1 61.21
+2 58.28
+3 57.65
+4 41.71
+5 18.64
+6 6.76
+EOD
+$paper_texas_gcn_ad << EOD
+0 88.52
+1 92.3
+2 85.25
+3 85.25
+4 86.89
+5 86.89
+6 83.61
+EOD
+$paper_texas_gat_ad << EOD
+0 83.11
+1 90.49
+2 88.52
+3 88.52
+4 90.16
+5 88.52
+6 83.61
+EOD
+$paper_texas_gcn_ad << EOD
+0 88.52
+1 92.3
+2 85.25
+3 85.25
+4 86.89
+5 86.89
+6 83.61
+EOD
+$paper_texas_gat_ad << EOD
+0 83.11
+1 90.49
+2 88.52
+3 88.52
+4 90.16
+5 88.52
+6 83.61
+EOD
+$paper_citeseer_planetoid_gcn_plain << EOD
+0 74.24
+1 76.68
+2 76.17
+3 60.78
+4 11.38
+5 1.71
+6 1.71
+EOD
+$paper_citeseer_planetoid_gat_plain << EOD
+0 73.86
+1 75.46
+2 74.35
+3 60.97
+4 14.86
+5 1.9
+6 1.59
+EOD
+$paper_citeseer_planetoid_gcn_ad << EOD
+0 77.65
+1 79.14
+2 78.35
+3 77.9
+4 77.22
+5 77.63
+6 76.92
+EOD
+$paper_citeseer_planetoid_gat_ad << EOD
+0 77.34
+1 79.92
+2 78.09
+3 78.09
+4 77.76
+5 77.83
+6 76.88
+EOD
+$paper_citeseer_planetoid_gcn_ad << EOD
+0 77.65
+1 79.14
+2 78.35
+3 77.9
+4 77.22
+5 77.63
+6 76.92
+EOD
+$paper_citeseer_planetoid_gat_ad << EOD
+0 77.34
+1 79.92
+2 78.09
+3 78.09
+4 77.76
+5 77.83
+6 76.88
+EOD
+set multiplot layout 1,2
+set xtics ('1' 0, '2' 1, '4' 2, '8' 3, '16' 4, '32' 5, '64' 6)
+set xlabel 'depth'
+set key bottom left inside font ',8'
+set title 'Texas: accuracy'
+set ylabel 'accuracy (%)'
+set yrange [0:100]
+plot $texas_gcn_plain_linear u 1:2:3 w yerrorlines lc rgb '#d62728' dt 1 lw 1.5 pt 7 ps 0.6 title 'GCN ', $texas_gat_plain_linear u 1:2:3 w yerrorlines lc rgb '#1f77b4' dt 1 lw 1.5 pt 7 ps 0.6 title 'GAT ', $texas_gcn_ad_linear u 1:2:3 w yerrorlines lc rgb '#ff7f0e' dt 1 lw 1.5 pt 7 ps 0.6 title 'AD-GCN linear', $texas_gat_ad_linear u 1:2:3 w yerrorlines lc rgb '#2ca02c' dt 1 lw 1.5 pt 7 ps 0.6 title 'AD-GAT linear', $texas_gcn_ad_log u 1:2:3 w yerrorlines lc rgb '#ff7f0e' dt 3 lw 1.5 pt 7 ps 0.6 title 'AD-GCN log', $texas_gat_ad_log u 1:2:3 w yerrorlines lc rgb '#2ca02c' dt 3 lw 1.5 pt 7 ps 0.6 title 'AD-GAT log', $paper_texas_gcn_plain u 1:2 w lp dt 2 lc rgb '#d62728' pt 6 title 'paper GCN', $paper_texas_gat_plain u 1:2 w lp dt 2 lc rgb '#1f77b4' pt 6 title 'paper GAT', $paper_texas_gcn_ad u 1:2 w lp dt 2 lc rgb '#ff7f0e' pt 6 title 'paper AD-GCN', $paper_texas_gat_ad u 1:2 w lp dt 2 lc rgb '#2ca02c' pt 6 title 'paper AD-GAT'
+set title 'Texas: mean T(v)'
+set ylabel 'mean T(v)'
+set yrange [0:*]
+plot $texas_gcn_ad_linear u 1:4 w lp lc rgb '#ff7f0e' dt 1 lw 1.5 pt 7 ps 0.6 title 'AD-GCN linear', $texas_gat_ad_linear u 1:4 w lp lc rgb '#2ca02c' dt 1 lw 1.5 pt 7 ps 0.6 title 'AD-GAT linear', $texas_gcn_ad_log u 1:4 w lp lc rgb '#ff7f0e' dt 3 lw 1.5 pt 7 ps 0.6 title 'AD-GCN log', $texas_gat_ad_log u 1:4 w lp lc rgb '#2ca02c' dt 3 lw 1.5 pt 7 ps 0.6 title 'AD-GAT log'
+unset multiplot

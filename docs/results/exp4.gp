@@ -1,0 +1,109 @@
+set terminal pngcairo size 1200,500 font ',10'
+set output 'exp4.png'
+set grid
+set key outside right
+$chameleon_linear << EOD
+0.0 40.62 2.56
+0.1 35.69 1.81
+0.2 37.37 4.84
+0.3 35.30 2.85
+0.4 36.78 4.12
+0.5 36.82 2.80
+0.6 36.08 2.72
+0.7 35.28 3.31
+0.8 36.36 3.68
+0.9 35.26 1.85
+EOD
+$texas_linear << EOD
+0.0 51.11 3.73
+0.1 77.22 12.48
+0.2 75.00 12.11
+0.3 76.11 10.50
+0.4 76.67 11.21
+0.5 76.67 10.87
+0.6 76.67 10.87
+0.7 76.11 10.13
+0.8 76.67 10.13
+0.9 76.67 10.87
+EOD
+$texas_log << EOD
+0.0 57.78 4.12
+0.1 55.56 5.56
+0.2 55.00 4.12
+0.3 52.22 7.19
+0.4 54.44 6.39
+0.5 55.56 5.20
+0.6 61.11 9.42
+0.7 63.89 7.35
+0.8 73.33 12.82
+0.9 76.67 12.04
+EOD
+$paper_citeseer_planetoid << EOD
+0.0 79.14
+0.1 76.58
+0.2 76.51
+0.3 76.4
+0.4 76.4
+0.5 76.44
+0.6 76.44
+0.7 76.44
+0.8 76.61
+0.9 76.44
+EOD
+$paper_dblp << EOD
+0.0 84.14
+0.1 77.28
+0.2 77.18
+0.3 77.1
+0.4 77.07
+0.5 77.08
+0.6 77.08
+0.7 77.09
+0.8 77.09
+0.9 77.09
+EOD
+$paper_chameleon << EOD
+0.0 43.66
+0.1 30.31
+0.2 29.02
+0.3 29.02
+0.4 29.02
+0.5 30.21
+0.6 30.21
+0.7 29.9
+0.8 30.47
+0.9 29.9
+EOD
+$paper_film << EOD
+0.0 32.36
+0.1 41.36
+0.2 41.36
+0.3 41.36
+0.4 41.36
+0.5 41.36
+0.6 41.36
+0.7 41.36
+0.8 41.36
+0.9 42.54
+EOD
+$paper_texas << EOD
+0.0 65.9
+0.1 91.97
+0.2 91.97
+0.3 91.97
+0.4 91.97
+0.5 91.97
+0.6 92.3
+0.7 91.97
+0.8 91.97
+0.9 92.3
+EOD
+set multiplot layout 1,2
+set xlabel 'lambda'
+set ylabel 'accuracy (%)'
+set key bottom right inside font ',8'
+set title 'AD-GCN, linear normalisation'
+plot $chameleon_linear u 1:2:3 w yerrorlines lc rgb '#8b2fa0' lw 1.5 pt 7 ps 0.6 title 'Chameleon', $texas_linear u 1:2:3 w yerrorlines lc rgb '#008b8b' lw 1.5 pt 7 ps 0.6 title 'Texas', $paper_chameleon u 1:2 w lp dt 2 lc rgb '#8b2fa0' pt 6 title 'paper Chameleon', $paper_texas u 1:2 w lp dt 2 lc rgb '#008b8b' pt 6 title 'paper Texas'
+set title 'AD-GCN, log normalisation'
+plot $texas_log u 1:2:3 w yerrorlines lc rgb '#008b8b' lw 1.5 pt 7 ps 0.6 title 'Texas'
+unset multiplot
