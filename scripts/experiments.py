@@ -383,7 +383,7 @@ def dat_block(name, rows):
 
 
 def png_head(out_png, w=900, h=600):
-    return f"set terminal pngcairo size {w},{h} font ',10'\nset output '{out_png}'\nset grid\n" \
+    return f"set terminal pngcairo size {w},{h} font ',10' noenhanced\nset output '{out_png}'\nset grid\n" \
            "set key outside right\n"
 
 
@@ -951,7 +951,7 @@ def epoch_overhead(jsonl):
 def appendix_report(a, raw):
     analyse(a, raw)
     rows, md = [], []
-    hd = [d for d in APX_HEUR_DATASETS if glob.glob(os.path.join(raw, "heuristics", f"{d}_*.json"))]
+    hd = [d for d in NAMES if glob.glob(os.path.join(raw, "heuristics", f"{d}_*.json"))]
     heur_md = ["| heuristic | " + " | ".join(f"{NAMES[d]}: accuracy (paper) | ms/epoch | one-off ms" for d in hd) +
                " |", "|---|" + "---|---:|---:|" * len(hd)]
     speed = []
@@ -989,7 +989,7 @@ def appendix_report(a, raw):
               "|---|---|" + "---|" * 6]
     buckets = [(1, 1), (2, 2), (3, 3), (4, 7), (8, 15), (16, 10 ** 9)]
     ben_plot = {}
-    for d in APX_BENEFIT_DATASETS:
+    for d in NAMES:
         for norm in ("linear", "log"):
             per = load(os.path.join(raw, "benefit", f"{d}_{norm}_per_degree.json"))
             if not per:
@@ -1002,8 +1002,14 @@ def appendix_report(a, raw):
             ben_md.append(f"| {NAMES[d]} | {norm} | " + " | ".join(cells) + " |")
             for k, v in sorted(per.items(), key=lambda kv: int(kv[0])):
                 ben_rows.append(["benefit", d, norm, int(k), v["nodes"], f"{v['mean_eps']:.6g}"])
-            ben_plot[(d, norm)] = [(int(k), v["mean_eps"]) for k, v in sorted(per.items(), key=lambda kv: int(kv[0]))
-                                   if int(k) > 0]
+            # Plotted per power-of-two degree bucket [2^b, 2^(b+1)): single degrees are too noisy.
+            pts = {}
+            for k, v in per.items():
+                if int(k) > 0:
+                    b = 2 ** int(math.log2(int(k)))
+                    n0, e0 = pts.get(b, (0, 0.0))
+                    pts[b] = (n0 + v["nodes"], e0 + v["nodes"] * v["mean_eps"])
+            ben_plot[(d, norm)] = [(b, e / n) for b, (n, e) in sorted(pts.items())]
     md.append("\n## Mean depth benefit per degree\n\nMean normalised depth benefit eps~ (AD-GCN, learned, 1 run, "
               "final epoch's model) over the nodes of each degree bucket (node count in parentheses). Linear "
               "normalisation (the paper's) squeezes most nodes to ~0 (method.md); log is min-max of log eps^, "
@@ -1049,9 +1055,9 @@ def appendix_report(a, raw):
     ds = sorted({d for _, d, _, _ in speed})
     gp += ("plot " + ", ".join(f"$speed u 1:(strcol(3) eq '{d}' ? $2 : NaN) w p pt 7 ps 1.5 title '{NAMES[d]}'"
                                for d in ds) + "\n") if ds else "plot NaN notitle\n"
-    gp += "set xtics norotate autofreq\nset autoscale x\nset logscale x 2\nset title 'mean eps~ per degree (log normalisation)'\n" \
+    gp += "set xtics norotate autofreq\nset autoscale x\nset logscale x 2\nset title 'mean eps~ per degree bucket [2^b, 2^(b+1)) (log normalisation)'\n" \
           "set xlabel 'degree'\nset ylabel 'mean eps~'\n"
-    lines = [f"$b_{d}_log u 1:2 w lp title '{NAMES[d]}'" for d in APX_BENEFIT_DATASETS if (d, "log") in ben_plot]
+    lines = [f"$b_{d}_log u 1:2 w lp pt 7 ps 0.6 title '{NAMES[d]}'" for d in NAMES if (d, "log") in ben_plot]
     gp += ("plot " + ", ".join(lines) + "\n") if lines else "plot NaN notitle\n"
     gp += "unset multiplot\n"
     gnuplot(a, os.path.join(a.out, "appendix.gp"), gp)
