@@ -36,7 +36,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from results import json_complete, _q  # noqa: E402  (the job queue's helpers, same semantics)
+from results import BACKBONE_COST, COST, json_complete, _q  # noqa: E402  (results.py's queue helpers)
 
 # ---- the paper's numbers ------------------------------------------------------------------------
 
@@ -216,9 +216,22 @@ class Job:
     def complete(self):
         return json_complete(self.out) if self.stdout_json else os.path.exists(self.out)
 
+    def cost(self):
+        """Rough relative run time, so that with many slots the long runs start first."""
+        if self.cmd[0] != "train":
+            return 1e9  # graph generation: others wait for it
+        opt = lambda k, d: self.cmd[self.cmd.index(k) + 1] if k in self.cmd else d
+        graph = self.cmd[1]
+        c = COST.get(graph, 20 if "arxiv" in graph else 1) * BACKBONE_COST.get(opt("--model", "gcn").split(",")[0], 1)
+        return c * max(1.0, int(opt("--layers", "2")) / 4) * int(opt("--runs", "1")) * \
+            len(opt("--variant", "plain").split(","))
 
-def run_jobs(a, jobs, raw):
-    os.makedirs(os.path.join(raw, "logs"), exist_ok=True)
+
+def run_jobs(a, jobs):
+    """Runs the jobs (each with .raw, its experiment's folder) up to --slots at once, longest first."""
+    for j in jobs:
+        os.makedirs(os.path.join(j.raw, "logs"), exist_ok=True)
+    jobs = sorted(jobs, key=lambda j: -j.cost())
     t0 = time.time()
     say = lambda m: print(f"[{time.time() - t0:7.1f}s] {m}", flush=True)
     done = {j.name for j in jobs if j.complete()}
@@ -250,7 +263,7 @@ def run_jobs(a, jobs, raw):
                 if boxed or len(running) >= a.slots or not all(d in done for d in j.deps):
                     continue
                 os.makedirs(os.path.dirname(j.out), exist_ok=True)
-                j.log = open(os.path.join(raw, "logs", j.name.replace("/", "_") + ".log"), "w")
+                j.log = open(os.path.join(j.raw, "logs", j.name.replace("/", "_") + ".log"), "w")
                 cmd = j.launcher + [a.bin] + tiny_cmd(a, j.cmd)
                 j.log.write(" ".join(_q(c) for c in cmd) + "\n")
                 j.log.flush()
@@ -1098,16 +1111,21 @@ def main():
         sys.exit(f"--bin {a.bin}: not an executable file")
     a.bin = os.path.abspath(a.bin) if os.path.sep in a.bin else a.bin
     os.makedirs(a.out, exist_ok=True)
+    names = list(EXPERIMENTS) if a.experiment == "all" else [a.experiment]
+    # Capped runs are not the full ones: their own folder, so a later full run redoes them.
+    raws = {n: os.path.join(a.out, "raw", n + (f"-epochs{a.epochs}" if a.epochs else "")) for n in names}
     ok = True
-    for name in (list(EXPERIMENTS) if a.experiment == "all" else [a.experiment]):
-        jobs_of, report = EXPERIMENTS[name]
-        # Capped runs are not the full ones: their own folder, so a later full run redoes them.
-        raw = os.path.join(a.out, "raw", name + (f"-epochs{a.epochs}" if a.epochs else ""))
-        if not a.report_only:
-            write_meta(a, raw)
-            ok = run_jobs(a, jobs_of(a, raw), raw) and ok
-        report(a, raw)
-        print(f"{name}: wrote {os.path.join(a.out, name)}.md/.csv/.gp/.png", flush=True)
+    if not a.report_only:  # one queue for every experiment asked for: no slot idles between them
+        jobs = []
+        for n in names:
+            write_meta(a, raws[n])
+            for j in EXPERIMENTS[n][0](a, raws[n]):
+                j.raw = raws[n]
+                jobs.append(j)
+        ok = run_jobs(a, jobs)
+    for n in names:
+        EXPERIMENTS[n][1](a, raws[n])
+        print(f"{n}: wrote {os.path.join(a.out, n)}.md/.csv/.gp/.png", flush=True)
     sys.exit(0 if ok else 1)
 
 
