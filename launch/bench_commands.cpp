@@ -2,6 +2,7 @@
 // set of models and depths on one graph (one process, one device), printed as a table and
 // written as JSON; `--kernels` adds the aggregation kernels against the device's measured memory
 // bandwidth and matmul rate, and the byte and FLOP floors of a GCN training step.
+#include <torch/csrc/autograd/profiler_kineto.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -33,6 +34,7 @@ struct BenchFlags {
   std::string normalisation = "linear";
   uint64_t seed = 0;
   bool breakdown = false, kernels = false;
+  int64_t profile = 0;  // profiled steps per model after the timed ones (0: none)
 };
 
 void sync(const c10::Device& d) {
@@ -92,7 +94,29 @@ struct BenchRow {
   std::vector<double> step_ms, forward_ms, backward_ms, optimizer_ms;
   int64_t peak_bytes = 0, parameters = 0;
   std::vector<int64_t> edges, active_rows;
+  // --profile: device time per kernel (CPU: per operator, inclusive) over the profiled steps,
+  // largest first, and the device's busy time per step.
+  std::vector<std::pair<std::string, double>> profile_ms;
+  double busy_ms_per_step = 0;
 };
+
+// Kernel (or CPU operator) times of the steps run under Kineto, summed by name.
+void collect_profile(const torch::autograd::profiler::ProfilerResult& result, bool cuda, int64_t steps,
+                     BenchRow& row) {
+  std::map<std::string, double> by_name;
+  double busy = 0;
+  for (const auto& e : result.events()) {
+    const bool on_device = e.deviceType() == c10::DeviceType::CUDA;
+    if (on_device != cuda) continue;
+    const double ms = double(e.durationNs()) / 1e6;
+    by_name[e.name()] += ms / double(steps);
+    busy += ms;
+  }
+  row.profile_ms.assign(by_name.begin(), by_name.end());
+  std::sort(row.profile_ms.begin(), row.profile_ms.end(),
+            [](const auto& a, const auto& b) { return a.second > b.second; });
+  row.busy_ms_per_step = busy / double(steps);
+}
 
 BenchRow bench_model(const MessageGraph& mg, const at::Tensor& x, const at::Tensor& y,
                      const at::Tensor& train_idx, const BenchFlags& f, int64_t num_classes,
@@ -123,7 +147,16 @@ BenchRow bench_model(const MessageGraph& mg, const at::Tensor& x, const at::Tens
   row.variant = variant;
   row.depth = depth;
   row.parameters = model.num_parameters();
-  for (int64_t step = 0; step < f.warmup + f.steps; ++step) {
+  const int64_t total = f.warmup + f.steps + f.profile;
+  for (int64_t step = 0; step < total; ++step) {
+    if (f.profile > 0 && step == f.warmup + f.steps) {
+      sync(dev);
+      using namespace torch::profiler::impl;
+      std::set<ActivityType> acts{ActivityType::CPU};
+      if (dev.is_cuda()) acts.insert(ActivityType::CUDA);
+      torch::autograd::profiler::prepareProfiler(ProfilerConfig(ProfilerState::KINETO), acts);
+      torch::autograd::profiler::enableProfiler(ProfilerConfig(ProfilerState::KINETO), acts);
+    }
     sync(dev);
     const auto t0 = Clock::now();
     opt.zero_grad();
@@ -138,17 +171,22 @@ BenchRow bench_model(const MessageGraph& mg, const at::Tensor& x, const at::Tens
     opt.step();
     sync(dev);
     const auto t3 = Clock::now();
-    if (step >= f.warmup) {
+    if (step >= f.warmup && step < f.warmup + f.steps) {
       using ms = std::chrono::duration<double, std::milli>;
       row.step_ms.push_back(ms(t3 - t0).count());
       row.forward_ms.push_back(ms(t1 - t0).count());
       row.backward_ms.push_back(ms(t2 - t1).count());
       row.optimizer_ms.push_back(ms(t3 - t2).count());
     }
-    if (step + 1 == f.warmup + f.steps) {
+    if (step + 1 == total) {
       row.edges = out.stats.edges_processed;
       row.active_rows = out.stats.active_rows;
     }
+  }
+  if (f.profile > 0) {
+    sync(dev);
+    const auto result = torch::autograd::profiler::disableProfiler();
+    collect_profile(*result, dev.is_cuda(), f.profile, row);
   }
   row.peak_bytes = peak_device_memory(dev);
   return row;
@@ -262,7 +300,7 @@ int run_bench(const BenchFlags& f) {
   fmt::print("| model | depth | step ms (median) | p10-p90 | {}peak MiB | edges per layer (% of all entries) |\n",
              f.breakdown ? "fwd / bwd / opt ms | " : "");
   fmt::print("|---|---:|---:|---:|{}---:|---|\n", f.breakdown ? "---:|" : "");
-  std::map<int64_t, double> gcn_ms;
+  std::string profiles;
   for (int64_t d : f.depths) {
     for (const auto& b : f.backbones) {
       for (const auto& v : f.variants) {
@@ -295,10 +333,20 @@ int run_bench(const BenchFlags& f) {
           row["breakdown_ms"] = {{"forward", quantile(r.forward_ms, 0.5)},
                                  {"backward", quantile(r.backward_ms, 0.5)},
                                  {"optimizer", quantile(r.optimizer_ms, 0.5)}};
+        if (f.profile > 0) {
+          nlohmann::json prof = nlohmann::json::array();
+          for (const auto& [name, ms] : r.profile_ms) prof.push_back({{"name", name}, {"ms_per_step", ms}});
+          row["profile"] = {{"busy_ms_per_step", r.busy_ms_per_step}, {"by_name", prof}};
+          profiles += fmt::format("\n{} depth {}: {} {:.2f} ms per step (wall {:.2f} ms); largest:\n", model_label(b, v), d,
+                                  dev.is_cuda() ? "device busy" : "operators (inclusive)", r.busy_ms_per_step, med);
+          for (size_t i = 0; i < std::min<size_t>(r.profile_ms.size(), 14); ++i)
+            profiles += fmt::format("  {:8.3f}  {}\n", r.profile_ms[i].second, r.profile_ms[i].first.substr(0, 150));
+        }
         doc["rows"].push_back(row);
       }
     }
   }
+  if (!profiles.empty()) fmt::print("\nprofile (Kineto, {} steps){}", f.profile, profiles);
   if (f.kernels) {
     const nlohmann::json k = bench_kernels(mg, fl, gt.num_features, g.num_classes);
     doc["kernels"] = k;
@@ -347,6 +395,8 @@ void add_bench_commands(CLI::App& app, std::function<int()>& run) {
   cmd->add_option("--seed", f->seed, "Seed")->capture_default_str();
   cmd->add_flag("--breakdown", f->breakdown, "Also time forward, backward and optimizer (synchronises between them)");
   cmd->add_flag("--kernels", f->kernels, "Also time the aggregation kernels against the device's bandwidth and matmul rate");
+  cmd->add_option("--profile", f->profile, "Profile this many more steps per model (Kineto) and print the largest kernels")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--json", f->json, "Write the results as JSON (atomically)");
   cmd->callback([f, &run] { run = [f] { return run_bench(*f); }; });
 }

@@ -17,7 +17,7 @@ int64_t rows_count(const at::Tensor& rowptr, const at::Tensor& rows) {
 }  // namespace
 
 at::Tensor aggregate_cpu(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& w,
-                         const at::Tensor& x, const at::Tensor& rows) {
+                         const at::Tensor& x, const at::Tensor& rows, const at::Tensor& self_w) {
   const int64_t n_out = rows_count(rowptr, rows);
   const int64_t f = x.size(1);
   at::Tensor out = at::zeros({n_out, f}, x.options());
@@ -27,6 +27,7 @@ at::Tensor aggregate_cpu(const at::Tensor& rowptr, const at::Tensor& col, const 
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "aggregate_cpu", [&] {
     const scalar_t* xp = x.data_ptr<scalar_t>();
     const scalar_t* wp = w.defined() ? w.data_ptr<scalar_t>() : nullptr;
+    const scalar_t* sp = self_w.defined() ? self_w.data_ptr<scalar_t>() : nullptr;
     scalar_t* op = out.data_ptr<scalar_t>();
     at::parallel_for(0, n_out, 64, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
@@ -37,6 +38,10 @@ at::Tensor aggregate_cpu(const at::Tensor& rowptr, const at::Tensor& col, const 
           const scalar_t a = wp ? wp[k] : scalar_t(1);
           for (int64_t j = 0; j < f; ++j) o[j] += a * src[j];
         }
+        if (sp) {
+          const scalar_t* self = xp + r * f;
+          for (int64_t j = 0; j < f; ++j) o[j] += sp[i] * self[j];
+        }
       }
     });
   });
@@ -45,7 +50,7 @@ at::Tensor aggregate_cpu(const at::Tensor& rowptr, const at::Tensor& col, const 
 
 at::Tensor aggregate_backward_x_cpu(const Transposed& t, const at::Tensor& w,
                                     const at::Tensor& grad_out, const at::Tensor& rows,
-                                    int64_t num_dst_rows) {
+                                    int64_t num_dst_rows, const at::Tensor& self_w) {
   const int64_t num_src = t.rowptr.numel() - 1;
   const int64_t f = grad_out.size(1);
   // Output position of each computed destination row (-1: not computed, its entries skipped).
@@ -62,6 +67,7 @@ at::Tensor aggregate_backward_x_cpu(const Transposed& t, const at::Tensor& w,
   AT_DISPATCH_FLOATING_TYPES(grad_out.scalar_type(), "aggregate_backward_x_cpu", [&] {
     const scalar_t* gp = grad_out.data_ptr<scalar_t>();
     const scalar_t* wp = w.defined() ? w.data_ptr<scalar_t>() : nullptr;
+    const scalar_t* sp = self_w.defined() ? self_w.data_ptr<scalar_t>() : nullptr;
     scalar_t* xp = grad_x.data_ptr<scalar_t>();
     at::parallel_for(0, num_src, 64, [&](int64_t begin, int64_t end) {
       for (int64_t s = begin; s < end; ++s) {
@@ -72,6 +78,11 @@ at::Tensor aggregate_backward_x_cpu(const Transposed& t, const at::Tensor& w,
           const scalar_t a = wp ? wp[te[p]] : scalar_t(1);
           const scalar_t* g = gp + i * f;
           for (int64_t j = 0; j < f; ++j) dst[j] += a * g[j];
+        }
+        if (sp && s < num_dst_rows) {
+          const int64_t i = pos.empty() ? s : pos[static_cast<size_t>(s)];
+          if (i >= 0)
+            for (int64_t j = 0; j < f; ++j) dst[j] += sp[i] * gp[i * f + j];
         }
       }
     });

@@ -47,12 +47,15 @@ __device__ unsigned group_mask(int tpr) {
 // out[o] = sum over entries p of row r(o) = (rows ? rows[o] : o) of weight(p) * x[c(p)], where
 // c(p) = pos ? pos[idx[p]] : idx[p] (entries with c < 0 are skipped: the backward's destination
 // rows that were not computed) and weight(p) = w[eid ? eid[p] : p] (1 without w).
+// Then the self term, when self_w is given: forward (pos null) self_w[o] x[r]; backward, for a
+// source row s < n_self that was computed (i = pos ? pos[s] : s >= 0), self_w[i] x[i].
 // `tpr` lanes per row (a power of two <= 32); x and out rows are f = vecs * V wide.
 template <typename T, int V>
 __global__ void spmm_rows(const int64_t* __restrict__ ptr, const int32_t* __restrict__ idx,
                           const int64_t* __restrict__ eid, const T* __restrict__ w,
                           const int32_t* __restrict__ pos, const T* __restrict__ x,
                           const int64_t* __restrict__ rows, int64_t n_out, int64_t vecs, int tpr,
+                          const T* __restrict__ self_w, bool backward, int64_t n_self,
                           T* __restrict__ out) {
   using P = Pack<T, V>;
   using VT = typename P::type;
@@ -82,6 +85,17 @@ __global__ void spmm_rows(const int64_t* __restrict__ ptr, const int32_t* __rest
         const T aj = __shfl_sync(mask, a, j, tpr);
         if (cj >= 0 && v < vecs) P::fma(acc, aj, xv[int64_t(cj) * vecs + v]);
       }
+    }
+    if (self_w && valid && v < vecs) {
+      int64_t q = -1, wi = -1;
+      if (!backward) {
+        q = r;
+        wi = o;
+      } else if (o < n_self) {
+        q = pos ? pos[o] : o;
+        wi = q;
+      }
+      if (q >= 0) P::fma(acc, self_w[wi], xv[q * vecs + v]);
     }
     if (valid && v < vecs) reinterpret_cast<VT*>(out)[o * vecs + v] = acc;
   }
@@ -130,7 +144,7 @@ int lanes_for(int64_t vecs) {
 template <typename T>
 void launch_spmm(const int64_t* ptr, const int32_t* idx, const int64_t* eid, const T* w,
                  const int32_t* pos, const at::Tensor& x, const int64_t* rows, int64_t n_out,
-                 at::Tensor& out) {
+                 const T* self_w, bool backward, int64_t n_self, at::Tensor& out) {
   const int64_t f = x.size(1);
   if (n_out == 0 || f == 0) return;
   constexpr int kVec = sizeof(T) == 4 ? 4 : 2;
@@ -143,10 +157,12 @@ void launch_spmm(const int64_t* ptr, const int32_t* idx, const int64_t* eid, con
   auto stream = at::cuda::getCurrentCUDAStream();
   if (vec_ok)
     spmm_rows<T, kVec><<<blocks, threads, 0, stream>>>(ptr, idx, eid, w, pos, x.data_ptr<T>(), rows,
-                                                       n_out, vecs, tpr, out.data_ptr<T>());
+                                                       n_out, vecs, tpr, self_w, backward, n_self,
+                                                       out.data_ptr<T>());
   else
     spmm_rows<T, 1><<<blocks, threads, 0, stream>>>(ptr, idx, eid, w, pos, x.data_ptr<T>(), rows,
-                                                    n_out, vecs, tpr, out.data_ptr<T>());
+                                                    n_out, vecs, tpr, self_w, backward, n_self,
+                                                    out.data_ptr<T>());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
@@ -166,20 +182,21 @@ at::Tensor dropout_mask_cuda(const at::Tensor& gid, int64_t cols, uint64_t key, 
 }
 
 at::Tensor aggregate_cuda(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& w,
-                          const at::Tensor& x, const at::Tensor& rows) {
+                          const at::Tensor& x, const at::Tensor& rows, const at::Tensor& self_w) {
   const int64_t n_out = rows.defined() ? rows.numel() : rowptr.numel() - 1;
   at::Tensor out = at::empty({n_out, x.size(1)}, x.options());
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "aggregate_cuda", [&] {
     launch_spmm<scalar_t>(rowptr.data_ptr<int64_t>(), col.data_ptr<int32_t>(), nullptr,
                           w.defined() ? w.data_ptr<scalar_t>() : nullptr, nullptr, x,
-                          rows.defined() ? rows.data_ptr<int64_t>() : nullptr, n_out, out);
+                          rows.defined() ? rows.data_ptr<int64_t>() : nullptr, n_out,
+                          self_w.defined() ? self_w.data_ptr<scalar_t>() : nullptr, false, 0, out);
   });
   return out;
 }
 
 at::Tensor aggregate_backward_x_cuda(const Transposed& t, const at::Tensor& w,
                                      const at::Tensor& grad_out, const at::Tensor& rows,
-                                     int64_t num_dst_rows) {
+                                     int64_t num_dst_rows, const at::Tensor& self_w) {
   const int64_t num_src = t.rowptr.numel() - 1;
   at::Tensor pos;
   if (rows.defined()) {
@@ -192,7 +209,8 @@ at::Tensor aggregate_backward_x_cuda(const Transposed& t, const at::Tensor& w,
     launch_spmm<scalar_t>(t.rowptr.data_ptr<int64_t>(), t.row.data_ptr<int32_t>(),
                           t.entry.data_ptr<int64_t>(), w.defined() ? w.data_ptr<scalar_t>() : nullptr,
                           pos.defined() ? pos.data_ptr<int32_t>() : nullptr, grad_out, nullptr,
-                          num_src, grad_x);
+                          num_src, self_w.defined() ? self_w.data_ptr<scalar_t>() : nullptr, true,
+                          num_dst_rows, grad_x);
   });
   return grad_x;
 }

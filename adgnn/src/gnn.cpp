@@ -61,20 +61,23 @@ class CsrAggregate : public torch::autograd::Function<CsrAggregate> {
   // a flag.
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& rowptr,
                             const at::Tensor& col, const at::Tensor& weight_in, const at::Tensor& x,
-                            const at::Tensor& rows_in, bool has_weight, bool has_rows) {
-    ctx->save_for_backward({rowptr, col, weight_in, x, rows_in});
+                            const at::Tensor& rows_in, const at::Tensor& self_in, bool has_weight,
+                            bool has_rows, bool has_self) {
+    ctx->save_for_backward({rowptr, col, weight_in, x, rows_in, self_in});
     ctx->saved_data["has_weight"] = has_weight;
     ctx->saved_data["has_rows"] = has_rows;
+    ctx->saved_data["has_self"] = has_self;
     const at::Tensor weight = has_weight ? weight_in : at::Tensor();
     const at::Tensor rows = has_rows ? rows_in : at::Tensor();
+    const at::Tensor self_w = has_self ? self_in : at::Tensor();
     if (x.is_cuda()) {
 #ifdef ADGNN_HAVE_CUDA_KERNELS
-      return kernels::aggregate_cuda(rowptr, col, weight, x, rows);
+      return kernels::aggregate_cuda(rowptr, col, weight, x, rows, self_w);
 #else
       TORCH_CHECK(false, "csr_aggregate: this build has no CUDA kernels (configure with -DADGNN_CUDA=ON)");
 #endif
     }
-    return kernels::aggregate_cpu(rowptr, col, weight, x, rows);
+    return kernels::aggregate_cpu(rowptr, col, weight, x, rows, self_w);
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
@@ -83,24 +86,26 @@ class CsrAggregate : public torch::autograd::Function<CsrAggregate> {
     const at::Tensor rowptr = saved[0], col = saved[1], x = saved[3];
     const at::Tensor weight = ctx->saved_data["has_weight"].toBool() ? saved[2] : at::Tensor();
     const at::Tensor rows = ctx->saved_data["has_rows"].toBool() ? saved[4] : at::Tensor();
+    const at::Tensor self_w = ctx->saved_data["has_self"].toBool() ? saved[5] : at::Tensor();
     const at::Tensor g = grads[0].contiguous();
     at::Tensor grad_x, grad_w;
     if (x.is_cuda()) {
 #ifdef ADGNN_HAVE_CUDA_KERNELS
       if (ctx->needs_input_grad(3))
         grad_x = kernels::aggregate_backward_x_cuda(cached_transpose(rowptr, col, x.size(0)), weight,
-                                                    g, rows, rowptr.numel() - 1);
+                                                    g, rows, rowptr.numel() - 1, self_w);
       if (weight.defined() && ctx->needs_input_grad(2))
         grad_w = kernels::aggregate_backward_w_cuda(rowptr, col, x, g, rows);
 #endif
     } else {
       if (ctx->needs_input_grad(3))
         grad_x = kernels::aggregate_backward_x_cpu(cached_transpose(rowptr, col, x.size(0)), weight,
-                                                   g, rows, rowptr.numel() - 1);
+                                                   g, rows, rowptr.numel() - 1, self_w);
       if (weight.defined() && ctx->needs_input_grad(2))
         grad_w = kernels::aggregate_backward_w_cpu(rowptr, col, x, g, rows);
     }
-    return {at::Tensor(), at::Tensor(), grad_w, grad_x, at::Tensor(), at::Tensor(), at::Tensor()};
+    return {at::Tensor(), at::Tensor(), grad_w, grad_x, at::Tensor(), at::Tensor(),
+            at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
@@ -148,7 +153,7 @@ GraphTensors to_tensors(const Graph& g, c10::Device device) {
 }
 
 at::Tensor csr_aggregate(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& weight,
-                         const at::Tensor& x, const at::Tensor& rows) {
+                         const at::Tensor& x, const at::Tensor& rows, const at::Tensor& self_weight) {
   TORCH_CHECK(rowptr.scalar_type() == torch::kInt64 && col.scalar_type() == torch::kInt32,
               "csr_aggregate: rowptr must be int64 and col int32");
   TORCH_CHECK(x.dim() == 2, "csr_aggregate: x must be [nodes, features]");
@@ -156,12 +161,18 @@ at::Tensor csr_aggregate(const at::Tensor& rowptr, const at::Tensor& col, const 
               "csr_aggregate: one weight per CSR entry");
   TORCH_CHECK(!rows.defined() || rows.scalar_type() == torch::kInt64,
               "csr_aggregate: rows must be int64");
+  const int64_t n_out = rows.defined() ? rows.numel() : rowptr.numel() - 1;
+  TORCH_CHECK(!self_weight.defined() || (self_weight.numel() == n_out && !self_weight.requires_grad()),
+              "csr_aggregate: self_weight needs one constant value per output row");
+  TORCH_CHECK(!self_weight.defined() || rowptr.numel() - 1 <= x.size(0),
+              "csr_aggregate: a self term needs every destination row among the source rows");
   const at::Tensor xc = x.contiguous();
   const at::Tensor wc = weight.defined() ? weight.contiguous().to(x.scalar_type()) : weight;
-  return CsrAggregate::apply(rowptr.contiguous(), col.contiguous(),
-                             wc.defined() ? wc : torch::empty({0}, x.options()), xc,
+  const at::Tensor sc = self_weight.defined() ? self_weight.contiguous().to(x.scalar_type()) : self_weight;
+  const at::Tensor none = torch::empty({0}, x.options());
+  return CsrAggregate::apply(rowptr.contiguous(), col.contiguous(), wc.defined() ? wc : none, xc,
                              rows.defined() ? rows.contiguous() : torch::empty({0}, rowptr.options()),
-                             wc.defined(), rows.defined());
+                             sc.defined() ? sc : none, wc.defined(), rows.defined(), sc.defined());
 }
 
 int64_t peak_device_memory(c10::Device device) {

@@ -7,9 +7,10 @@
 
 namespace adgnn::kernels {
 
-// Forward: out[i] = sum_k w[k] x[col[k]] over row rows[i] (rows undefined: row i).
+// Forward: out[i] = sum_k w[k] x[col[k]] over row r = rows[i] (rows undefined: row i), plus
+// self_w[i] x[r] when self_w (one per output row) is defined.
 at::Tensor aggregate_cpu(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& w,
-                         const at::Tensor& x, const at::Tensor& rows);
+                         const at::Tensor& x, const at::Tensor& rows, const at::Tensor& self_w);
 // Backward to w: grad_w[k] = <grad_out[i], x[col[k]]> for the edges of the computed rows.
 at::Tensor aggregate_backward_w_cpu(const at::Tensor& rowptr, const at::Tensor& col,
                                     const at::Tensor& x, const at::Tensor& grad_out,
@@ -39,23 +40,24 @@ struct Transposed {
 Transposed transpose_entries(const at::Tensor& rowptr, const at::Tensor& col, int64_t num_src);
 
 // Backward to x over the transpose: grad_x[s] = sum of w[entry] grad_out[pos(row)] over s's
-// entries whose destination row was computed (rows undefined: all rows, pos = identity). The
-// sum runs in a fixed order (deterministic).
+// entries whose destination row was computed (rows undefined: all rows, pos = identity), plus
+// self_w[pos(s)] grad_out[pos(s)] when s is itself a computed row. The sum runs in a fixed order
+// (deterministic).
 at::Tensor aggregate_backward_x_cpu(const Transposed& t, const at::Tensor& w,
                                     const at::Tensor& grad_out, const at::Tensor& rows,
-                                    int64_t num_dst_rows);
+                                    int64_t num_dst_rows, const at::Tensor& self_w);
 
 #ifdef ADGNN_HAVE_CUDA_KERNELS
 // The same on the GPU: grad_x[s] = sum of w[entry] grad_out[pos(row)] over s's
 // entries whose destination row was computed (rows undefined: all rows, pos = identity).
 at::Tensor aggregate_backward_x_cuda(const Transposed& t, const at::Tensor& w,
                                      const at::Tensor& grad_out, const at::Tensor& rows,
-                                     int64_t num_dst_rows);
+                                     int64_t num_dst_rows, const at::Tensor& self_w);
 at::Tensor aggregate_backward_w_cuda(const at::Tensor& rowptr, const at::Tensor& col,
                                      const at::Tensor& x, const at::Tensor& grad_out,
                                      const at::Tensor& rows);
 at::Tensor aggregate_cuda(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& w,
-                          const at::Tensor& x, const at::Tensor& rows);
+                          const at::Tensor& x, const at::Tensor& rows, const at::Tensor& self_w);
 // mask[r, c] = scale when mix64(mix64(key ^ gid[r]) + c) >= threshold, else 0 (float32).
 at::Tensor dropout_mask_cuda(const at::Tensor& gid, int64_t cols, uint64_t key, uint64_t threshold,
                              float scale);

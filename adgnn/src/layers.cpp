@@ -26,6 +26,7 @@ EdgeList edges_of_rows(const at::Tensor& rowptr, const at::Tensor& col, const at
 
 int64_t Layer::edges_read(const MessageGraph& g, const at::Tensor& rows) const {
   if (rows.numel() == 0) return 0;
+  if (rows.numel() == g.num_dst) return g.col.numel();  // every row: no device round trip
   return (g.rowptr.index_select(0, rows + 1) - g.rowptr.index_select(0, rows)).sum().item<int64_t>();
 }
 
@@ -49,7 +50,16 @@ at::Tensor Layer::zeros(const std::string& name, int64_t n) {
 
 namespace {
 
-at::Tensor self_rows(const at::Tensor& h, const at::Tensor& rows) { return h.index_select(0, rows); }
+// The source rows of destination rows `rows` (sorted, unique): all of them are the leading
+// num_dst rows, a view instead of a copy (and no scatter in the backward).
+at::Tensor self_rows(const MessageGraph& g, const at::Tensor& h, const at::Tensor& rows) {
+  return rows.numel() == g.num_dst ? h.slice(0, 0, g.num_dst) : h.index_select(0, rows);
+}
+// GCN's self-loop weight 1 / (d_v + 1) of each of `rows`.
+at::Tensor gcn_self_weight(const MessageGraph& g, const at::Tensor& rows, c10::ScalarType dt) {
+  const at::Tensor d = rows.numel() == g.num_dst ? g.degree.slice(0, 0, g.num_dst) : g.degree.index_select(0, rows);
+  return (d.to(dt) + 1).reciprocal();
+}
 
 // GCN (Kipf & Welling): symmetric normalisation with self-loops, as PyG's GCNConv.
 class GcnLayer : public Layer {
@@ -59,9 +69,11 @@ class GcnLayer : public Layer {
     b_ = zeros("bias", out);
   }
   at::Tensor forward(const MessageGraph& g, const at::Tensor& h, const at::Tensor& rows) override {
-    const at::Tensor self_w = (g.degree.index_select(0, rows).to(h.scalar_type()) + 1).reciprocal().unsqueeze(1);
-    const at::Tensor agg = csr_aggregate(g.rowptr, g.col, g.gcn_weight, h, rows) + self_rows(h, rows) * self_w;
-    return torch::addmm(b_, agg, w_);
+    const at::Tensor self_w = gcn_self_weight(g, rows, h.scalar_type());
+    // Aggregate at the narrower width: transform first where the layer narrows (the classifier),
+    // else aggregate first (only the chosen rows are transformed).
+    if (out_dim_ < in_dim_) return csr_aggregate(g.rowptr, g.col, g.gcn_weight, h.mm(w_), rows, self_w) + b_;
+    return torch::addmm(b_, csr_aggregate(g.rowptr, g.col, g.gcn_weight, h, rows, self_w), w_);
   }
   at::Tensor self_only(const at::Tensor& h_rows) override { return torch::addmm(b_, h_rows, w_); }
   at::Tensor input_transform(const at::Tensor& h) override { return h.mm(w_); }
@@ -81,7 +93,7 @@ class SageLayer : public Layer {
   at::Tensor forward(const MessageGraph& g, const at::Tensor& h, const at::Tensor& rows) override {
     const at::Tensor deg = g.degree.index_select(0, rows).clamp_min(1).unsqueeze(1).to(h.scalar_type());
     const at::Tensor mean = csr_aggregate(g.rowptr, g.col, {}, h, rows) / deg;
-    return torch::addmm(bl_, mean, wl_) + self_rows(h, rows).mm(wr_);
+    return torch::addmm(bl_, mean, wl_) + self_rows(g, h, rows).mm(wr_);
   }
   at::Tensor self_only(const at::Tensor& h_rows) override { return torch::addmm(bl_, h_rows, wr_); }
   at::Tensor input_transform(const at::Tensor& h) override { return h.mm(wl_); }
@@ -180,7 +192,7 @@ class Gatv2Layer : public Layer {
     const Needed n = needed_rows(e, rows);
     const at::Tensor hn = h.index_select(0, n.rows);
     const at::Tensor xl = torch::addmm(bl_, hn, wl_).view({-1, heads_, c_});
-    const at::Tensor xr_rows = torch::addmm(br_, h.index_select(0, rows), wr_).view({-1, heads_, c_});
+    const at::Tensor xr_rows = torch::addmm(br_, self_rows(g, h, rows), wr_).view({-1, heads_, c_});
     const at::Tensor xl_src = xl.index_select(0, n.src_pos), xl_self = xl.index_select(0, n.dst_pos);
     const auto slope = F::LeakyReLUFuncOptions().negative_slope(0.2);
     const at::Tensor s_edge =
@@ -224,7 +236,7 @@ class MixHopLayer : public Layer {
     if (halo_) a1 = halo_->inner_fill(a1, halo_layer_, *halo_stats_);
     const at::Tensor a1_rows = a1.index_select(0, rows);
     const at::Tensor a2_rows = propagate(g, a1, rows);
-    return finish(torch::cat({h.index_select(0, rows).mm(w_[0]), a1_rows.mm(w_[1]), a2_rows.mm(w_[2])}, 1));
+    return finish(torch::cat({self_rows(g, h, rows).mm(w_[0]), a1_rows.mm(w_[1]), a2_rows.mm(w_[2])}, 1));
   }
   at::Tensor self_only(const at::Tensor& h_rows) override {
     return finish(torch::cat({h_rows.mm(w_[0]), h_rows.mm(w_[1]), h_rows.mm(w_[2])}, 1));
@@ -247,8 +259,7 @@ class MixHopLayer : public Layer {
     return std::get<0>(torch::_unique(torch::cat(parts), true));
   }
   static at::Tensor propagate(const MessageGraph& g, const at::Tensor& h, const at::Tensor& rows) {
-    const at::Tensor self_w = (g.degree.index_select(0, rows).to(h.scalar_type()) + 1).reciprocal().unsqueeze(1);
-    return csr_aggregate(g.rowptr, g.col, g.gcn_weight, h, rows) + h.index_select(0, rows) * self_w;
+    return csr_aggregate(g.rowptr, g.col, g.gcn_weight, h, rows, gcn_self_weight(g, rows, h.scalar_type()));
   }
   at::Tensor finish(const at::Tensor& cat) {
     const at::Tensor out = cat + b_;
@@ -275,7 +286,7 @@ class DirGnnLayer : public Layer {
   at::Tensor forward(const MessageGraph& g, const at::Tensor& h, const at::Tensor& rows) override {
     const at::Tensor x_in = torch::addmm(b_in_, csr_aggregate(g.in_rowptr, g.in_col, g.in_weight, h, rows), w_in_);
     const at::Tensor x_out = torch::addmm(b_out_, csr_aggregate(g.out_rowptr, g.out_col, g.out_weight, h, rows), w_out_);
-    return alpha_ * x_out + (1 - alpha_) * x_in + torch::addmm(b_root_, h.index_select(0, rows), w_root_);
+    return alpha_ * x_out + (1 - alpha_) * x_in + torch::addmm(b_root_, self_rows(g, h, rows), w_root_);
   }
   at::Tensor self_only(const at::Tensor& h_rows) override {
     return alpha_ * b_out_ + (1 - alpha_) * b_in_ + torch::addmm(b_root_, h_rows, w_root_);

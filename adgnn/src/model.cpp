@@ -520,7 +520,6 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
     const at::Tensor& bnd = band[size_t(t)];
     const at::Tensor tau_t = tau.select(0, t - 1);
     const at::Tensor comp_rows = (act | bnd).nonzero().squeeze(1);
-    const at::Tensor frozen_rows = (~act | bnd).nonzero().squeeze(1);
     const at::Tensor act_rows = act.nonzero().squeeze(1);
     const at::Tensor band_rows = bnd.nonzero().squeeze(1);
     out.stats.active_rows.push_back(act_rows.numel());
@@ -529,26 +528,35 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
 
     at::Tensor upd = layer.forward(g, hin, comp_rows);
     layer.set_halo(nullptr, 0, nullptr);
-    at::Tensor frozen;
+    const bool has_band = band_rows.numel() > 0;
+    // Position in comp_rows of the active rows (comp_rows = act_rows without a band).
+    auto active_part = [&](const at::Tensor& u) {
+      return has_band ? u.index_select(0, torch::searchsorted(comp_rows, act_rows)) : u;
+    };
+    at::Tensor next, frozen_band;  // frozen_band: the band rows' values had they stayed inactive
     if (width_change) {
       // Inactive rows at width-changing layers: the layer with the self term only.
+      const at::Tensor frozen_rows = (~act | bnd).nonzero().squeeze(1);
       at::Tensor self = layer.self_only(hin.index_select(0, frozen_rows));
       const at::Tensor both = post(torch::cat({upd, self}, 0));
       upd = both.slice(0, 0, comp_rows.numel());
-      frozen = both.slice(0, comp_rows.numel());
+      const at::Tensor frozen = both.slice(0, comp_rows.numel());
+      next = torch::zeros({n, layer.out_dim()}, upd.options())
+                 .index_put({frozen_rows}, frozen)
+                 .index_put({act_rows}, active_part(upd));
+      if (has_band) frozen_band = frozen.index_select(0, torch::searchsorted(frozen_rows, band_rows));
     } else {
+      // Inactive rows keep the previous layer's value: one copy of h_dst with the active rows
+      // replaced (the backward routes their gradient to the update, the rest to h_dst).
       upd = post(upd);
-      frozen = h_dst.index_select(0, frozen_rows);  // unchanged since the previous layer
+      next = h_dst.index_put({act_rows}, active_part(upd));
+      if (has_band) frozen_band = h_dst.index_select(0, band_rows);
     }
-    at::Tensor next = torch::zeros({n, layer.out_dim()}, upd.options())
-                          .index_put({frozen_rows}, frozen)
-                          .index_put({act_rows}, upd.index_select(0, torch::searchsorted(comp_rows, act_rows)));
-    if (band_rows.numel() > 0) {
+    if (has_band) {
       // Straight-through: forward keeps the hard mask, backward sees
       // d/d(eps, tau) of sigmoid((eps - tau) / kappa) * (update - frozen).
       const at::Tensor s = torch::sigmoid((eps.index_select(0, band_rows) - tau_t) / c.kappa);
-      const at::Tensor diff = upd.index_select(0, torch::searchsorted(comp_rows, band_rows)) -
-                              frozen.index_select(0, torch::searchsorted(frozen_rows, band_rows));
+      const at::Tensor diff = upd.index_select(0, torch::searchsorted(comp_rows, band_rows)) - frozen_band;
       const at::Tensor base = c.soft_masks && t >= 2
                                   ? act.index_select(0, band_rows).to(s.scalar_type())
                                   : s.detach();

@@ -29,11 +29,14 @@ struct GraphTensors {
 
 GraphTensors to_tensors(const Graph& g, c10::Device device);
 
-// out[i] = sum over k in row rows[i] of weight[k] * x[col[k]]; all rows when `rows` is undefined.
-// weight (one value per CSR entry) may be undefined (all ones). Differentiable in x and weight;
-// the CPU kernels are deterministic (no atomics), float32 and float64.
+// out[i] = sum over k in row r = rows[i] of weight[k] * x[col[k]], plus self_weight[i] * x[r]
+// when self_weight (one constant per output row: GCN's self-loop) is given; all rows when `rows`
+// is undefined. weight (one value per CSR entry) may be undefined (all ones). Differentiable in
+// x and weight; CPU and CUDA kernels are deterministic (no atomics), float32 and float64. The
+// backward reads the CSR's transpose, built on first use and cached per CSR.
 at::Tensor csr_aggregate(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& weight,
-                         const at::Tensor& x, const at::Tensor& rows = {});
+                         const at::Tensor& x, const at::Tensor& rows = {},
+                         const at::Tensor& self_weight = {});
 
 // Whether this build has the CUDA kernels (ADGNN_CUDA=ON).
 bool cuda_kernels_built();
