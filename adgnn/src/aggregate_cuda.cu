@@ -80,7 +80,24 @@ __global__ void spmm_rows(const int64_t* __restrict__ ptr, const int32_t* __rest
         a = w ? w[eid ? eid[p] : p] : T(1);
       }
       const int n = int(end - b < tpr ? end - b : tpr);
-      for (int j = 0; j < n; ++j) {
+      // Eight gathers in flight before their FMAs: a warp would otherwise wait for each row
+      // before issuing the next load (in-order issue), which leaves long rows latency-bound.
+      // The FMAs still run in entry order, so the sum is the same as one at a time.
+      constexpr int U = 8;
+      int j = 0;
+      for (; j + U <= n; j += U) {
+        VT vals[U];
+        T as[U];
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+          const int32_t cj = __shfl_sync(mask, c, j + u, tpr);
+          as[u] = __shfl_sync(mask, a, j + u, tpr);
+          vals[u] = (cj >= 0 && v < vecs) ? xv[int64_t(cj) * vecs + v] : P::zero();
+        }
+#pragma unroll
+        for (int u = 0; u < U; ++u) P::fma(acc, as[u], vals[u]);
+      }
+      for (; j < n; ++j) {
         const int32_t cj = __shfl_sync(mask, c, j, tpr);
         const T aj = __shfl_sync(mask, a, j, tpr);
         if (cj >= 0 && v < vecs) P::fma(acc, aj, xv[int64_t(cj) * vecs + v]);

@@ -152,8 +152,14 @@ struct Model::Impl {
   at::Tensor sharp_log_beta, sharp_log_gamma;
   // d+ of a non-degree same-label heuristic: a static function of the graph, computed on the
   // first pass over a graph (keyed by its CSR storage) and reused.
+  // The fast variants' d+ depends on the graph only: computed once per graph. The graph is
+  // recognised by its CSR, which the cache holds (so its address cannot be reused meanwhile).
   at::Tensor heuristic_d_plus;
-  const void* heuristic_graph = nullptr;
+  at::Tensor heuristic_rowptr;
+  bool cached_for(const MessageGraph& g) const {
+    return heuristic_rowptr.defined() && heuristic_rowptr.data_ptr() == g.rowptr.data_ptr() &&
+           heuristic_rowptr.numel() == g.rowptr.numel() && heuristic_d_plus.size(0) == g.num_dst;
+  }
 
   bool adaptive() const { return cfg.variant != "plain"; }
 
@@ -236,17 +242,21 @@ struct Model::Impl {
       if (g.distributed())
         throw InputError("--heuristic " + cfg.same_label_heuristic +
                          ": needs the whole graph; distributed runs support only degree");
-      if (heuristic_graph != g.rowptr.data_ptr() || heuristic_d_plus.size(0) != n) {
+      if (!cached_for(g)) {
         const at::Tensor p = detail::same_label_probability(cfg.same_label_heuristic, g.rowptr, g.col);
         const at::Tensor rows = torch::repeat_interleave(g.rowptr.to(torch::kCPU).diff());
         heuristic_d_plus = torch::zeros({g.num_src}, torch::kFloat64).index_add(0, rows, p).slice(0, 0, n).to(deg.device());
-        heuristic_graph = g.rowptr.data_ptr();
+        heuristic_rowptr = g.rowptr;
       }
       d_plus = heuristic_d_plus.to(theta_a.scalar_type());
     } else if (cfg.variant == "ad_fast" || cfg.variant == "ad_sharp") {
       // p_uv = d_u d_v / max d_i d_j: d+_v = d_v * sum_u d_u / max.
-      const at::Tensor nb = csr_aggregate(g.rowptr, g.col, {}, g.degree.unsqueeze(1), all).squeeze(1);
-      d_plus = (deg.to(torch::kFloat64) * nb / g.max_degree_product).to(theta_a.scalar_type());
+      if (!cached_for(g)) {
+        const at::Tensor nb = csr_aggregate(g.rowptr, g.col, {}, g.degree.unsqueeze(1), all).squeeze(1);
+        heuristic_d_plus = deg.to(torch::kFloat64) * nb / g.max_degree_product;
+        heuristic_rowptr = g.rowptr;
+      }
+      d_plus = heuristic_d_plus.to(theta_a.scalar_type());
     } else {
       const detail::EdgeList e = detail::edges_of_rows(g.rowptr, g.col, all);
       const at::Tensor zu = z_src.index_select(0, e.src), zv = z_src.index_select(0, e.dst_local);
