@@ -90,6 +90,31 @@ at::Tensor aggregate_backward_x_cpu(const Transposed& t, const at::Tensor& w,
   return grad_x;
 }
 
+at::Tensor aggregate_entries_cpu(const at::Tensor& ptr, const at::Tensor& idx, const at::Tensor& eid,
+                                 const at::Tensor& w, const at::Tensor& x) {
+  const int64_t n_out = ptr.numel() - 1, f = x.size(1);
+  at::Tensor out = at::zeros({n_out, f}, x.options());
+  const int64_t* pp = ptr.data_ptr<int64_t>();
+  const int32_t* ip = idx.data_ptr<int32_t>();
+  const int64_t* ep = eid.data_ptr<int64_t>();
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "aggregate_entries_cpu", [&] {
+    const scalar_t* xp = x.data_ptr<scalar_t>();
+    const scalar_t* wp = w.defined() ? w.data_ptr<scalar_t>() : nullptr;
+    scalar_t* op = out.data_ptr<scalar_t>();
+    at::parallel_for(0, n_out, 64, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        scalar_t* o = op + i * f;
+        for (int64_t k = pp[i]; k < pp[i + 1]; ++k) {
+          const scalar_t a = wp ? wp[ep[k]] : scalar_t(1);
+          const scalar_t* src = xp + int64_t(ip[k]) * f;
+          for (int64_t j = 0; j < f; ++j) o[j] += a * src[j];
+        }
+      }
+    });
+  });
+  return out;
+}
+
 at::Tensor aggregate_backward_w_cpu(const at::Tensor& rowptr, const at::Tensor& col,
                                     const at::Tensor& x, const at::Tensor& grad_out,
                                     const at::Tensor& rows) {

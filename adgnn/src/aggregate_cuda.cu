@@ -211,6 +211,18 @@ at::Tensor aggregate_cuda(const at::Tensor& rowptr, const at::Tensor& col, const
   return out;
 }
 
+at::Tensor aggregate_entries_cuda(const at::Tensor& ptr, const at::Tensor& idx, const at::Tensor& eid,
+                                  const at::Tensor& w, const at::Tensor& x) {
+  const int64_t n_out = ptr.numel() - 1;
+  at::Tensor out = at::empty({n_out, x.size(1)}, x.options());
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "aggregate_entries_cuda", [&] {
+    launch_spmm<scalar_t>(ptr.data_ptr<int64_t>(), idx.data_ptr<int32_t>(), eid.data_ptr<int64_t>(),
+                          w.defined() ? w.data_ptr<scalar_t>() : nullptr, nullptr, x, nullptr, n_out,
+                          nullptr, false, 0, out);
+  });
+  return out;
+}
+
 at::Tensor aggregate_backward_x_cuda(const Transposed& t, const at::Tensor& w,
                                      const at::Tensor& grad_out, const at::Tensor& rows,
                                      int64_t num_dst_rows, const at::Tensor& self_w) {

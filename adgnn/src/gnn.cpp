@@ -55,6 +55,37 @@ kernels::Transposed cached_transpose(const at::Tensor& rowptr, const at::Tensor&
   return cache.front().t;
 }
 
+// Backward to x when only a few rows were computed: their entries, regrouped by source (a stable
+// sort keeps each source's entries in row order), are summed per source, instead of scanning the
+// whole transpose for the computed ones. Same sums, same order, as the transposed kernel.
+at::Tensor backward_x_few_rows(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& w,
+                               const at::Tensor& g, const at::Tensor& rows, int64_t num_src,
+                               const at::Tensor& self_w) {
+  const at::Tensor begin = rowptr.index_select(0, rows);
+  const at::Tensor counts = rowptr.index_select(0, rows + 1) - begin;
+  const at::Tensor out_row = torch::repeat_interleave(counts);
+  const at::Tensor entry = begin.index_select(0, out_row) +
+                           (torch::arange(out_row.numel(), rowptr.options()) - (counts.cumsum(0) - counts).index_select(0, out_row));
+  const at::Tensor src = col.index_select(0, entry).to(torch::kInt64);
+  const at::Tensor perm = std::get<1>(torch::sort(src, /*stable=*/true, /*dim=*/0, /*descending=*/false));
+  const auto [sources, inverse, per_source] = torch::unique_consecutive(src.index_select(0, perm), false, true);
+  const at::Tensor ptr = torch::cat({torch::zeros({1}, rowptr.options()), per_source.cumsum(0)});
+  const at::Tensor idx = out_row.index_select(0, perm).to(torch::kInt32);
+  const at::Tensor eid = entry.index_select(0, perm);
+  at::Tensor sums;
+  if (g.is_cuda()) {
+#ifdef ADGNN_HAVE_CUDA_KERNELS
+    sums = kernels::aggregate_entries_cuda(ptr, idx, eid, w, g);
+#endif
+  } else {
+    sums = kernels::aggregate_entries_cpu(ptr, idx, eid, w, g);
+  }
+  at::Tensor grad_x = torch::zeros({num_src, g.size(1)}, g.options()).index_copy_(0, sources, sums);
+  // Rows are unique: one addition per row, a deterministic order.
+  if (self_w.defined()) grad_x.index_add_(0, rows, g * self_w.unsqueeze(1));
+  return grad_x;
+}
+
 class CsrAggregate : public torch::autograd::Function<CsrAggregate> {
  public:
   // Autograd cannot carry undefined inputs: absent weight / rows travel as empty tensors plus
@@ -89,7 +120,18 @@ class CsrAggregate : public torch::autograd::Function<CsrAggregate> {
     const at::Tensor self_w = ctx->saved_data["has_self"].toBool() ? saved[5] : at::Tensor();
     const at::Tensor g = grads[0].contiguous();
     at::Tensor grad_x, grad_w;
-    if (x.is_cuda()) {
+    // A few computed rows (AD's deeper layers): regroup their entries rather than scan the
+    // transpose (whose cost is every entry of the graph).
+    const bool few_rows = rows.defined() && rows.numel() * 8 < rowptr.numel() - 1;
+    if (few_rows && ctx->needs_input_grad(3)) {
+      grad_x = backward_x_few_rows(rowptr, col, weight, g, rows, x.size(0), self_w);
+      if (weight.defined() && ctx->needs_input_grad(2)) {
+#ifdef ADGNN_HAVE_CUDA_KERNELS
+        if (x.is_cuda()) grad_w = kernels::aggregate_backward_w_cuda(rowptr, col, x, g, rows);
+#endif
+        if (!x.is_cuda()) grad_w = kernels::aggregate_backward_w_cpu(rowptr, col, x, g, rows);
+      }
+    } else if (x.is_cuda()) {
 #ifdef ADGNN_HAVE_CUDA_KERNELS
       if (ctx->needs_input_grad(3))
         grad_x = kernels::aggregate_backward_x_cuda(cached_transpose(rowptr, col, x.size(0)), weight,

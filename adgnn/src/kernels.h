@@ -47,7 +47,14 @@ at::Tensor aggregate_backward_x_cpu(const Transposed& t, const at::Tensor& w,
                                     const at::Tensor& grad_out, const at::Tensor& rows,
                                     int64_t num_dst_rows, const at::Tensor& self_w);
 
+// out[i] = sum over k in [ptr[i], ptr[i+1]) of w[eid[k]] x[idx[k]] (w undefined: ones), rows in
+// a fixed order: the backward's sum over a few computed rows' entries regrouped by source.
+at::Tensor aggregate_entries_cpu(const at::Tensor& ptr, const at::Tensor& idx, const at::Tensor& eid,
+                                 const at::Tensor& w, const at::Tensor& x);
+
 #ifdef ADGNN_HAVE_CUDA_KERNELS
+at::Tensor aggregate_entries_cuda(const at::Tensor& ptr, const at::Tensor& idx, const at::Tensor& eid,
+                                  const at::Tensor& w, const at::Tensor& x);
 // The same on the GPU: grad_x[s] = sum of w[entry] grad_out[pos(row)] over s's
 // entries whose destination row was computed (rows undefined: all rows, pos = identity).
 at::Tensor aggregate_backward_x_cuda(const Transposed& t, const at::Tensor& w,

@@ -64,7 +64,8 @@ TEST_P(CudaAggregate, ForwardAndBackwardEqualTheLibTorchReference) {
   const at::Tensor all = torch::arange(g.num_nodes, torch::kInt64);
   const at::Tensor some = std::get<0>(torch::randperm(g.num_nodes, torch::kInt64).slice(0, 0, 700).sort());
   const double tol = dbl ? 1e-12 : 1e-4;
-  for (const at::Tensor& rows : {all, some, torch::empty({0}, torch::kInt64)}) {
+  const at::Tensor few = std::get<0>(torch::randperm(g.num_nodes, torch::kInt64).slice(0, 0, 150).sort());
+  for (const at::Tensor& rows : {all, some, few, torch::empty({0}, torch::kInt64)}) {
     const at::Tensor probe = torch::randn({rows.numel(), width}, torch::kFloat64);
     const Reference ref = reference(t.rowptr, t.col, w, x, rows, probe);
     const auto d = c10::Device("cuda");
