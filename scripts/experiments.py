@@ -3,9 +3,9 @@
 `adgnn` processes, then writes a Markdown table, a CSV, a gnuplot script and its PNG into --out
 (default docs/results/), beside the paper's own numbers (transcribed below).
 
-  scripts/experiments.py exp1|exp2|exp3|exp4|exp5|appendix|all [--tiny] [--bin build/adgnn]
-      [--out docs/results] [--device cpu|cuda] [--slots N] [--runs N] [--datasets a,b]
-      [--time-box SECONDS] [--report-only]
+  scripts/experiments.py exp1|exp2|exp3|exp4|exp5|appendix|all|exp1,exp3,... [--tiny]
+      [--bin build/adgnn] [--out docs/results] [--device cpu|cuda] [--slots N] [--threads N]
+      [--runs N] [--datasets a,b] [--epochs N] [--time-box SECONDS] [--report-only]
 
   exp1      6 backbones x {plain, AD, AD_fast, AD#} on the datasets (10 runs; configs/ settings)
   exp2      synthetic two-class CSBM: GCN accuracy vs homophily, and vs a degree threshold
@@ -159,7 +159,7 @@ def config_for(a, d, bb, kind):
 
 
 def common_flags(a):
-    f = ["--threads", "1", "--device", a.device, "--no-progress", "--json"]
+    f = ["--threads", str(a.threads), "--device", a.device, "--no-progress", "--json"]
     if a.data_dir:
         f += ["--data-dir", a.data_dir]
     return f
@@ -238,7 +238,7 @@ def run_jobs(a, jobs):
     pending = [j for j in jobs if j.name not in done]
     running, failed = [], set()
     say(f"{len(jobs)} runs, {len(done)} already finished, {len(pending)} to run, {a.slots} slot(s)")
-    env = dict(os.environ, OMP_NUM_THREADS="1")
+    env = dict(os.environ, OMP_NUM_THREADS=str(a.threads))
     try:
         while pending or running:
             for j in list(running):
@@ -1085,14 +1085,17 @@ EXPERIMENTS = {"exp1": (exp1_jobs, exp1_report), "exp2": (exp2_jobs, exp2_report
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("experiment", choices=list(EXPERIMENTS) + ["all"])
+    ap.add_argument("experiment", help="exp1, exp2, exp3, exp4, exp5, appendix, a comma-separated list of "
+                    "them (one queue), or all")
     ap.add_argument("--tiny", action="store_true", help="3 epochs, 1 run, the smallest datasets (CI)")
     ap.add_argument("--bin", default="build/adgnn", help="the adgnn binary (default build/adgnn)")
     ap.add_argument("--out", default="docs/results", help="tables, CSVs, plots; raw outputs in <out>/raw/")
     ap.add_argument("--configs", default="configs", help="the settings folder (default configs/)")
     ap.add_argument("--data-dir", default="", help="datasets folder (default $ADGNN_DATA)")
     ap.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (every run)")
-    ap.add_argument("--slots", type=int, default=1, help="adgnn processes at once (1 thread each)")
+    ap.add_argument("--slots", type=int, default=1, help="adgnn processes at once")
+    ap.add_argument("--threads", type=int, default=1, help="intra-op threads per adgnn process (default 1; "
+                    "exp5 on a CPU wants many: --slots 6 --threads 10)")
     ap.add_argument("--runs", type=int, default=0, help="runs per setting (default: 10; 3 for exp5; 1 with --tiny)")
     ap.add_argument("--epochs", type=int, default=0, help="override: this many epochs, no early stopping "
                     "(e.g. exp5's time per epoch on a small machine)")
@@ -1111,7 +1114,10 @@ def main():
         sys.exit(f"--bin {a.bin}: not an executable file")
     a.bin = os.path.abspath(a.bin) if os.path.sep in a.bin else a.bin
     os.makedirs(a.out, exist_ok=True)
-    names = list(EXPERIMENTS) if a.experiment == "all" else [a.experiment]
+    names = list(EXPERIMENTS) if a.experiment == "all" else a.experiment.split(",")
+    for n in names:
+        if n not in EXPERIMENTS:
+            sys.exit(f"experiment {n}: unknown (exp1, exp2, exp3, exp4, exp5, appendix, all)")
     # Capped runs are not the full ones: their own folder, so a later full run redoes them.
     raws = {n: os.path.join(a.out, "raw", n + (f"-epochs{a.epochs}" if a.epochs else "")) for n in names}
     ok = True

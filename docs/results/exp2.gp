@@ -1,4 +1,4 @@
-set terminal pngcairo size 1100,450 font ',10'
+set terminal pngcairo size 1100,450 font ',10' noenhanced
 set output 'exp2.png'
 set grid
 set key outside right

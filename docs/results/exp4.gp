@@ -1,4 +1,4 @@
-set terminal pngcairo size 1200,500 font ',10'
+set terminal pngcairo size 1200,500 font ',10' noenhanced
 set output 'exp4.png'
 set grid
 set key outside right

@@ -1,0 +1,18 @@
+set terminal pngcairo size 800,500 font ',10' noenhanced
+set output 'exp5.png'
+set grid
+set key outside right
+$plain << EOD
+8 14512.0
+EOD
+$ad << EOD
+8 46802.2
+EOD
+$ad_fast << EOD
+8 7478.5
+EOD
+set xlabel 'depth'
+set ylabel 'ms per epoch'
+set title 'Exp-5: time per epoch (1 rank)'
+set xtics (4, 8)
+plot $plain u 1:2 w lp title 'GCN', $ad u 1:2 w lp title 'AD-GCN', $ad_fast u 1:2 w lp title 'AD-GCN_fast'
