@@ -134,6 +134,23 @@ TEST(ActiveSets, NestedShrinkingAndOnlyActiveRowsAggregated) {
     }
     EXPECT_EQ(out.stats.active_rows[0], 400);  // lambda = 0: every node aggregates once
     EXPECT_LT(out.stats.active_rows[3], 400) << norm;
+    // Training adds the surrogate band |eps - tau(t)| < band * kappa from layer 2 on: the rows
+    // computed are the active ones and the band's (tau(t) = 1 - exp(-(t - 1) softplus(a)) with
+    // lambda = 0 and every a = theta_init).
+    const auto tr = model.forward(mg, t.x, true, 0);
+    int64_t band_rows = 0;
+    const double sp = std::log1p(std::exp(cfg.theta_init));
+    for (int64_t layer = 1; layer <= 4; ++layer) {
+      const double tau = 1 - std::exp(-double(layer - 1) * sp);
+      const at::Tensor active = tr.depth >= layer;
+      at::Tensor comp = active;
+      if (layer >= 2) comp = active | ((tr.eps - tau).abs() < cfg.band * cfg.kappa);
+      EXPECT_EQ(tr.stats.active_rows[layer - 1], active.sum().item<int64_t>()) << norm << " layer " << layer;
+      EXPECT_EQ(tr.stats.computed_rows[layer - 1], comp.sum().item<int64_t>()) << norm << " layer " << layer;
+      EXPECT_EQ(tr.stats.edges_processed[layer - 1], deg.masked_select(comp).sum().item<int64_t>());
+      band_rows += tr.stats.computed_rows[layer - 1] - tr.stats.active_rows[layer - 1];
+    }
+    EXPECT_GT(band_rows, 0) << norm << ": no band row, the check above tests nothing";
   }
 }
 
