@@ -13,6 +13,6 @@ $ad_fast << EOD
 EOD
 set xlabel 'depth'
 set ylabel 'ms per epoch'
-set title 'Exp-5: time per epoch (1 rank)'
+set title 'Exp-5: time per epoch (1 rank(s))'
 set xtics (4, 8)
 plot $plain u 1:2 w lp title 'GCN', $ad u 1:2 w lp title 'AD-GCN', $ad_fast u 1:2 w lp title 'AD-GCN_fast'
