@@ -489,50 +489,6 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
     if (pass) pass->set_computed({}, true);
   }
 
-  // Each layer's row lists (sorted ids): active, surrogate band, computed (their union).
-  struct RowSets {
-    at::Tensor act, band, comp;
-  };
-  std::vector<RowSets> sets(size_t(L + 1));
-  auto sorted_ids = [&](const at::Tensor& ids) {
-    return ids.numel() == n ? all_rows : std::get<0>(ids.sort());
-  };
-  if (m.adaptive()) {
-    // With the nodes ordered by eps, every set is a range of that order: active = eps >= tau(t)
-    // a suffix, band = |eps - tau(t)| < w a range (eps - tau is monotone in eps), computed a
-    // suffix. Their bounds for all layers come to the host in one copy, instead of a nonzero()
-    // (a device synchronisation) per set and layer. The elementwise tests are the masks' own, so
-    // the sets are identical.
-    const auto [sorted, order] = torch::sort(eps.detach());
-    const double w = c.band * c.kappa;
-    std::vector<at::Tensor> bounds;
-    for (int64_t t = 1; t <= L; ++t) {
-      const at::Tensor tau_t = tau.detach().select(0, t - 1);
-      const at::Tensor d = sorted - tau_t;
-      bounds.push_back(torch::stack({(sorted >= tau_t).sum(), (d <= -w).sum(), (d < w).sum()}));
-    }
-    const at::Tensor host = torch::stack(bounds).to(torch::kCPU, torch::kInt64);
-    const auto b = host.accessor<int64_t, 2>();
-    for (int64_t t = 1; t <= L; ++t) {
-      const int64_t act_begin = n - b[t - 1][0];
-      int64_t band_begin = act_begin, band_end = act_begin;  // no band: empty
-      if (training && (t >= 2 || eps.requires_grad())) {
-        band_begin = c.band > 0 ? b[t - 1][1] : 0;
-        band_end = c.band > 0 ? b[t - 1][2] : n;
-      }
-      RowSets& r = sets[size_t(t)];
-      r.act = sorted_ids(order.slice(0, act_begin, n));
-      r.band = sorted_ids(order.slice(0, band_begin, band_end));
-      r.comp = sorted_ids(order.slice(0, std::min(band_begin, act_begin), n));
-    }
-  } else if (active[1].defined()) {
-    for (int64_t t = 1; t <= L; ++t) {
-      const at::Tensor& act = active[size_t(t)];
-      const at::Tensor& bnd = band[size_t(t)];
-      sets[size_t(t)] = {act.nonzero().squeeze(1), bnd.nonzero().squeeze(1), (act | bnd).nonzero().squeeze(1)};
-    }
-  }
-
   for (int64_t t = 1; t <= L; ++t) {
     Layer& layer = *m.layers[t - 1];
     const bool last = t == L;
@@ -573,9 +529,9 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
     const at::Tensor& act = active[size_t(t)];
     const at::Tensor& bnd = band[size_t(t)];
     const at::Tensor tau_t = tau.select(0, t - 1);
-    const at::Tensor& comp_rows = sets[size_t(t)].comp;
-    const at::Tensor& act_rows = sets[size_t(t)].act;
-    const at::Tensor& band_rows = sets[size_t(t)].band;
+    const at::Tensor comp_rows = (act | bnd).nonzero().squeeze(1);
+    const at::Tensor act_rows = act.nonzero().squeeze(1);
+    const at::Tensor band_rows = bnd.nonzero().squeeze(1);
     out.stats.active_rows.push_back(act_rows.numel());
     out.stats.computed_rows.push_back(comp_rows.numel());
     out.stats.edges_processed.push_back(layer.edges_read(g, comp_rows));
