@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <exception>
 #include <functional>
+#include <iostream>
 #include <new>
 
 #include "CLI/CLI.hpp"
@@ -41,6 +42,12 @@ int main(int argc, char** argv) {
   const auto multi = [] { return adgnn::mpi_running() && adgnn::mpi_world_size() > 1; };
   try {
     const int code = run ? run() : 0;
+    // Output written after MPI_Finalize may be lost: mpirun can consider the job done before it
+    // has forwarded the rest of a rank's stdout (seen as rank 0's JSON summary missing now and
+    // then under load).
+    std::cout.flush();
+    std::fflush(stdout);
+    std::fflush(stderr);
     adgnn::mpi_finalize();
     return code;
   } catch (const adgnn::CommError& e) {

@@ -129,6 +129,13 @@ echo "gpus,layers" >"$tmp/other.csv"
 run_study --adgnn "$fake" --out "$tmp/other.csv" >"$tmp/o" 2>"$tmp/e"
 check "a CSV with another header is refused" grep -q "header is not" "$tmp/e"
 
+# mpirun tags every chunk it forwards: a line rank 0 wrote in two writes carries a second tag in
+# its middle (seen with JSON summaries over 4 KiB); the row must still be read.
+printf '%s\n' '[1,0]<stdout>:{"test_mean": 0.5, "ranks": 2,' '[1,1]<stdout>:noise' \
+  '[1,0]<stdout>: "runs": [{"ms_per_epoch": [1,0]<stdout>:12.5, "peak_memory_bytes": 1073741824}]}' >"$tmp/split.out"
+python3 "$(dirname "$study")/scaling_csv.py" "$tmp/split.csv" "$tmp/split.out" openmpi 2 2 gcn plain metis >/dev/null 2>"$tmp/e"
+check "a line split by mpirun's tags is joined ($(cat "$tmp/e"))" grep -q "^2,2,gcn,plain,metis,12.500," "$tmp/split.csv"
+
 # The real binary on the CPU: 1 and 2 ranks on a small generated graph.
 real=$tmp/real.csv
 OMP_NUM_THREADS=1 run_study --adgnn "$adgnn" --out "$real" --device cpu --gpus "1 2" --layers 2 \
