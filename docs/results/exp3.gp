@@ -1,4 +1,4 @@
-set terminal pngcairo size 1200,450 font ',10'
+set terminal pngcairo size 1200,900 font ',10' noenhanced
 set output 'exp3.png'
 set grid
 set key outside right
@@ -55,6 +55,60 @@ $texas_gat_ad_log << EOD
 4 60.00 5.41 0.504
 5 54.44 14.25 0.972
 6 53.89 6.39 1.307
+EOD
+$citeseer_planetoid_gcn_plain_linear << EOD
+0 76.88 0.00 1.000
+1 76.65 0.32 2.000
+2 74.62 0.64 4.000
+3 72.22 0.64 8.000
+4 27.18 4.25 16.000
+5 23.65 0.11 32.000
+6 22.75 2.44 64.000
+EOD
+$citeseer_planetoid_gat_plain_linear << EOD
+0 76.35 0.32 1.000
+1 75.23 1.06 2.000
+2 74.70 0.74 4.000
+3 71.92 0.85 8.000
+4 26.80 8.18 16.000
+5 21.47 0.64 32.000
+6 21.47 0.64 64.000
+EOD
+$citeseer_planetoid_gcn_ad_linear << EOD
+0 76.50 0.11 1.000
+1 77.03 1.06 1.000
+2 77.03 0.64 1.001
+3 77.25 0.32 1.002
+4 76.73 1.49 1.005
+5 77.03 0.42 1.009
+6 76.88 1.27 1.019
+EOD
+$citeseer_planetoid_gat_ad_linear << EOD
+0 75.60 0.11 1.000
+1 75.83 0.64 1.000
+2 76.65 0.32 1.001
+3 76.13 1.49 1.002
+4 76.28 0.42 1.005
+5 76.73 0.21 1.009
+6 76.73 0.42 1.019
+EOD
+$citeseer_planetoid_gcn_ad_log << EOD
+0 75.60 0.32 1.000
+1 77.18 1.06 1.988
+2 75.60 0.32 2.427
+3 76.13 1.06 2.165
+4 76.20 0.11 2.409
+5 76.35 1.38 2.135
+6 75.60 0.74 2.467
+EOD
+$citeseer_planetoid_gat_ad_log << EOD
+0 76.05 0.11 1.000
+1 74.77 0.42 1.992
+2 75.68 0.21 2.376
+3 75.60 0.96 2.773
+4 74.70 0.11 2.305
+5 75.83 0.00 2.649
+6 74.40 0.74 2.237
 EOD
 $paper_texas_gcn_plain << EOD
 0 59.01
@@ -164,7 +218,7 @@ $paper_citeseer_planetoid_gat_ad << EOD
 5 77.83
 6 76.88
 EOD
-set multiplot layout 1,2
+set multiplot layout 2,2
 set xtics ('1' 0, '2' 1, '4' 2, '8' 3, '16' 4, '32' 5, '64' 6)
 set xlabel 'depth'
 set key bottom left inside font ',8'
@@ -176,4 +230,12 @@ set title 'Texas: mean T(v)'
 set ylabel 'mean T(v)'
 set yrange [0:*]
 plot $texas_gcn_ad_linear u 1:4 w lp lc rgb '#ff7f0e' dt 1 lw 1.5 pt 7 ps 0.6 title 'AD-GCN linear', $texas_gat_ad_linear u 1:4 w lp lc rgb '#2ca02c' dt 1 lw 1.5 pt 7 ps 0.6 title 'AD-GAT linear', $texas_gcn_ad_log u 1:4 w lp lc rgb '#ff7f0e' dt 3 lw 1.5 pt 7 ps 0.6 title 'AD-GCN log', $texas_gat_ad_log u 1:4 w lp lc rgb '#2ca02c' dt 3 lw 1.5 pt 7 ps 0.6 title 'AD-GAT log'
+set title 'CiteSeer (Planetoid): accuracy'
+set ylabel 'accuracy (%)'
+set yrange [0:100]
+plot $citeseer_planetoid_gcn_plain_linear u 1:2:3 w yerrorlines lc rgb '#d62728' dt 1 lw 1.5 pt 7 ps 0.6 title 'GCN ', $citeseer_planetoid_gat_plain_linear u 1:2:3 w yerrorlines lc rgb '#1f77b4' dt 1 lw 1.5 pt 7 ps 0.6 title 'GAT ', $citeseer_planetoid_gcn_ad_linear u 1:2:3 w yerrorlines lc rgb '#ff7f0e' dt 1 lw 1.5 pt 7 ps 0.6 title 'AD-GCN linear', $citeseer_planetoid_gat_ad_linear u 1:2:3 w yerrorlines lc rgb '#2ca02c' dt 1 lw 1.5 pt 7 ps 0.6 title 'AD-GAT linear', $citeseer_planetoid_gcn_ad_log u 1:2:3 w yerrorlines lc rgb '#ff7f0e' dt 3 lw 1.5 pt 7 ps 0.6 title 'AD-GCN log', $citeseer_planetoid_gat_ad_log u 1:2:3 w yerrorlines lc rgb '#2ca02c' dt 3 lw 1.5 pt 7 ps 0.6 title 'AD-GAT log', $paper_citeseer_planetoid_gcn_plain u 1:2 w lp dt 2 lc rgb '#d62728' pt 6 title 'paper GCN', $paper_citeseer_planetoid_gat_plain u 1:2 w lp dt 2 lc rgb '#1f77b4' pt 6 title 'paper GAT', $paper_citeseer_planetoid_gcn_ad u 1:2 w lp dt 2 lc rgb '#ff7f0e' pt 6 title 'paper AD-GCN', $paper_citeseer_planetoid_gat_ad u 1:2 w lp dt 2 lc rgb '#2ca02c' pt 6 title 'paper AD-GAT'
+set title 'CiteSeer (Planetoid): mean T(v)'
+set ylabel 'mean T(v)'
+set yrange [0:*]
+plot $citeseer_planetoid_gcn_ad_linear u 1:4 w lp lc rgb '#ff7f0e' dt 1 lw 1.5 pt 7 ps 0.6 title 'AD-GCN linear', $citeseer_planetoid_gat_ad_linear u 1:4 w lp lc rgb '#2ca02c' dt 1 lw 1.5 pt 7 ps 0.6 title 'AD-GAT linear', $citeseer_planetoid_gcn_ad_log u 1:4 w lp lc rgb '#ff7f0e' dt 3 lw 1.5 pt 7 ps 0.6 title 'AD-GCN log', $citeseer_planetoid_gat_ad_log u 1:4 w lp lc rgb '#2ca02c' dt 3 lw 1.5 pt 7 ps 0.6 title 'AD-GAT log'
 unset multiplot
