@@ -28,7 +28,7 @@ at::Tensor to_tensor(const std::vector<int32_t>& v) {
       .clone();
 }
 
-// The transposes of the CSRs aggregated on the GPU, built on first use and kept for the next
+// The transposes of the aggregated CSRs (CPU and GPU), built on first use and kept for the next
 // backward passes (a model aggregates the same few CSRs every layer and epoch). An entry holds
 // its CSR tensors, so their storage, and hence the data pointers that identify them, cannot be
 // reused by another graph while the entry lives; the oldest of kCapacity entries is dropped.
@@ -57,7 +57,8 @@ kernels::Transposed cached_transpose(const at::Tensor& rowptr, const at::Tensor&
 
 // Backward to x when only a few rows were computed: their entries, regrouped by source (a stable
 // sort keeps each source's entries in row order), are summed per source, instead of scanning the
-// whole transpose for the computed ones. Same sums, same order, as the transposed kernel.
+// whole transpose for the computed ones: the neighbour sums of the transposed kernel, in its
+// order, then the self term (a separate product here, so the last bit may differ from it).
 at::Tensor backward_x_few_rows(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& w,
                                const at::Tensor& g, const at::Tensor& rows, int64_t num_src,
                                const at::Tensor& self_w) {
