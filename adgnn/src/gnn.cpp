@@ -12,6 +12,7 @@
 #include <c10/cuda/CUDAFunctions.h>
 #endif
 #include "kernels.h"
+#include "layers.h"
 
 namespace adgnn {
 
@@ -62,12 +63,8 @@ kernels::Transposed cached_transpose(const at::Tensor& rowptr, const at::Tensor&
 at::Tensor backward_x_few_rows(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& w,
                                const at::Tensor& g, const at::Tensor& rows, int64_t num_src,
                                const at::Tensor& self_w) {
-  const at::Tensor begin = rowptr.index_select(0, rows);
-  const at::Tensor counts = rowptr.index_select(0, rows + 1) - begin;
-  const at::Tensor out_row = torch::repeat_interleave(counts);
-  const at::Tensor entry = begin.index_select(0, out_row) +
-                           (torch::arange(out_row.numel(), rowptr.options()) - (counts.cumsum(0) - counts).index_select(0, out_row));
-  const at::Tensor src = col.index_select(0, entry).to(torch::kInt64);
+  const detail::EdgeList e = detail::edges_of_rows(rowptr, col, rows);
+  const at::Tensor &out_row = e.dst_local, &entry = e.edge, &src = e.src;
   const at::Tensor perm = std::get<1>(torch::sort(src, /*stable=*/true, /*dim=*/0, /*descending=*/false));
   const auto [sources, inverse, per_source] = torch::unique_consecutive(src.index_select(0, perm), false, true);
   const at::Tensor ptr = torch::cat({torch::zeros({1}, rowptr.options()), per_source.cumsum(0)});
