@@ -138,6 +138,8 @@ void register_train_flags(CLI::App* cmd, const std::shared_ptr<TrainArgs>& a) {
   cmd->add_option("--patience", f.patience, "Early stopping patience in epochs (0: off)");
   cmd->add_option("--runs", f.runs, "Runs (seeds and splits); reports mean +- std");
   cmd->add_option("--threads", f.threads, "Intra-op threads (0: all cores)");
+  cmd->add_option("--run-workers", f.run_workers,
+                  "Runs trained concurrently, one thread each (one process; same results as --threads 1)");
   cmd->add_option("--checkpoint", f.checkpoint, "HDF5 checkpoint file (written atomically)");
   cmd->add_option("--checkpoint-every", f.checkpoint_every, "Epochs between checkpoints");
   cmd->add_flag("--resume", f.resume, "Continue from --checkpoint where it stopped");
@@ -193,6 +195,7 @@ TrainConfig resolve(CLI::App* cmd, const TrainArgs& args, std::vector<std::strin
   if (given("--patience")) c.patience = f.patience;
   if (given("--runs")) c.runs = f.runs;
   if (given("--threads")) c.threads = f.threads;
+  if (given("--run-workers")) c.run_workers = f.run_workers;
   if (given("--partition")) c.partition.method = f.partition.method;
   if (given("--objective")) c.partition.objective = f.partition.objective;
   if (given("--partition-dir")) c.partition_dir = f.partition_dir;

@@ -161,6 +161,9 @@ def make_jobs(a):
     band_runs = 1 if quick else BAND_RUNS
     datasets = a.datasets.split(",") if a.datasets else DATASETS
     base = ["--threads", "1", "--device", dev, "--no-progress"]
+    # A table row's runs train concurrently (`adgnn train --run-workers`): same numbers as one
+    # after the other, and the row no longer waits for 10 sequential runs.
+    table_workers = max(1, min(a.table_workers, table_runs, a.slots))
     jobs = []
 
     for tag in ("plain", "linear", "log"):
@@ -201,8 +204,9 @@ def make_jobs(a):
                     chosen = {k: s[k] for k in ("hidden", "lr", "weight_decay", "dropout", "lambda")}
                     return [a.bin, "train", d, "--model", "gcn", "--variant", variant,
                             "--normalisation", norm, "--splits", split, "--runs", str(table_runs),
-                            "--json"] + flags(common) + flags(chosen) + base
-                jobs.append(Job(f"table {d} {split} {variant} {norm}", out, 1, build,
+                            "--run-workers", str(table_workers), "--json"] + flags(common) + \
+                        flags(chosen) + base
+                jobs.append(Job(f"table {d} {split} {variant} {norm}", out, table_workers, build,
                                 deps=[f"sweep {d} gcn {tag}"], prio=2))
     # 3. Band (3 kappa, the default) against the full estimator (--band 0), log normalisation.
     if not a.datasets or "citeseer_planetoid" in datasets:
@@ -600,6 +604,8 @@ def main():
     r.add_argument("--dir", required=True)
     r.add_argument("--device", default="cuda")
     r.add_argument("--slots", type=int, default=15)
+    r.add_argument("--table-workers", type=int, default=5,
+                   help="runs of one table row trained concurrently (slots it takes; default 5)")
     r.add_argument("--sweep-workers", type=int, default=3)
     r.add_argument("--t0", type=float, default=0)
     r.add_argument("--stop-launch", type=float, default=1e9)

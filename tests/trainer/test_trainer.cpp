@@ -127,6 +127,35 @@ TEST(Training, MetricsPredictionsAndSplits) {
   EXPECT_THROW(adgnn::train_run(g, c, 0), adgnn::InputError);
 }
 
+// Concurrent runs (--run-workers) compute what sequential one-thread runs compute, in run order.
+TEST(Training, ConcurrentRunsEqualSequentialRuns) {
+  const auto g = heterophilic(4);
+  auto c = base();
+  c.epochs = 15;
+  c.runs = 4;
+  c.model.variant = "ad_fast";
+  c.model.lambda = 0.1;
+  const adgnn::TrainSummary seq = adgnn::train(g, c);
+  c.run_workers = 3;
+  c.threads = 0;
+  const adgnn::TrainSummary par = adgnn::train(g, c);
+  ASSERT_EQ(par.runs.size(), seq.runs.size());
+  for (size_t r = 0; r < seq.runs.size(); ++r) {
+    EXPECT_EQ(par.runs[r].run, int64_t(r));
+    EXPECT_EQ(par.runs[r].best_epoch, seq.runs[r].best_epoch) << "run " << r;
+    EXPECT_EQ(par.runs[r].best_val, seq.runs[r].best_val) << "run " << r;
+    EXPECT_EQ(par.runs[r].test_at_best, seq.runs[r].test_at_best) << "run " << r;
+    EXPECT_EQ(par.runs[r].depth_histogram, seq.runs[r].depth_histogram) << "run " << r;
+  }
+  EXPECT_EQ(par.test_mean, seq.test_mean);
+  // A failing run stops the others and its error reaches the caller.
+  c.splits = "no-such-family";
+  EXPECT_THROW(adgnn::train(g, c), adgnn::InputError);
+  c = base();
+  c.run_workers = 0;
+  EXPECT_THROW(adgnn::validate_train_config(c), adgnn::InputError);
+}
+
 TEST(Config, YamlAndErrors) {
   const std::string dir = scratch("config");
   {

@@ -59,6 +59,7 @@ void apply_yaml(const YAML::Node& root, TrainConfig& c, const std::string& path)
   take(root, "patience", c.patience, path, seen);
   take(root, "runs", c.runs, path, seen);
   take(root, "threads", c.threads, path, seen);
+  take(root, "run_workers", c.run_workers, path, seen);
   for (const auto& kv : root) {
     const std::string key = kv.first.as<std::string>();
     if (!seen.count(key))

@@ -129,6 +129,7 @@ SweepResult sweep(const Graph& g, const TrainConfig& base, const SweepOptions& o
       p.cfg = grid[i];
       p.cfg.progress = false;
       p.cfg.threads = 0;
+      p.cfg.run_workers = 1;  // the points are the parallelism
       const std::string key = key_of(p.cfg);
       {
         std::lock_guard<std::mutex> lock(mu);

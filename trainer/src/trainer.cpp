@@ -5,12 +5,16 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <exception>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <sstream>
+#include <thread>
 
 #include "adgnn/trainer.h"
 #include "nlohmann/json.hpp"
@@ -184,6 +188,7 @@ void validate_train_config(const TrainConfig& cfg) {
   if (!(cfg.lr > 0) || !std::isfinite(cfg.lr)) bad("--lr", "must be positive");
   if (cfg.weight_decay < 0) bad("--weight-decay", "must be >= 0");
   if (cfg.runs < 1) bad("--runs " + std::to_string(cfg.runs), "must be >= 1");
+  if (cfg.run_workers < 1) bad("--run-workers " + std::to_string(cfg.run_workers), "must be >= 1");
   if (cfg.patience < 0) bad("--patience", "must be >= 0");
   if (cfg.checkpoint_every < 1) bad("--checkpoint-every", "must be >= 1");
   if (cfg.resume && cfg.checkpoint.empty()) bad("--resume", "needs --checkpoint");
@@ -435,7 +440,45 @@ RunResult train_run(const Graph& g, const TrainConfig& cfg_in, int64_t run, Comm
 TrainSummary train(const Graph& g, const TrainConfig& cfg, Communicator* comm) {
   validate_train_config(cfg);
   TrainSummary s;
-  for (int64_t r = 0; r < cfg.runs; ++r) s.runs.push_back(train_run(g, cfg, r, comm));
+  const int64_t workers = std::min(cfg.run_workers, cfg.runs);
+  if (workers <= 1) {
+    for (int64_t r = 0; r < cfg.runs; ++r) s.runs.push_back(train_run(g, cfg, r, comm));
+  } else {
+    // The ranks of a distributed job run their collectives in one order: runs stay sequential.
+    if (comm && comm->size() > 1)
+      throw InputError("--run-workers " + std::to_string(cfg.run_workers) +
+                       ": concurrent runs need one process (this job has " + std::to_string(comm->size()) +
+                       " ranks)");
+    // Each run on one intra-op thread, as `adgnn sweep` does with its points: set once here,
+    // because at::set_num_threads is process-wide. The progress line would interleave: off.
+    at::set_num_threads(1);
+    TrainConfig c = cfg;
+    c.threads = 0;
+    c.progress = false;
+    s.runs.resize(size_t(cfg.runs));
+    std::atomic<int64_t> next{0};
+    std::mutex mu;
+    std::exception_ptr first_error;
+    auto worker = [&] {
+      for (int64_t r = next++; r < cfg.runs; r = next++) {
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          if (first_error) return;
+        }
+        try {
+          s.runs[size_t(r)] = train_run(g, c, r, nullptr);
+        } catch (...) {
+          std::lock_guard<std::mutex> lock(mu);
+          if (!first_error) first_error = std::current_exception();
+          return;
+        }
+      }
+    };
+    std::vector<std::thread> threads;
+    for (int64_t w = 0; w < workers; ++w) threads.emplace_back(worker);
+    for (auto& t : threads) t.join();
+    if (first_error) std::rethrow_exception(first_error);
+  }
   auto mean_std = [&](auto get, double& mean, double& sd) {
     mean = 0;
     for (const auto& r : s.runs) mean += get(r);
