@@ -482,7 +482,9 @@ def tables(a):
             l, g = T(d, "auto", v, "linear"), T(d, "auto", v, "log")
             if l or g:
                 print(f"| {d} | {name} | {hist(l)} | {hist(g)} |")
-    print("\n### Mean ms per epoch (training step + evaluation, 1 thread) and median best epoch\n")
+    print("\n### Mean ms per epoch as run (training step + evaluation, one thread per training) and "
+          "median best epoch\n\nMany trainings shared each machine (\"ran on\"; docs/results.md says how "
+          "many), so these are wall times under load, not benchmarks (docs/benchmarks.md has those).\n")
     print("| dataset | ran on | GCN | AD-GCN lin | AD-GCN_fast lin | best epoch (GCN, median) |")
     print("|---|---|---:|---:|---:|---:|")
     for d in DATASETS:
@@ -565,7 +567,8 @@ def configs(a):
                 if s is None:
                     continue
                 meta = read_meta(os.path.dirname(path))
-                where = (f"{meta.get('date', '?')} on {meta.get('machine', '?')}, adgnn at commit "
+                dev = f" (--device {meta['device'].split()[0]})" if meta.get("device") else ""
+                where = (f"{meta.get('date', '?')} on {meta.get('machine', '?')}{dev}, adgnn at commit "
                          f"{meta.get('commit', '?')[:7]}")
                 size = grid_size(tag)
                 name = LABELS[m]
