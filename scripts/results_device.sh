@@ -7,8 +7,9 @@
 # (the commit under test, without edits in progress), then a device run with
 # carry [".device", "build-ressrc", "build-resstate"] and the command
 #   GPU_DATASETS="dblp photo" CPU_DATASETS="film,citeseer" bash scripts/results_device.sh [LIMIT_S]
-# GPU_DATASETS: one queue per dataset, each on its own GPU (CUDA_VISIBLE_DEVICES), results in
-#   build-resstate/gpu-<dataset>. On 2026-11-26 (4 x H200) a dataset's whole GCN part (three
+# GPU_DATASETS: one queue per word, each on its own GPU (CUDA_VISIBLE_DEVICES), results in
+#   build-resstate/gpu-<word> ("a,b": one queue for both datasets, folder gpu-a+b); GPU_STAGES
+#   (default 1,2) the scripts/results.py stages they run. On 2026-11-26 (4 x H200) a dataset's whole GCN part (three
 #   sweeps, 8-way each, in one CUDA context apiece, then the 10-run rows) took 150-360 s this way;
 #   15 trainings of several datasets from 5 processes on one card had been ~10x slower.
 # CPU_DATASETS: one queue for these (comma-separated) on the CPU cores, results in
@@ -45,9 +46,9 @@ queue() {  # DIR DEVICE SLOTS SWEEP_WORKERS TABLE_WORKERS DATASETS STAGES
 pids=()
 gpu=0
 for d in ${GPU_DATASETS:-}; do
-  dir=build-resstate/gpu-$d
+  dir=build-resstate/gpu-${d//,/+}
   meta "cuda (one GPU per dataset)" "$dir"
-  CUDA_VISIBLE_DEVICES=$gpu queue "$dir" cuda 24 8 5 "$d" 1,2 &
+  CUDA_VISIBLE_DEVICES=$gpu queue "$dir" cuda 24 8 5 "$d" "${GPU_STAGES:-1,2}" &
   pids+=($!)
   gpu=$((gpu + 1))
 done
