@@ -554,6 +554,15 @@ def read_meta(d):
     return meta
 
 
+def meta_all(d, key):
+    """Every value of `key` in a results folder's meta.txt, in order (one per run that wrote it)."""
+    try:
+        with open(os.path.join(d, "meta.txt")) as f:
+            return [v.strip() for k, _, v in (l.partition(":") for l in f) if k.strip() == key]
+    except OSError:
+        return []
+
+
 def configs(a):
     src = Sources(a.dir)
     written = 0
@@ -564,20 +573,36 @@ def configs(a):
                                         ("log", f"{m}.log.yaml", "ad_fast")):
                 path, _, n = src.sweep(d, m, tag)
                 s = chosen_settings(path) if path else None
+                borrowed = False
+                if s is None and tag == "linear" and m != "gcn":
+                    # No sweep of this backbone yet: start it from what AD-GCN_fast's sweep chose,
+                    # and say so, so that `adgnn train -c` has a file for every dataset x backbone.
+                    path, _, n = src.sweep(d, "gcn", tag)
+                    s = chosen_settings(path) if path else None
+                    borrowed = s is not None
                 if s is None:
                     continue
                 meta = read_meta(os.path.dirname(path))
                 dev = f" (--device {meta['device'].split()[0]})" if meta.get("device") else ""
-                where = (f"{meta.get('date', '?')} on {meta.get('machine', '?')}{dev}, adgnn at commit "
-                         f"{meta.get('commit', '?')[:7]}")
+                # A folder resumed by several runs lists each run's date and commit: name them all.
+                dates, commits = meta_all(os.path.dirname(path), "date"), meta_all(os.path.dirname(path), "commit")
+                when = dates[0] if len(dates) <= 1 else f"between {dates[0]} and {dates[-1]}"
+                at = ", ".join(dict.fromkeys(c[:7] for c in commits)) or "?"
+                where = (f"{when or '?'} on {meta.get('machine', '?')}{dev}, adgnn at commit"
+                         f"{'s' if ',' in at else ''} {at}")
                 size = grid_size(tag)
                 name = LABELS[m]
                 what = {"linear": f"AD-{name}_fast, linear normalisation (the paper's)",
                         "plain": f"plain {name}",
                         "log": f"AD-{name}_fast, log normalisation"}[tag]
                 grid = "; ".join(f"{k} {v}" for k, v in grid_of(tag).items())
-                header = [f"{d} x {m}: the settings that won a sweep by validation accuracy, for {what}.",
-                          f"Sweep: adgnn sweep {d} --model {m} --variant {variant} --normalisation "
+                swept = "gcn" if borrowed else m
+                header = [f"{d} x {m}: the settings that won a sweep by validation accuracy, for {what}."]
+                if borrowed:
+                    header = [f"{d} x {m}: NOT SWEPT for {name} (the device time ran out): the settings that won "
+                              f"AD-GCN_fast's sweep (linear normalisation), a starting point, not a tuned choice.",
+                              f"To tune it: the sweep below with --model {m} (scripts/results.py run --stages 4)."]
+                header += [f"Sweep: adgnn sweep {d} --model {swept} --variant {variant} --normalisation "
                           f"{'linear' if tag == 'plain' else tag} --splits auto --runs {SWEEP_RUNS}",
                           f"  --layers {COMMON['layers']} --epochs {COMMON['epochs']} --patience "
                           f"{COMMON['patience']} --seed {COMMON['seed']}, grid: {grid}.",

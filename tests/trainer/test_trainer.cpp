@@ -156,6 +156,30 @@ TEST(Training, ConcurrentRunsEqualSequentialRuns) {
   EXPECT_THROW(adgnn::validate_train_config(c), adgnn::InputError);
 }
 
+// Every shipped config (configs/<dataset>.yaml, configs/<dataset>/<backbone>[.plain|.log].yaml)
+// loads, passes validation, builds its model, and names the dataset of its folder.
+TEST(Config, EveryShippedConfigLoads) {
+  namespace fs = std::filesystem;
+  int checked = 0;
+  for (const auto& e : fs::recursive_directory_iterator(ADGNN_CONFIGS_DIR)) {
+    if (e.path().extension() != ".yaml") continue;
+    SCOPED_TRACE(e.path().string());
+    adgnn::TrainConfig c;
+    ASSERT_NO_THROW(adgnn::load_train_config(e.path().string(), c));
+    ASSERT_NO_THROW(adgnn::validate_train_config(c));
+    const std::string folder = e.path().parent_path().filename().string();
+    const std::string stem = e.path().stem().string();
+    // configs/demo.yaml is the README's job on the generated graph.
+    EXPECT_EQ(c.dataset, folder != "configs" ? folder : stem == "demo" ? "csbm:demo" : stem);
+    adgnn::ModelConfig m = c.model;
+    m.in_dim = 5;
+    m.out_dim = 3;
+    EXPECT_NO_THROW(adgnn::Model{m});
+    ++checked;
+  }
+  EXPECT_GT(checked, 50);
+}
+
 TEST(Config, YamlAndErrors) {
   const std::string dir = scratch("config");
   {
