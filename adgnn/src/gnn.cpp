@@ -91,8 +91,9 @@ class CsrAggregate : public torch::autograd::Function<CsrAggregate> {
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& rowptr,
                             const at::Tensor& col, const at::Tensor& weight_in, const at::Tensor& x,
                             const at::Tensor& rows_in, const at::Tensor& self_in, bool has_weight,
-                            bool has_rows, bool has_self) {
+                            bool has_rows, bool has_self, bool cache_transpose) {
     ctx->save_for_backward({rowptr, col, weight_in, x, rows_in, self_in});
+    ctx->saved_data["cache_transpose"] = cache_transpose;
     ctx->saved_data["has_weight"] = has_weight;
     ctx->saved_data["has_rows"] = has_rows;
     ctx->saved_data["has_self"] = has_self;
@@ -117,6 +118,12 @@ class CsrAggregate : public torch::autograd::Function<CsrAggregate> {
     const at::Tensor rows = ctx->saved_data["has_rows"].toBool() ? saved[4] : at::Tensor();
     const at::Tensor self_w = ctx->saved_data["has_self"].toBool() ? saved[5] : at::Tensor();
     const at::Tensor g = grads[0].contiguous();
+    // A CSR built for one call (attention over some rows) would only push the graph's own
+    // transposes out of the cache: its transpose is built here and dropped.
+    const bool cache = ctx->saved_data["cache_transpose"].toBool();
+    auto transposed = [&] {
+      return cache ? cached_transpose(rowptr, col, x.size(0)) : kernels::transpose_entries(rowptr, col, x.size(0));
+    };
     at::Tensor grad_x, grad_w;
     // A few computed rows (AD's deeper layers): regroup their entries rather than scan the
     // transpose (whose cost is every entry of the graph).
@@ -132,20 +139,20 @@ class CsrAggregate : public torch::autograd::Function<CsrAggregate> {
     } else if (x.is_cuda()) {
 #ifdef ADGNN_HAVE_CUDA_KERNELS
       if (ctx->needs_input_grad(3))
-        grad_x = kernels::aggregate_backward_x_cuda(cached_transpose(rowptr, col, x.size(0)), weight,
+        grad_x = kernels::aggregate_backward_x_cuda(transposed(), weight,
                                                     g, rows, rowptr.numel() - 1, self_w);
       if (weight.defined() && ctx->needs_input_grad(2))
         grad_w = kernels::aggregate_backward_w_cuda(rowptr, col, x, g, rows);
 #endif
     } else {
       if (ctx->needs_input_grad(3))
-        grad_x = kernels::aggregate_backward_x_cpu(cached_transpose(rowptr, col, x.size(0)), weight,
+        grad_x = kernels::aggregate_backward_x_cpu(transposed(), weight,
                                                    g, rows, rowptr.numel() - 1, self_w);
       if (weight.defined() && ctx->needs_input_grad(2))
         grad_w = kernels::aggregate_backward_w_cpu(rowptr, col, x, g, rows);
     }
     return {at::Tensor(), at::Tensor(), grad_w, grad_x, at::Tensor(), at::Tensor(),
-            at::Tensor(), at::Tensor(), at::Tensor()};
+            at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
@@ -192,8 +199,10 @@ GraphTensors to_tensors(const Graph& g, c10::Device device) {
   return t;
 }
 
-at::Tensor csr_aggregate(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& weight,
-                         const at::Tensor& x, const at::Tensor& rows, const at::Tensor& self_weight) {
+namespace {
+at::Tensor csr_aggregate_impl(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& weight,
+                              const at::Tensor& x, const at::Tensor& rows, const at::Tensor& self_weight,
+                              bool cache_transpose) {
   TORCH_CHECK(rowptr.scalar_type() == torch::kInt64 && col.scalar_type() == torch::kInt32,
               "csr_aggregate: rowptr must be int64 and col int32");
   TORCH_CHECK(x.dim() == 2, "csr_aggregate: x must be [nodes, features]");
@@ -212,8 +221,22 @@ at::Tensor csr_aggregate(const at::Tensor& rowptr, const at::Tensor& col, const 
   const at::Tensor none = torch::empty({0}, x.options());
   return CsrAggregate::apply(rowptr.contiguous(), col.contiguous(), wc.defined() ? wc : none, xc,
                              rows.defined() ? rows.contiguous() : torch::empty({0}, rowptr.options()),
-                             sc.defined() ? sc : none, wc.defined(), rows.defined(), sc.defined());
+                             sc.defined() ? sc : none, wc.defined(), rows.defined(), sc.defined(),
+                             cache_transpose);
 }
+}  // namespace
+
+at::Tensor csr_aggregate(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& weight,
+                         const at::Tensor& x, const at::Tensor& rows, const at::Tensor& self_weight) {
+  return csr_aggregate_impl(rowptr, col, weight, x, rows, self_weight, /*cache_transpose=*/true);
+}
+
+namespace detail {
+at::Tensor csr_aggregate_transient(const at::Tensor& rowptr, const at::Tensor& col,
+                                   const at::Tensor& weight, const at::Tensor& x) {
+  return csr_aggregate_impl(rowptr, col, weight, x, {}, {}, /*cache_transpose=*/false);
+}
+}  // namespace detail
 
 int64_t peak_device_memory(c10::Device device) {
 #ifdef ADGNN_HAVE_CUDA_KERNELS

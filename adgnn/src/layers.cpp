@@ -48,6 +48,29 @@ at::Tensor Layer::zeros(const std::string& name, int64_t n) {
   return add(name, torch::zeros({n}));
 }
 
+at::Tensor attention_aggregate(const at::Tensor& rowptr, const at::Tensor& src, const at::Tensor& dst, bool cache,
+                               const at::Tensor& score_edge, const at::Tensor& score_self,
+                               const at::Tensor& z, const at::Tensor& z_self) {
+  const int64_t heads = score_self.size(1), C = z.size(2);
+  at::Tensor m = score_self.detach().clone();  // per-row max, for a stable exp (a max: any order)
+  if (dst.numel() > 0)
+    m = m.scatter_reduce(0, dst.unsqueeze(1).expand({-1, heads}), score_edge.detach(), "amax",
+                         /*include_self=*/true);
+  const at::Tensor a_edge = (score_edge - m.index_select(0, dst)).exp();
+  const at::Tensor a_self = (score_self - m).exp();
+  const at::Tensor ones = torch::ones({z.size(0), 1}, z.options());
+  std::vector<at::Tensor> out;
+  for (int64_t h = 0; h < heads; ++h) {
+    // One pass per head gives numerator (columns < C) and denominator (column C).
+    const at::Tensor zh = torch::cat({z.select(1, h), ones}, 1);
+    const at::Tensor wh = a_edge.select(1, h);
+    const at::Tensor sums = cache ? csr_aggregate(rowptr, src, wh, zh) : csr_aggregate_transient(rowptr, src, wh, zh);
+    const at::Tensor ah = a_self.select(1, h).unsqueeze(1);
+    out.push_back((sums.slice(1, 0, C) + ah * z_self.select(1, h)) / (sums.slice(1, C, C + 1) + ah));
+  }
+  return torch::stack(out, 1);
+}
+
 namespace {
 
 // The source rows of destination rows `rows` (sorted, unique): all of them are the leading
@@ -102,36 +125,30 @@ class SageLayer : public Layer {
   at::Tensor wl_, bl_, wr_;
 };
 
-// Softmax over each destination's incoming entries plus its self-loop; returns the aggregated
-// [rows, heads, C] messages. `score_edge` [E, H], `score_self` [R, H]; z_src [E, H, C] message
-// values per entry, z_self [R, H, C] the self-loop message.
-at::Tensor attention_aggregate(const EdgeList& e, const at::Tensor& score_edge,
-                               const at::Tensor& score_self, const at::Tensor& z_src,
-                               const at::Tensor& z_self) {
-  const int64_t heads = score_self.size(1);
-  at::Tensor m = score_self.detach().clone();  // per-row max, for a stable exp
-  if (e.dst_local.numel() > 0)
-    m = m.scatter_reduce(0, e.dst_local.unsqueeze(1).expand({-1, heads}), score_edge.detach(),
-                         "amax", /*include_self=*/true);
-  const at::Tensor ex_edge = (score_edge - m.index_select(0, e.dst_local)).exp();
-  const at::Tensor ex_self = (score_self - m).exp();
-  const at::Tensor denom = ex_self.index_add(0, e.dst_local, ex_edge);
-  const at::Tensor a_edge = ex_edge / denom.index_select(0, e.dst_local);
-  const at::Tensor a_self = ex_self / denom;
-  const at::Tensor out = z_self * a_self.unsqueeze(-1);
-  return out.index_add(0, e.dst_local, z_src * a_edge.unsqueeze(-1));
-}
-
 // The rows whose transform a set of destination rows needs: the rows themselves and their
 // sources. Returns (sorted unique rows, position of each source / row in it).
+// Also the CSR of `rows` over those needed rows, for attention_aggregate: the graph's own when
+// every row is computed and every source row is needed (its transpose is then cached).
 struct Needed {
   at::Tensor rows, src_pos, dst_pos;
+  at::Tensor csr_rowptr, csr_src;
+  bool graph_csr = false;
 };
-Needed needed_rows(const EdgeList& e, const at::Tensor& rows) {
+Needed needed_rows(const MessageGraph& g, const EdgeList& e, const at::Tensor& rows) {
   Needed n;
   n.rows = std::get<0>(torch::_unique(torch::cat({rows, e.src}), /*sorted=*/true));
   n.src_pos = torch::searchsorted(n.rows, e.src);
   n.dst_pos = torch::searchsorted(n.rows, rows);
+  // rows is sorted: all num_dst of them is 0..num_dst-1, and num_src needed rows is 0..num_src-1.
+  n.graph_csr = rows.numel() == g.num_dst && n.rows.numel() == g.num_src;
+  if (n.graph_csr) {
+    n.csr_rowptr = g.rowptr;
+    n.csr_src = g.col;
+  } else {
+    const at::Tensor counts = g.rowptr.index_select(0, rows + 1) - g.rowptr.index_select(0, rows);
+    n.csr_rowptr = torch::cat({torch::zeros({1}, g.rowptr.options()), counts.cumsum(0)});
+    n.csr_src = n.src_pos.to(torch::kInt32);
+  }
   return n;
 }
 
@@ -147,8 +164,8 @@ class GatLayer : public Layer {
   }
   at::Tensor forward(const MessageGraph& g, const at::Tensor& h, const at::Tensor& rows) override {
     const EdgeList e = edges_of_rows(g.rowptr, g.col, rows);
-    const Needed n = needed_rows(e, rows);
-    const at::Tensor z = h.index_select(0, n.rows).mm(w_).view({-1, heads_, c_});
+    const Needed n = needed_rows(g, e, rows);
+    const at::Tensor z = (n.graph_csr ? h : h.index_select(0, n.rows)).mm(w_).view({-1, heads_, c_});
     const at::Tensor a_s = (z * att_src_).sum(-1), a_d = (z * att_dst_).sum(-1);
     const at::Tensor a_d_rows = a_d.index_select(0, n.dst_pos);
     const at::Tensor s_edge = F::leaky_relu(
@@ -156,10 +173,8 @@ class GatLayer : public Layer {
         F::LeakyReLUFuncOptions().negative_slope(0.2));
     const at::Tensor s_self = F::leaky_relu(a_s.index_select(0, n.dst_pos) + a_d_rows,
                                             F::LeakyReLUFuncOptions().negative_slope(0.2));
-    const at::Tensor out = attention_aggregate(e, s_edge, s_self,
-                                               z.index_select(0, n.src_pos),
-                                               z.index_select(0, n.dst_pos));
-    return finish(out);
+    return finish(attention_aggregate(n.csr_rowptr, n.csr_src, e.dst_local, n.graph_csr, s_edge, s_self, z,
+                                      z.index_select(0, n.dst_pos)));
   }
   at::Tensor self_only(const at::Tensor& h_rows) override {
     return finish(h_rows.mm(w_).view({-1, heads_, c_}));  // softmax over the self-loop alone: 1
@@ -189,8 +204,8 @@ class Gatv2Layer : public Layer {
   }
   at::Tensor forward(const MessageGraph& g, const at::Tensor& h, const at::Tensor& rows) override {
     const EdgeList e = edges_of_rows(g.rowptr, g.col, rows);
-    const Needed n = needed_rows(e, rows);
-    const at::Tensor hn = h.index_select(0, n.rows);
+    const Needed n = needed_rows(g, e, rows);
+    const at::Tensor hn = n.graph_csr ? h : h.index_select(0, n.rows);
     const at::Tensor xl = torch::addmm(bl_, hn, wl_).view({-1, heads_, c_});
     const at::Tensor xr_rows = torch::addmm(br_, self_rows(g, h, rows), wr_).view({-1, heads_, c_});
     const at::Tensor xl_src = xl.index_select(0, n.src_pos), xl_self = xl.index_select(0, n.dst_pos);
@@ -198,7 +213,10 @@ class Gatv2Layer : public Layer {
     const at::Tensor s_edge =
         (F::leaky_relu(xl_src + xr_rows.index_select(0, e.dst_local), slope) * att_).sum(-1);
     const at::Tensor s_self = (F::leaky_relu(xl_self + xr_rows, slope) * att_).sum(-1);
-    return finish(attention_aggregate(e, s_edge, s_self, xl_src, xl_self));
+    // The scores read [E, H, C] per-entry sums (GATv2's attention is a function of both ends'
+    // features); the aggregation does not.
+    return finish(attention_aggregate(n.csr_rowptr, n.csr_src, e.dst_local, n.graph_csr, s_edge, s_self, xl,
+                                      xl_self));
   }
   at::Tensor self_only(const at::Tensor& h_rows) override {
     return finish(torch::addmm(bl_, h_rows, wl_).view({-1, heads_, c_}));

@@ -24,6 +24,23 @@ struct EdgeList {
 };
 EdgeList edges_of_rows(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& rows);
 
+// csr_aggregate (all rows, no self term) of a CSR built for this one call: the backward builds
+// its transpose instead of caching it.
+at::Tensor csr_aggregate_transient(const at::Tensor& rowptr, const at::Tensor& col,
+                                   const at::Tensor& weight, const at::Tensor& x);
+
+// Attention of GAT / GATv2 over chosen destination rows, with the edge softmax fused into the
+// CSR aggregation: out[i, h] = (sum_k a_k z[src_k, h] + a_i z_self[i, h]) / (sum_k a_k + a_i)
+// with a = exp(score - row max), the denominator computed in the same pass as the numerator (a
+// column of ones beside z). No per-entry message tensor [E, H, C] is formed, and the CPU and
+// CUDA kernels sum in a fixed order. `rowptr` [R + 1] / `src` (int32, rows of z) list row i's
+// entries, dst (int64 [E]) is each entry's row i; score_edge [E, H], score_self [R, H],
+// z [S, H, C], z_self [R, H, C]. cache: the CSR is the graph's own (its transpose is cached for
+// the backward).
+at::Tensor attention_aggregate(const at::Tensor& rowptr, const at::Tensor& src, const at::Tensor& dst, bool cache,
+                               const at::Tensor& score_edge, const at::Tensor& score_self,
+                               const at::Tensor& z, const at::Tensor& z_self);
+
 class Layer {
  public:
   Layer(int64_t in_dim, int64_t out_dim, c10::Device device, c10::ScalarType dtype,
