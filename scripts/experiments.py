@@ -211,10 +211,17 @@ class Job:
     def __init__(self, name, out, cmd, deps=(), stdout_json=True, launcher=()):
         self.name, self.out, self.cmd, self.deps = name, out, list(cmd), list(deps)
         self.stdout_json, self.launcher = stdout_json, list(launcher)
-        self.proc = self.log = self.started = None
+        self.proc = self.log = self.started = self.gpu = None
 
     def complete(self):
         return json_complete(self.out) if self.stdout_json else os.path.exists(self.out)
+
+    def workers(self, a):
+        """Runs of this job trained concurrently (adgnn train --run-workers): the slots it takes.
+        Not for launched (mpirun) jobs: a distributed run's ranks train its runs in order."""
+        if self.cmd[0] != "train" or self.launcher or a.run_workers <= 1 or "--runs" not in self.cmd:
+            return 1
+        return max(1, min(a.run_workers, int(self.cmd[self.cmd.index("--runs") + 1])))
 
     def cost(self):
         """Rough relative run time, so that with many slots the long runs start first."""
@@ -260,20 +267,29 @@ def run_jobs(a, jobs):
                     failed.add(j.name)
                     say(f"skip   {j.name}: a run it needs failed")
                     continue
-                if boxed or len(running) >= a.slots or not all(d in done for d in j.deps):
+                used = sum(r.workers(a) for r in running)
+                if boxed or (running and used + j.workers(a) > a.slots) or \
+                        not all(d in done for d in j.deps):
                     continue
                 os.makedirs(os.path.dirname(j.out), exist_ok=True)
                 j.log = open(os.path.join(j.raw, "logs", j.name.replace("/", "_") + ".log"), "w")
                 cmd = j.launcher + [a.bin] + tiny_cmd(a, j.cmd)
+                if j.workers(a) > 1:
+                    cmd += ["--run-workers", str(j.workers(a))]
+                job_env = env
+                if a.gpus > 0:  # the GPU with the fewest of our processes: one CUDA context each
+                    load = [sum(1 for r in running if r.gpu == k) for k in range(a.gpus)]
+                    j.gpu = load.index(min(load))
+                    job_env = dict(env, CUDA_VISIBLE_DEVICES=str(j.gpu))
                 j.log.write(" ".join(_q(c) for c in cmd) + "\n")
                 j.log.flush()
                 if j.stdout_json:
                     tmp = j.out + ".tmp"
                     sh = " ".join(_q(c) for c in cmd) + f" > {_q(tmp)} && mv {_q(tmp)} {_q(j.out)}"
-                    j.proc = subprocess.Popen(["bash", "-c", sh], stderr=j.log, env=env,
+                    j.proc = subprocess.Popen(["bash", "-c", sh], stderr=j.log, env=job_env,
                                               start_new_session=True)
                 else:
-                    j.proc = subprocess.Popen(cmd, stdout=j.log, stderr=subprocess.STDOUT, env=env,
+                    j.proc = subprocess.Popen(cmd, stdout=j.log, stderr=subprocess.STDOUT, env=job_env,
                                               start_new_session=True)
                 j.started = time.time()
                 pending.remove(j)
@@ -313,7 +329,7 @@ def write_meta(a, raw):
         pass
     meta = {"started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "host": socket.gethostname(),
             "cpu": f"{cpu}, {os.cpu_count()} cores", "device": a.device, "slots": a.slots,
-            "commit": commit, "binary": a.bin, "tiny": a.tiny}
+            "run_workers": a.run_workers, "gpus": a.gpus, "commit": commit, "binary": a.bin, "tiny": a.tiny}
     if a.note:
         meta["note"] = a.note
     old = []
@@ -1097,6 +1113,12 @@ def main():
     ap.add_argument("--slots", type=int, default=1, help="adgnn processes at once")
     ap.add_argument("--threads", type=int, default=1, help="intra-op threads per adgnn process (default 1; "
                     "exp5 on a CPU wants many: --slots 6 --threads 10)")
+    ap.add_argument("--run-workers", type=int, default=1,
+                    help="runs of one setting trained concurrently in one process, one thread each "
+                    "(adgnn train --run-workers; the job takes that many slots)")
+    ap.add_argument("--gpus", type=int, default=0,
+                    help="with --device cuda: spread the processes over this many GPUs "
+                    "(CUDA_VISIBLE_DEVICES, fewest processes first)")
     ap.add_argument("--runs", type=int, default=0, help="runs per setting (default: 10; 3 for exp5; 1 with --tiny)")
     ap.add_argument("--epochs", type=int, default=0, help="override: this many epochs, no early stopping "
                     "(e.g. exp5's time per epoch on a small machine)")

@@ -78,6 +78,21 @@ if run exp2; then
   grep -q "0 to run" "$tmp/log" && ok || bad "exp2 rerun started runs again: $(head -3 "$tmp/log")"
 fi
 
+# --run-workers: a setting's runs train concurrently in one adgnn process (the flag reaches it,
+# every summary has its two runs).
+if "$py" scripts/experiments.py exp2 --tiny --runs 2 --run-workers 2 --bin "$adgnn" --out "$tmp/rw" \
+    --slots 2 >"$tmp/log" 2>&1; then
+  grep -q -- "'--run-workers' '2'" "$tmp"/rw/raw/exp2/logs/*.log && ok || bad "--run-workers did not reach adgnn"
+  "$py" - "$tmp/rw/raw/exp2" <<'EOF' && ok || bad "--run-workers: summaries without their 2 runs"
+import glob, json, os, sys
+files = [f for f in glob.glob(os.path.join(sys.argv[1], "**", "*.json"), recursive=True)
+         if not f.endswith("meta.json")]
+assert files and all(len(json.load(open(f))[0]["runs"]) == 2 for f in files), files
+EOF
+else
+  bad "experiments.py exp2 --run-workers 2 -> $(tail -3 "$tmp/log")"
+fi
+
 # The heuristic flag: an unknown name is one line on stderr and exit 2.
 "$adgnn" train csbm:demo --variant ad_fast --heuristic pagerank --epochs 1 --no-progress >"$tmp/o" 2>"$tmp/e"
 rc=$?
