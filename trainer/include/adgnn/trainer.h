@@ -36,7 +36,8 @@ struct TrainConfig {
   bool progress = true;            // a progress line on a terminal
   int64_t threads = 0;             // intra-op threads (0: all cores)
   // Runs trained concurrently, each on one intra-op thread (one process only): the same numbers
-  // as sequential runs with threads = 1, in a fraction of the time on a many-core machine.
+  // as sequential runs with threads = 1, in a fraction of the time on a many-core machine (or
+  // one GPU: one CUDA context). Each run's peak memory is then the process's, shared by the runs.
   int64_t run_workers = 1;
   // More than one rank: how rank 0 splits the graph, or a folder made by `adgnn partition`.
   PartitionOptions partition;
