@@ -30,6 +30,11 @@ int64_t Layer::edges_read(const MessageGraph& g, const at::Tensor& rows) const {
   return (g.rowptr.index_select(0, rows + 1) - g.rowptr.index_select(0, rows)).sum().item<int64_t>();
 }
 
+at::Tensor Layer::rows_read(const MessageGraph& g, const at::Tensor& rows) const {
+  const EdgeList e = edges_of_rows(g.rowptr, g.col, rows);
+  return std::get<0>(torch::_unique(torch::cat({rows, e.src}), /*sorted=*/true));
+}
+
 at::Tensor Layer::add(const std::string& name, at::Tensor t) {
   t = t.to(device_, dtype_);  // initialised on the CPU generator, so every device starts identically
   t.set_requires_grad(true);
@@ -264,6 +269,8 @@ class MixHopLayer : public Layer {
     if (rows.numel() == 0 && !halo_) return 0;
     return Layer::edges_read(g, rows) + Layer::edges_read(g, first_hop_rows(g, rows));
   }
+  // Two hops, and on a rank the rows peers read: every row.
+  at::Tensor rows_read(const MessageGraph&, const at::Tensor&) const override { return {}; }
 
  private:
   // The destination rows whose A h the second hop reads: `rows`, their neighbours that are
@@ -310,6 +317,11 @@ class DirGnnLayer : public Layer {
     return alpha_ * b_out_ + (1 - alpha_) * b_in_ + torch::addmm(b_root_, h_rows, w_root_);
   }
   at::Tensor input_transform(const at::Tensor& h) override { return h.mm(w_in_); }
+  at::Tensor rows_read(const MessageGraph& g, const at::Tensor& rows) const override {
+    const at::Tensor in = edges_of_rows(g.in_rowptr, g.in_col, rows).src;
+    const at::Tensor out = edges_of_rows(g.out_rowptr, g.out_col, rows).src;
+    return std::get<0>(torch::_unique(torch::cat({rows, in, out}), /*sorted=*/true));
+  }
   int64_t edges_read(const MessageGraph& g, const at::Tensor& rows) const override {
     if (rows.numel() == 0) return 0;
     return (g.in_rowptr.index_select(0, rows + 1) - g.in_rowptr.index_select(0, rows)).sum().item<int64_t>() +

@@ -55,6 +55,9 @@ class Layer {
   virtual at::Tensor input_transform(const at::Tensor& h) = 0;
   // CSR entries read when computing `rows` (reported per layer).
   virtual int64_t edges_read(const MessageGraph& g, const at::Tensor& rows) const;
+  // The source rows of h that forward(g, h, rows) reads (sorted, unique), or undefined when that
+  // is not a small set to compute (MixHop's two hops): the rows and their neighbours.
+  virtual at::Tensor rows_read(const MessageGraph& g, const at::Tensor& rows) const;
 
   // On a rank of a distributed run, the current pass and layer number (MixHop's second hop
   // exchanges its inner power); null in the one-process run.

@@ -501,8 +501,24 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
       } else {
         h_src = h_dst;
       }
-      hin = training ? dropout_rows(h_src, g.global_id, c.dropout, c.seed, epoch, t) : h_src;
+      hin = h_src;  // dropped out below, once the rows this layer reads are known
     }
+    // Dropout of this layer's input. The mask is a function of (global id, column), so dropping
+    // out only the rows that are read gives them the values of the full-tensor dropout: at AD's
+    // deeper layers, whose few computed rows read few rows, this replaces a pass over every
+    // source row (the mask's hashing) by a copy. Width-changing layers read every frozen row.
+    auto drop_input = [&](const at::Tensor& comp_rows, bool reads_frozen) {
+      if (!training || t == 1) return;
+      at::Tensor read;
+      const bool few = comp_rows.defined() && comp_rows.numel() * 4 < n;
+      if (few && !reads_frozen && !c.dropout_every_row && c.dropout > 0) read = layer.rows_read(g, comp_rows);
+      if (!read.defined()) {
+        hin = dropout_rows(h_src, g.global_id, c.dropout, c.seed, epoch, t);
+      } else if (read.numel() > 0) {
+        hin = h_src.index_put({read}, dropout_rows(h_src.index_select(0, read), g.global_id.index_select(0, read),
+                                                  c.dropout, c.seed, epoch, t));
+      }
+    };
     layer.set_halo(pass.get(), t, &out.stats);
     auto post = [&](at::Tensor v) {  // BatchNorm + ReLU of a hidden layer's fresh outputs
       if (last) return v;
@@ -516,6 +532,7 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
     };
 
     if (!m.adaptive() && c.degree_threshold <= 0) {
+      drop_input({}, true);
       const at::Tensor upd = post(layer.forward(g, hin, all_rows));
       out.stats.active_rows.push_back(n);
       out.stats.computed_rows.push_back(n);
@@ -536,6 +553,7 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
     out.stats.computed_rows.push_back(comp_rows.numel());
     out.stats.edges_processed.push_back(layer.edges_read(g, comp_rows));
 
+    drop_input(comp_rows, width_change);
     at::Tensor upd = layer.forward(g, hin, comp_rows);
     layer.set_halo(nullptr, 0, nullptr);
     const bool has_band = band_rows.numel() > 0;

@@ -299,6 +299,43 @@ TEST(Dropout, CounterBasedMasksDependOnlyOnTheirKeys) {
   EXPECT_TRUE(torch::allclose(a.masked_select(a > 0), torch::full({1}, 2.0f)));
 }
 
+// AD's deeper layers drop out only the rows their computed rows read: logits, loss and every
+// gradient equal those of dropout over every source row, bit for bit, for each way of reading
+// (one CSR, attention, DirGNN's two directions, MixHop's two hops), and the restricted path ran.
+TEST(Dropout, RowsReadOnlyEqualsEveryRow) {
+  const auto g = csbm(400, 0.5, 1);
+  const auto t = adgnn::to_tensors(g, torch::kCPU);
+  const auto mg = adgnn::message_graph(t);
+  const at::Tensor train = torch::rand({400}) < 0.5;
+  for (const char* backbone : {"gcn", "gat", "dirgnn", "mixhop"}) {
+    auto cfg = config("ad_fast", 4, g);
+    cfg.backbone = backbone;
+    cfg.dropout = 0.5;
+    cfg.theta_init = -2;
+    std::vector<at::Tensor> logits, grads;
+    int64_t few = 0;
+    for (bool every : {true, false}) {
+      cfg.dropout_every_row = every;
+      adgnn::Model model(cfg);  // same seed: same parameters
+      const at::Tensor x = t.x.clone().requires_grad_(true);
+      const auto out = model.forward(mg, x, true, 7, t.y, train);
+      const at::Tensor loss = torch::nll_loss(torch::log_softmax(out.logits, 1).index({train}), t.y.index({train}));
+      loss.backward();
+      logits.push_back(out.logits.detach());
+      grads.push_back(x.grad());
+      for (const auto& p : model.named_parameters())
+        if (p.second.grad().defined()) grads.push_back(p.second.grad());
+      for (size_t l = 1; l + 1 < out.stats.computed_rows.size(); ++l) few += out.stats.computed_rows[l] * 4 < 400;
+    }
+    SCOPED_TRACE(backbone);
+    EXPECT_GT(few, 0) << "no layer computed few rows: the restricted path did not run";
+    EXPECT_TRUE(torch::equal(logits[0], logits[1]));
+    ASSERT_EQ(grads.size() % 2, 0u);
+    const size_t half = grads.size() / 2;
+    for (size_t i = 0; i < half; ++i) EXPECT_TRUE(torch::equal(grads[i], grads[half + i])) << "gradient " << i;
+  }
+}
+
 // AD#: the first pass has beta = gamma = 1 (the fast metric); a training pass estimates them per
 // degree bucket from its embeddings, and the next pass's log eps_hat moves by
 // t_max (log beta - log gamma) of the node's bucket.

@@ -132,6 +132,9 @@ struct ModelConfig {
   // Diagnostic: fixed min and max of the log depth benefit instead of the computed ones (the
   // min-max constants are not differentiated; finite differences must hold them fixed too).
   std::optional<std::pair<double, double>> benefit_range;
+  // Diagnostic: dropout over every source row at every layer, the reference for AD's deeper
+  // layers, which drop out only the rows their few computed rows read (the same values there).
+  bool dropout_every_row = false;
 };
 
 // What one forward pass computed, besides the logits.
