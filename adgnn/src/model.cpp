@@ -569,9 +569,15 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
       const at::Tensor both = post(torch::cat({upd, self}, 0));
       upd = both.slice(0, 0, comp_rows.numel());
       const at::Tensor frozen = both.slice(0, comp_rows.numel());
-      next = torch::zeros({n, layer.out_dim()}, upd.options())
-                 .index_put({frozen_rows}, frozen)
-                 .index_put({act_rows}, active_part(upd));
+      // Every row is active (its update) or not (its self-only value; an active band row takes
+      // the update): one gather of `both` builds the output, instead of zeros and two scatters.
+      const auto idx = act_rows.options();
+      const at::Tensor where =
+          torch::empty({n}, idx)
+              .index_put_({frozen_rows}, torch::arange(frozen_rows.numel(), idx) + comp_rows.numel())
+              .index_put_({act_rows}, has_band ? torch::searchsorted(comp_rows, act_rows)
+                                               : torch::arange(act_rows.numel(), idx));
+      next = both.index_select(0, where);
       if (has_band) frozen_band = frozen.index_select(0, torch::searchsorted(frozen_rows, band_rows));
     } else {
       // Inactive rows keep the previous layer's value: one copy of h_dst with the active rows
