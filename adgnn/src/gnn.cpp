@@ -226,12 +226,19 @@ at::Tensor csr_aggregate_impl(const at::Tensor& rowptr, const at::Tensor& col, c
 }
 }  // namespace
 
+namespace {
+thread_local bool transient_csr = false;  // a detail::TransientCsrScope is alive on this thread
+}  // namespace
+
 at::Tensor csr_aggregate(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& weight,
                          const at::Tensor& x, const at::Tensor& rows, const at::Tensor& self_weight) {
-  return csr_aggregate_impl(rowptr, col, weight, x, rows, self_weight, /*cache_transpose=*/true);
+  return csr_aggregate_impl(rowptr, col, weight, x, rows, self_weight, /*cache_transpose=*/!transient_csr);
 }
 
 namespace detail {
+TransientCsrScope::TransientCsrScope() : previous_(transient_csr) { transient_csr = true; }
+TransientCsrScope::~TransientCsrScope() { transient_csr = previous_; }
+
 at::Tensor csr_aggregate_transient(const at::Tensor& rowptr, const at::Tensor& col,
                                    const at::Tensor& weight, const at::Tensor& x) {
   return csr_aggregate_impl(rowptr, col, weight, x, {}, {}, /*cache_transpose=*/false);

@@ -24,6 +24,20 @@ struct EdgeList {
 };
 EdgeList edges_of_rows(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& rows);
 
+// While one lives on this thread, csr_aggregate treats its CSRs as built for one call (a graph
+// of a few rows): their transposes are built in the backward instead of cached, so that they do
+// not push the graph's own out of the cache.
+class TransientCsrScope {
+ public:
+  TransientCsrScope();
+  ~TransientCsrScope();
+  TransientCsrScope(const TransientCsrScope&) = delete;
+  TransientCsrScope& operator=(const TransientCsrScope&) = delete;
+
+ private:
+  bool previous_;
+};
+
 // csr_aggregate (all rows, no self term) of a CSR built for this one call: the backward builds
 // its transpose instead of caching it.
 at::Tensor csr_aggregate_transient(const at::Tensor& rowptr, const at::Tensor& col,

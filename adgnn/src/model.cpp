@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <optional>
 
 #include "adgnn/gnn.h"
 #include "kernels.h"
@@ -40,6 +41,35 @@ void fill_weights(MessageGraph& g, c10::ScalarType dtype) {
   };
   g.in_weight = dir_weight(g.in_rowptr, g.in_col, g.in_degree);
   g.out_weight = dir_weight(g.out_rowptr, g.out_col, g.out_degree);
+}
+
+// The rows `read` as a graph of their own (row i = read[i]) in which `rows` (sorted, among
+// `read`) keep their entries, remapped to positions in `read`: a layer computing those few rows
+// then reads a compact input of |read| rows instead of every source row. The directed CSRs only
+// when `directed` (DirGNN; `read` must then hold both directions' neighbours).
+MessageGraph restrict_to(const MessageGraph& g, const at::Tensor& rows, const at::Tensor& read, bool directed) {
+  MessageGraph s;
+  s.num_dst = s.num_src = read.numel();
+  const at::Tensor pos = torch::searchsorted(read, rows);
+  auto sub = [&](const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& w, at::Tensor& s_rowptr,
+                 at::Tensor& s_col, at::Tensor& s_w) {
+    const detail::EdgeList e = detail::edges_of_rows(rowptr, col, rows);
+    const at::Tensor counts = rowptr.index_select(0, rows + 1) - rowptr.index_select(0, rows);
+    s_rowptr = torch::zeros({s.num_dst + 1}, rowptr.options()).index_put_({pos + 1}, counts).cumsum(0);
+    s_col = torch::searchsorted(read, e.src).to(torch::kInt32);
+    if (w.defined()) s_w = w.index_select(0, e.edge);
+  };
+  sub(g.rowptr, g.col, g.gcn_weight, s.rowptr, s.col, s.gcn_weight);
+  if (directed) {
+    sub(g.in_rowptr, g.in_col, g.in_weight, s.in_rowptr, s.in_col, s.in_weight);
+    sub(g.out_rowptr, g.out_col, g.out_weight, s.out_rowptr, s.out_col, s.out_weight);
+    s.in_degree = g.in_degree.index_select(0, read);
+    s.out_degree = g.out_degree.index_select(0, read);
+  }
+  s.degree = g.degree.index_select(0, read);
+  s.global_id = g.global_id.index_select(0, read);
+  s.max_degree_product = g.max_degree_product;
+  return s;
 }
 
 template <typename T>
@@ -504,20 +534,24 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
       hin = h_src;  // dropped out below, once the rows this layer reads are known
     }
     // Dropout of this layer's input. The mask is a function of (global id, column), so dropping
-    // out only the rows that are read gives them the values of the full-tensor dropout: at AD's
-    // deeper layers, whose few computed rows read few rows, this replaces a pass over every
-    // source row (the mask's hashing) by a copy. Width-changing layers read every frozen row.
+    // out only the rows that are read gives them the values of the full-tensor dropout. At AD's
+    // deeper layers (training), whose few computed rows read few rows, those rows become a
+    // compact input with a graph of their own (restrict_to): no pass over every source row.
+    // Width-changing layers read every frozen row; MixHop's two hops read every row.
+    std::optional<MessageGraph> compact;
+    at::Tensor compact_rows;
     auto drop_input = [&](const at::Tensor& comp_rows, bool reads_frozen) {
       if (!training || t == 1) return;
       at::Tensor read;
-      const bool few = comp_rows.defined() && comp_rows.numel() * 4 < n;
-      if (few && !reads_frozen && !c.dropout_every_row && c.dropout > 0) read = layer.rows_read(g, comp_rows);
+      const bool few = comp_rows.defined() && comp_rows.numel() > 0 && comp_rows.numel() * 4 < n;
+      if (few && !reads_frozen && !c.dropout_every_row) read = layer.rows_read(g, comp_rows);
       if (!read.defined()) {
         hin = dropout_rows(h_src, g.global_id, c.dropout, c.seed, epoch, t);
-      } else if (read.numel() > 0) {
-        hin = h_src.index_put({read}, dropout_rows(h_src.index_select(0, read), g.global_id.index_select(0, read),
-                                                  c.dropout, c.seed, epoch, t));
+        return;
       }
+      hin = dropout_rows(h_src.index_select(0, read), g.global_id.index_select(0, read), c.dropout, c.seed, epoch, t);
+      compact = restrict_to(g, comp_rows, read, c.backbone == "dirgnn");
+      compact_rows = torch::searchsorted(read, comp_rows);
     };
     layer.set_halo(pass.get(), t, &out.stats);
     auto post = [&](at::Tensor v) {  // BatchNorm + ReLU of a hidden layer's fresh outputs
@@ -554,7 +588,13 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
     out.stats.edges_processed.push_back(layer.edges_read(g, comp_rows));
 
     drop_input(comp_rows, width_change);
-    at::Tensor upd = layer.forward(g, hin, comp_rows);
+    at::Tensor upd;
+    if (compact) {
+      detail::TransientCsrScope transient;
+      upd = layer.forward(*compact, hin, compact_rows);
+    } else {
+      upd = layer.forward(g, hin, comp_rows);
+    }
     layer.set_halo(nullptr, 0, nullptr);
     const bool has_band = band_rows.numel() > 0;
     // Position in comp_rows of the active rows (comp_rows = act_rows without a band).

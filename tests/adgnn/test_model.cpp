@@ -299,9 +299,11 @@ TEST(Dropout, CounterBasedMasksDependOnlyOnTheirKeys) {
   EXPECT_TRUE(torch::allclose(a.masked_select(a > 0), torch::full({1}, 2.0f)));
 }
 
-// AD's deeper layers drop out only the rows their computed rows read: logits, loss and every
-// gradient equal those of dropout over every source row, bit for bit, for each way of reading
-// (one CSR, attention, DirGNN's two directions, MixHop's two hops), and the restricted path ran.
+// AD's deeper layers drop out only the rows their computed rows read, and compute those rows on
+// a compact graph of them: logits equal those of dropout over every source row on the whole
+// graph bit for bit, and every gradient within float rounding (the backward sums in another
+// order), for each way of reading (one CSR, attention, DirGNN's two directions, MixHop's two
+// hops), and the restricted path ran.
 TEST(Dropout, RowsReadOnlyEqualsEveryRow) {
   const auto g = csbm(400, 0.5, 1);
   const auto t = adgnn::to_tensors(g, torch::kCPU);
@@ -332,7 +334,8 @@ TEST(Dropout, RowsReadOnlyEqualsEveryRow) {
     EXPECT_TRUE(torch::equal(logits[0], logits[1]));
     ASSERT_EQ(grads.size() % 2, 0u);
     const size_t half = grads.size() / 2;
-    for (size_t i = 0; i < half; ++i) EXPECT_TRUE(torch::equal(grads[i], grads[half + i])) << "gradient " << i;
+    for (size_t i = 0; i < half; ++i)
+      EXPECT_TRUE(torch::allclose(grads[i], grads[half + i], 1e-5, 1e-7)) << "gradient " << i;
   }
 }
 
