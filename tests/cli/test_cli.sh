@@ -70,6 +70,17 @@ expect_error "unknown key 'hiden'" "$adgnn" train --config "$tmp/bad.yaml" --dat
 expect_error "--splits geom-gcn" "$adgnn" train csbm:demo --splits geom-gcn --epochs 1
 expect_ok "$adgnn" train csbm:demo --model gcn --variant plain,ad_fast --epochs 3 --no-progress
 grep -q "AD-GCN_fast" "$tmp/out" && ok || bad "train output lacks AD-GCN_fast"
+# Concurrent runs: the same summary as one after the other (one thread each).
+expect_error "--run-workers 0" "$adgnn" train csbm:demo --run-workers 0 --epochs 1
+expect_ok "$adgnn" train csbm:demo --variant ad_fast --epochs 3 --runs 3 --threads 1 --json --no-progress
+mv "$tmp/out" "$tmp/seq.json"
+expect_ok "$adgnn" train csbm:demo --variant ad_fast --epochs 3 --runs 3 --run-workers 3 --json --no-progress
+python3 - "$tmp/seq.json" "$tmp/out" <<'EOF' && ok || bad "--run-workers 3 changed the runs"
+import json, sys
+a, b = (json.load(open(f))[0] for f in sys.argv[1:])
+key = lambda s: [(r["run"], r["best_epoch"], r["best_val"]) for r in s["runs"]]
+assert len(a["runs"]) == 3 and key(a) == key(b) and a["test_mean"] == b["test_mean"], (key(a), key(b))
+EOF
 
 # Partitioning: a folder with a manifest and one file per part; bad flags exit 2 with one line.
 expect_ok "$adgnn" partition --help
