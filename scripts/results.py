@@ -573,7 +573,11 @@ def configs(a):
                                         ("log", f"{m}.log.yaml", "ad_fast")):
                 path, _, n = src.sweep(d, m, tag)
                 s = chosen_settings(path) if path else None
-                borrowed = False
+                borrowed, own_points = False, 0
+                if s is not None and tag == "linear" and m != "gcn" and 2 * n < grid_size(tag):
+                    # Fewer than half the grid: too few points to trust (on DBLP the first points
+                    # of a cut-short sweep were all weight decay 0.1, a constant prediction).
+                    s, own_points = None, n
                 if s is None and tag == "linear" and m != "gcn":
                     # No sweep of this backbone yet: start it from what AD-GCN_fast's sweep chose,
                     # and say so, so that `adgnn train -c` has a file for every dataset x backbone.
@@ -599,7 +603,9 @@ def configs(a):
                 swept = "gcn" if borrowed else m
                 header = [f"{d} x {m}: the settings that won a sweep by validation accuracy, for {what}."]
                 if borrowed:
-                    header = [f"{d} x {m}: NOT SWEPT for {name} (the device time ran out): the settings that won "
+                    why = (f"its own sweep finished only {own_points} of {grid_size(tag)} points" if own_points
+                           else "no time was left for it")
+                    header = [f"{d} x {m}: NOT SWEPT for {name} ({why}): the settings that won "
                               f"AD-GCN_fast's sweep (linear normalisation), a starting point, not a tuned choice.",
                               f"To tune it: the sweep below with --model {m} (scripts/results.py run --stages 4)."]
                 header += [f"Sweep: adgnn sweep {d} --model {swept} --variant {variant} --normalisation "
@@ -607,7 +613,7 @@ def configs(a):
                           f"  --layers {COMMON['layers']} --epochs {COMMON['epochs']} --patience "
                           f"{COMMON['patience']} --seed {COMMON['seed']}, grid: {grid}.",
                           f"Points finished: {n} of {size}" +
-                          ("." if n >= size else " (INCOMPLETE: the device time ran out; the best of those)."),
+                          ("." if n >= size else " (INCOMPLETE: stopped by a time limit; the best of those)."),
                           f"Chosen point: validation {100 * s['val_mean']:.2f} ± {100 * s['val_std']:.2f}, "
                           f"test {100 * s['test_mean']:.2f} ± {100 * s['test_std']:.2f} (mean ± std, {SWEEP_RUNS} runs).",
                           f"Ran {where}.",
