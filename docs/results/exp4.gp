@@ -14,6 +14,18 @@ $chameleon_linear << EOD
 0.8 36.36 3.68
 0.9 35.26 1.85
 EOD
+$chameleon_log << EOD
+0.0 40.74 4.05
+0.1 40.09 4.88
+0.2 38.61 3.31
+0.3 39.06 3.85
+0.4 39.99 4.11
+0.5 38.76 4.08
+0.6 37.94 3.39
+0.7 39.54 3.27
+0.8 37.69 3.79
+0.9 35.96 4.49
+EOD
 $texas_linear << EOD
 0.0 51.11 3.73
 0.1 77.22 12.48
@@ -105,5 +117,5 @@ set key bottom right inside font ',8'
 set title 'AD-GCN, linear normalisation'
 plot $chameleon_linear u 1:2:3 w yerrorlines lc rgb '#8b2fa0' lw 1.5 pt 7 ps 0.6 title 'Chameleon', $texas_linear u 1:2:3 w yerrorlines lc rgb '#008b8b' lw 1.5 pt 7 ps 0.6 title 'Texas', $paper_chameleon u 1:2 w lp dt 2 lc rgb '#8b2fa0' pt 6 title 'paper Chameleon', $paper_texas u 1:2 w lp dt 2 lc rgb '#008b8b' pt 6 title 'paper Texas'
 set title 'AD-GCN, log normalisation'
-plot $texas_log u 1:2:3 w yerrorlines lc rgb '#008b8b' lw 1.5 pt 7 ps 0.6 title 'Texas'
+plot $chameleon_log u 1:2:3 w yerrorlines lc rgb '#8b2fa0' lw 1.5 pt 7 ps 0.6 title 'Chameleon', $texas_log u 1:2:3 w yerrorlines lc rgb '#008b8b' lw 1.5 pt 7 ps 0.6 title 'Texas'
 unset multiplot
