@@ -5,7 +5,8 @@
 
   scripts/experiments.py exp1|exp2|exp3|exp4|exp5|appendix|all|exp1,exp3,... [--tiny]
       [--bin build/adgnn] [--out docs/results] [--device cpu|cuda] [--slots N] [--threads N]
-      [--runs N] [--datasets a,b] [--epochs N] [--time-box SECONDS] [--report-only]
+      [--run-workers N] [--gpus K] [--runs N] [--datasets a,b] [--epochs N] [--time-box SECONDS]
+      [--report-only]
 
   exp1      6 backbones x {plain, AD, AD_fast, AD#} on the datasets (10 runs; configs/ settings)
   exp2      synthetic two-class CSBM: GCN accuracy vs homophily, and vs a degree threshold

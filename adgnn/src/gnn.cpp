@@ -200,9 +200,16 @@ GraphTensors to_tensors(const Graph& g, c10::Device device) {
 }
 
 namespace {
-at::Tensor csr_aggregate_impl(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& weight,
-                              const at::Tensor& x, const at::Tensor& rows, const at::Tensor& self_weight,
-                              bool cache_transpose) {
+thread_local bool transient_csr = false;  // a detail::TransientCsrScope is alive on this thread
+}  // namespace
+
+namespace detail {
+TransientCsrScope::TransientCsrScope() : previous_(transient_csr) { transient_csr = true; }
+TransientCsrScope::~TransientCsrScope() { transient_csr = previous_; }
+}  // namespace detail
+
+at::Tensor csr_aggregate(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& weight,
+                         const at::Tensor& x, const at::Tensor& rows, const at::Tensor& self_weight) {
   TORCH_CHECK(rowptr.scalar_type() == torch::kInt64 && col.scalar_type() == torch::kInt32,
               "csr_aggregate: rowptr must be int64 and col int32");
   TORCH_CHECK(x.dim() == 2, "csr_aggregate: x must be [nodes, features]");
@@ -222,28 +229,8 @@ at::Tensor csr_aggregate_impl(const at::Tensor& rowptr, const at::Tensor& col, c
   return CsrAggregate::apply(rowptr.contiguous(), col.contiguous(), wc.defined() ? wc : none, xc,
                              rows.defined() ? rows.contiguous() : torch::empty({0}, rowptr.options()),
                              sc.defined() ? sc : none, wc.defined(), rows.defined(), sc.defined(),
-                             cache_transpose);
+                             /*cache_transpose=*/!transient_csr);
 }
-}  // namespace
-
-namespace {
-thread_local bool transient_csr = false;  // a detail::TransientCsrScope is alive on this thread
-}  // namespace
-
-at::Tensor csr_aggregate(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& weight,
-                         const at::Tensor& x, const at::Tensor& rows, const at::Tensor& self_weight) {
-  return csr_aggregate_impl(rowptr, col, weight, x, rows, self_weight, /*cache_transpose=*/!transient_csr);
-}
-
-namespace detail {
-TransientCsrScope::TransientCsrScope() : previous_(transient_csr) { transient_csr = true; }
-TransientCsrScope::~TransientCsrScope() { transient_csr = previous_; }
-
-at::Tensor csr_aggregate_transient(const at::Tensor& rowptr, const at::Tensor& col,
-                                   const at::Tensor& weight, const at::Tensor& x) {
-  return csr_aggregate_impl(rowptr, col, weight, x, {}, {}, /*cache_transpose=*/false);
-}
-}  // namespace detail
 
 int64_t peak_device_memory(c10::Device device) {
 #ifdef ADGNN_HAVE_CUDA_KERNELS

@@ -7,6 +7,7 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <optional>
 
 namespace adgnn::detail {
 
@@ -64,12 +65,14 @@ at::Tensor attention_aggregate(const at::Tensor& rowptr, const at::Tensor& src, 
   const at::Tensor a_edge = (score_edge - m.index_select(0, dst)).exp();
   const at::Tensor a_self = (score_self - m).exp();
   const at::Tensor ones = torch::ones({z.size(0), 1}, z.options());
+  std::optional<TransientCsrScope> transient;
+  if (!cache) transient.emplace();
   std::vector<at::Tensor> out;
   for (int64_t h = 0; h < heads; ++h) {
     // One pass per head gives numerator (columns < C) and denominator (column C).
     const at::Tensor zh = torch::cat({z.select(1, h), ones}, 1);
     const at::Tensor wh = a_edge.select(1, h);
-    const at::Tensor sums = cache ? csr_aggregate(rowptr, src, wh, zh) : csr_aggregate_transient(rowptr, src, wh, zh);
+    const at::Tensor sums = csr_aggregate(rowptr, src, wh, zh);
     const at::Tensor ah = a_self.select(1, h).unsqueeze(1);
     out.push_back((sums.slice(1, 0, C) + ah * z_self.select(1, h)) / (sums.slice(1, C, C + 1) + ah));
   }

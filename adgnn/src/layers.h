@@ -38,10 +38,6 @@ class TransientCsrScope {
   bool previous_;
 };
 
-// csr_aggregate (all rows, no self term) of a CSR built for this one call: the backward builds
-// its transpose instead of caching it.
-at::Tensor csr_aggregate_transient(const at::Tensor& rowptr, const at::Tensor& col,
-                                   const at::Tensor& weight, const at::Tensor& x);
 
 // Attention of GAT / GATv2 over chosen destination rows, with the edge softmax fused into the
 // CSR aggregation: out[i, h] = (sum_k a_k z[src_k, h] + a_i z_self[i, h]) / (sum_k a_k + a_i)
