@@ -146,6 +146,9 @@ void register_train_flags(CLI::App* cmd, const std::shared_ptr<TrainArgs>& a) {
   cmd->add_option("--metrics", f.metrics, "JSON-lines metrics file (one line per epoch)");
   cmd->add_option("--predictions", f.predictions, "HDF5 file for final logits, depths and embeddings");
   cmd->add_flag("--layer-embeddings", f.layer_embeddings, "--predictions also holds every layer's output (layer_<t>)");
+  cmd->add_option("--profile", f.profile,
+                  "Folder for a step profile of run 0 (per rank: Markdown summary + Chrome trace)");
+  cmd->add_option("--profile-steps", f.profile_steps, "Training steps profiled: the last N epochs (default 3)");
   cmd->add_flag("--json", a->json, "Print the summary as JSON");
   cmd->add_option("--partition", f.partition.method,
                   "Several ranks: metis, stratified (balances every depth-benefit quartile), random, contiguous");
@@ -205,6 +208,8 @@ TrainConfig resolve(CLI::App* cmd, const TrainArgs& args, std::vector<std::strin
   c.metrics = f.metrics;
   c.predictions = f.predictions;
   c.layer_embeddings = f.layer_embeddings;
+  c.profile = f.profile;
+  c.profile_steps = f.profile_steps;
   c.progress = !a->no_progress;
   if (c.dataset.empty()) throw InputError("--dataset: required (a name, a path, or csbm:<preset>)");
   models = given("--model") || a->config.empty()
@@ -303,6 +308,7 @@ void add_sweep_commands(CLI::App& app, std::function<int()>& run) {
         throw InputError("--model/--variant: a sweep takes one backbone and one variant");
       c.model.backbone = models[0];
       c.model.variant = variants[0];
+      if (!c.profile.empty()) throw InputError("--profile: not for sweeps (profile one setting with `adgnn train`)");
       opt->progress = !a->no_progress;
       const Graph g = load_dataset(c.dataset, c.data_dir);
       const SweepResult r = sweep(g, c, *opt);

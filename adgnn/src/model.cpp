@@ -483,6 +483,7 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
   // Per layer: the rows fully updated (active) and those computed for the surrogate (band).
   std::vector<at::Tensor> active(size_t(L + 1)), band(size_t(L + 1));
   if (m.adaptive()) {
+    RECORD_USER_SCOPE("depth benefit");
     const at::Tensor z = c.variant == "ad" ? m.layers.front()->input_transform(hin) : at::Tensor();
     eps = m.depth_benefit(g, z, training, labels, train_mask, out.reg_loss);
     tau = m.tau();
@@ -520,11 +521,14 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
   }
 
   for (int64_t t = 1; t <= L; ++t) {
+    // Profiler scopes (adgnn train --profile): per layer, and its parts.
+    RECORD_USER_SCOPE(t == 1 ? "layer 1" : t == 2 ? "layer 2" : t == 3 ? "layer 3" : "layer 4+");
     Layer& layer = *m.layers[t - 1];
     const bool last = t == L;
     const bool width_change = t == 1 || last || layer.in_dim() != layer.out_dim();
     if (t > 1) {
       if (pass) {
+        RECORD_USER_SCOPE("halo exchange");
         const Layer& prev = *m.layers[t - 2];
         const bool prev_width_change = t - 1 == 1 || prev.in_dim() != prev.out_dim();
         h_src = pass->extend(h_dst, h_src, t, prev_width_change, c.backbone == "mixhop", out.stats);
@@ -542,6 +546,7 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
     at::Tensor compact_rows;
     auto drop_input = [&](const at::Tensor& comp_rows, bool reads_frozen) {
       if (!training || t == 1) return;
+      RECORD_USER_SCOPE("dropout");
       at::Tensor read;
       const bool few = comp_rows.defined() && comp_rows.numel() > 0 && comp_rows.numel() * 4 < n;
       if (few && !reads_frozen && !c.dropout_every_row) read = layer.rows_read(g, comp_rows);
@@ -590,9 +595,11 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
     drop_input(comp_rows, width_change);
     at::Tensor upd;
     if (compact) {
+      RECORD_USER_SCOPE("aggregate (compact)");
       detail::TransientCsrScope transient;
       upd = layer.forward(*compact, hin, compact_rows);
     } else {
+      RECORD_USER_SCOPE("aggregate");
       upd = layer.forward(g, hin, comp_rows);
     }
     layer.set_halo(nullptr, 0, nullptr);
@@ -602,29 +609,32 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
       return has_band ? u.index_select(0, torch::searchsorted(comp_rows, act_rows)) : u;
     };
     at::Tensor next, frozen_band;  // frozen_band: the band rows' values had they stayed inactive
-    if (width_change) {
-      // Inactive rows at width-changing layers: the layer with the self term only.
-      const at::Tensor frozen_rows = (~act | bnd).nonzero().squeeze(1);
-      at::Tensor self = layer.self_only(hin.index_select(0, frozen_rows));
-      const at::Tensor both = post(torch::cat({upd, self}, 0));
-      upd = both.slice(0, 0, comp_rows.numel());
-      const at::Tensor frozen = both.slice(0, comp_rows.numel());
-      // Every row is active (its update) or not (its self-only value; an active band row takes
-      // the update): one gather of `both` builds the output, instead of zeros and two scatters.
-      const auto idx = act_rows.options();
-      const at::Tensor where =
-          torch::empty({n}, idx)
-              .index_put_({frozen_rows}, torch::arange(frozen_rows.numel(), idx) + comp_rows.numel())
-              .index_put_({act_rows}, has_band ? torch::searchsorted(comp_rows, act_rows)
-                                               : torch::arange(act_rows.numel(), idx));
-      next = both.index_select(0, where);
-      if (has_band) frozen_band = frozen.index_select(0, torch::searchsorted(frozen_rows, band_rows));
-    } else {
-      // Inactive rows keep the previous layer's value: one copy of h_dst with the active rows
-      // replaced (the backward routes their gradient to the update, the rest to h_dst).
-      upd = post(upd);
-      next = h_dst.index_put({act_rows}, active_part(upd));
-      if (has_band) frozen_band = h_dst.index_select(0, band_rows);
+    {  // the rows that keep their value (or take the self-only one)
+      RECORD_USER_SCOPE("frozen rows");
+      if (width_change) {
+        // Inactive rows at width-changing layers: the layer with the self term only.
+        const at::Tensor frozen_rows = (~act | bnd).nonzero().squeeze(1);
+        at::Tensor self = layer.self_only(hin.index_select(0, frozen_rows));
+        const at::Tensor both = post(torch::cat({upd, self}, 0));
+        upd = both.slice(0, 0, comp_rows.numel());
+        const at::Tensor frozen = both.slice(0, comp_rows.numel());
+        // Every row is active (its update) or not (its self-only value; an active band row takes
+        // the update): one gather of `both` builds the output, instead of zeros and two scatters.
+        const auto idx = act_rows.options();
+        const at::Tensor where =
+            torch::empty({n}, idx)
+                .index_put_({frozen_rows}, torch::arange(frozen_rows.numel(), idx) + comp_rows.numel())
+                .index_put_({act_rows}, has_band ? torch::searchsorted(comp_rows, act_rows)
+                                                 : torch::arange(act_rows.numel(), idx));
+        next = both.index_select(0, where);
+        if (has_band) frozen_band = frozen.index_select(0, torch::searchsorted(frozen_rows, band_rows));
+      } else {
+        // Inactive rows keep the previous layer's value: one copy of h_dst with the active rows
+        // replaced (the backward routes their gradient to the update, the rest to h_dst).
+        upd = post(upd);
+        next = h_dst.index_put({act_rows}, active_part(upd));
+        if (has_band) frozen_band = h_dst.index_select(0, band_rows);
+      }
     }
     if (has_band) {
       // Straight-through: forward keeps the hard mask, backward sees

@@ -82,6 +82,20 @@ key = lambda s: [(r["run"], r["best_epoch"], r["best_val"]) for r in s["runs"]]
 assert len(a["runs"]) == 3 and key(a) == key(b) and a["test_mean"] == b["test_mean"], (key(a), key(b))
 EOF
 
+# Step profile: a Markdown summary with the trainer's and the model's scopes, and a Chrome trace.
+expect_ok "$adgnn" train csbm:demo --variant ad_fast --layers 3 --epochs 4 --profile "$tmp/prof" --profile-steps 2 --no-progress
+grep -q "Profiled training steps: 2 (epochs 3-4)" "$tmp/prof/gcn-ad_fast-rank0.md" && ok || bad "profile summary lacks its steps"
+for scope in forward backward optimizer "layer 2" "depth benefit" "aten::mm"; do
+  grep -q "| $scope |" "$tmp/prof/gcn-ad_fast-rank0.md" && ok || bad "profile summary lacks '$scope'"
+done
+python3 -c 'import json,sys; t=json.load(open(sys.argv[1])); assert t["traceEvents"]' "$tmp/prof/gcn-ad_fast-rank0.trace.json" \
+  && ok || bad "profile trace is not a Chrome trace"
+ls "$tmp/prof" | grep -q '\.tmp' && bad "temporary file left in the profile folder" || ok
+expect_error "--profile-steps 0" "$adgnn" train csbm:demo --epochs 2 --profile "$tmp/prof" --profile-steps 0
+expect_error "--profile" "$adgnn" train csbm:demo --epochs 2 --runs 2 --run-workers 2 --profile "$tmp/prof"
+: >"$tmp/afile"
+expect_error "--profile $tmp/afile/p" "$adgnn" train csbm:demo --epochs 2 --profile "$tmp/afile/p"
+
 # Partitioning: a folder with a manifest and one file per part; bad flags exit 2 with one line.
 expect_ok "$adgnn" partition --help
 expect_ok "$adgnn" partition csbm:demo --parts 2 --out "$tmp/parts"

@@ -146,6 +146,16 @@ check "real run: 2 rows ($(grep -h . "$tmp"/real.runs/*.err 2>/dev/null | grep -
 check "real run: ms and test accuracy filled" \
   python3 -c 'import csv,sys; rows=list(csv.DictReader(open(sys.argv[1]))); sys.exit(not rows or not all(r["ms_per_epoch"] and r["test_acc"] and r["speedup_vs_1"] for r in rows))' "$real"
 
+# The step profile of a 2-rank run: one summary per rank, with the distributed scopes.
+OMP_NUM_THREADS=1 mpirun $mpirun_extra -n 2 "$adgnn" train csbm:demo --model gcn --variant ad_fast --layers 3 \
+  --epochs 3 --profile "$tmp/prof" --profile-steps 2 --device cpu --no-progress >"$tmp/prof.log" 2>&1
+check "profiled 2-rank run exit 0 ($(tail -n 3 "$tmp/prof.log" | tr '\n' ' '))" [ $? = 0 ]
+for r in 0 1; do
+  check "rank $r profile names the halo exchange" grep -q "| halo exchange |" "$tmp/prof/gcn-ad_fast-rank$r.md"
+  check "rank $r profile names the gradient allreduce" grep -q "| allreduce gradients |" "$tmp/prof/gcn-ad_fast-rank$r.md"
+  check "rank $r profile says rank $r of 2" grep -q "(rank $r of 2," "$tmp/prof/gcn-ad_fast-rank$r.md"
+done
+
 # Plots.
 if command -v gnuplot >/dev/null; then
   "$plot" "$out" "$tmp/plots" >"$tmp/plot.out" 2>&1

@@ -18,6 +18,7 @@
 
 #include "adgnn/trainer.h"
 #include "nlohmann/json.hpp"
+#include "profile.h"
 
 namespace adgnn {
 
@@ -193,6 +194,10 @@ void validate_train_config(const TrainConfig& cfg) {
   if (cfg.checkpoint_every < 1) bad("--checkpoint-every", "must be >= 1");
   if (cfg.resume && cfg.checkpoint.empty()) bad("--resume", "needs --checkpoint");
   if (cfg.layer_embeddings && cfg.predictions.empty()) bad("--layer-embeddings", "needs --predictions");
+  if (cfg.profile_steps < 1) bad("--profile-steps " + std::to_string(cfg.profile_steps), "must be >= 1");
+  // The profiler is per process and records every thread: concurrent runs would mix their steps.
+  if (!cfg.profile.empty() && cfg.run_workers > 1 && cfg.runs > 1)
+    bad("--profile", "profiles one run at a time: give --run-workers 1");
   if (cfg.train_fraction <= 0 || cfg.val_fraction < 0 || cfg.train_fraction + cfg.val_fraction >= 1)
     bad("--splits random", "train and validation fractions must leave a test set");
 }
@@ -296,6 +301,11 @@ RunResult train_run(const Graph& g, const TrainConfig& cfg_in, int64_t run, Comm
     if (!metrics) throw InputError("--metrics " + cfg.metrics + ": cannot open for writing");
   }
   const bool tty = lead && cfg.progress && ::isatty(STDERR_FILENO);
+  std::unique_ptr<detail::StepProfiler> profiler;
+  if (!cfg.profile.empty() && run == 0)
+    profiler = std::make_unique<detail::StepProfiler>(
+        cfg.profile, cfg.model.backbone + "-" + cfg.model.variant, describe(cfg), comm ? comm->rank() : 0, P,
+        device.is_cuda(), cfg.profile_steps, cfg.epochs);
   const auto t0 = std::chrono::steady_clock::now();
   int64_t since_best = state.epoch - state.best_epoch;
   int64_t epoch = state.epoch;
@@ -304,20 +314,38 @@ RunResult train_run(const Graph& g, const TrainConfig& cfg_in, int64_t run, Comm
   while (!state.stopped && epoch < cfg.epochs) {
     ++epoch;
     ++done_here;
+    if (profiler) profiler->begin(epoch);
     const auto te = std::chrono::steady_clock::now();
-    ForwardOutput fw = model.forward(mg, x, true, epoch, y_src, train_src);
-    // The mean over every rank's training nodes: each rank's sum over the global count.
-    const at::Tensor ce = torch::nn::functional::cross_entropy(
-                              fw.logits.index_select(0, train_idx), y.index_select(0, train_idx),
-                              torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum)) /
-                          double(n_train);
-    const at::Tensor loss = ce + fw.reg_loss;
+    ForwardOutput fw = [&] {
+      RECORD_USER_SCOPE("forward");
+      return model.forward(mg, x, true, epoch, y_src, train_src);
+    }();
+    at::Tensor loss;
+    {
+      RECORD_USER_SCOPE("loss");
+      // The mean over every rank's training nodes: each rank's sum over the global count.
+      const at::Tensor ce = torch::nn::functional::cross_entropy(
+                                fw.logits.index_select(0, train_idx), y.index_select(0, train_idx),
+                                torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum)) /
+                            double(n_train);
+      loss = ce + fw.reg_loss;
+    }
     opt.zero_grad();
-    loss.backward();
-    if (transport) allreduce_gradients(model, *transport);
-    opt.step();
+    {
+      RECORD_USER_SCOPE("backward");
+      loss.backward();
+    }
+    if (transport) {
+      RECORD_USER_SCOPE("allreduce gradients");
+      allreduce_gradients(model, *transport);
+    }
+    {
+      RECORD_USER_SCOPE("optimizer");
+      opt.step();
+    }
     if (device.is_cuda()) torch::cuda::synchronize();
     const double train_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - te).count();
+    if (profiler) profiler->end(epoch, train_ms);
     const std::vector<double> losses = sum_ranks({loss.item<double>(), fw.reg_loss.item<double>()});
     // Per-layer counts summed over the ranks, in one reduction.
     {
@@ -393,6 +421,16 @@ RunResult train_run(const Graph& g, const TrainConfig& cfg_in, int64_t run, Comm
     if (stop) break;
   }
   if (tty) std::fprintf(stderr, "\n");
+  if (profiler) {
+    const std::string path = profiler->finish();
+    if (lead) {
+      if (path.empty())
+        std::fprintf(stderr, "--profile %s: early stopping ended run 0 before its last %lld epochs; nothing profiled\n",
+                     cfg.profile.c_str(), (long long)cfg.profile_steps);
+      else
+        std::fprintf(stderr, "profile: %s%s\n", path.c_str(), P > 1 ? " (and one per rank)" : "");
+    }
+  }
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   res.epochs_run = epoch;
   res.ms_per_epoch = done_here > 0 ? 1e3 * res.seconds / double(done_here) : 0;

@@ -33,6 +33,10 @@ struct TrainConfig {
   std::string metrics;             // JSON-lines file, one line per epoch; empty: none
   std::string predictions;         // HDF5 file with final logits, depths, embeddings; empty: none
   bool layer_embeddings = false;   // predictions also hold every layer's output h^(t) ("layer_<t>")
+  // Folder for a step profile of run 0's last profile_steps training steps (Kineto; per rank a
+  // Markdown summary <backbone>-<variant>-rank<r>.md and a Chrome trace); empty: none.
+  std::string profile;
+  int64_t profile_steps = 3;
   bool progress = true;            // a progress line on a terminal
   int64_t threads = 0;             // intra-op threads (0: all cores)
   // Runs trained concurrently, each on one intra-op thread (one process only): the same numbers
