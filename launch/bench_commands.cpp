@@ -2,7 +2,6 @@
 // set of models and depths on one graph (one process, one device), printed as a table and
 // written as JSON; `--kernels` adds the aggregation kernels against the device's measured memory
 // bandwidth and matmul rate, and the byte and FLOP floors of a GCN training step.
-#include <torch/csrc/autograd/profiler_kineto.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -15,6 +14,7 @@
 #include "CLI/CLI.hpp"
 #include "adgnn/gnn.h"
 #include "adgnn/loaders.h"
+#include "adgnn/profile.h"
 #include "commands.h"
 #include "fmt/format.h"
 #include "nlohmann/json.hpp"
@@ -100,24 +100,6 @@ struct BenchRow {
   double busy_ms_per_step = 0;
 };
 
-// Kernel (or CPU operator) times of the steps run under Kineto, summed by name.
-void collect_profile(const torch::autograd::profiler::ProfilerResult& result, bool cuda, int64_t steps,
-                     BenchRow& row) {
-  std::map<std::string, double> by_name;
-  double busy = 0;
-  for (const auto& e : result.events()) {
-    const bool on_device = e.deviceType() == c10::DeviceType::CUDA;
-    if (on_device != cuda) continue;
-    const double ms = double(e.durationNs()) / 1e6;
-    by_name[e.name()] += ms / double(steps);
-    busy += ms;
-  }
-  row.profile_ms.assign(by_name.begin(), by_name.end());
-  std::sort(row.profile_ms.begin(), row.profile_ms.end(),
-            [](const auto& a, const auto& b) { return a.second > b.second; });
-  row.busy_ms_per_step = busy / double(steps);
-}
-
 BenchRow bench_model(const MessageGraph& mg, const at::Tensor& x, const at::Tensor& y,
                      const at::Tensor& train_idx, const BenchFlags& f, int64_t num_classes,
                      const std::string& backbone, const std::string& variant, int64_t depth) {
@@ -148,15 +130,10 @@ BenchRow bench_model(const MessageGraph& mg, const at::Tensor& x, const at::Tens
   row.depth = depth;
   row.parameters = model.num_parameters();
   const int64_t total = f.warmup + f.steps + f.profile;
+  StepProfiler profiler(dev.is_cuda());
   for (int64_t step = 0; step < total; ++step) {
-    if (f.profile > 0 && step == f.warmup + f.steps) {
-      sync(dev);
-      using namespace torch::profiler::impl;
-      std::set<ActivityType> acts{ActivityType::CPU};
-      if (dev.is_cuda()) acts.insert(ActivityType::CUDA);
-      torch::autograd::profiler::prepareProfiler(ProfilerConfig(ProfilerState::KINETO), acts);
-      torch::autograd::profiler::enableProfiler(ProfilerConfig(ProfilerState::KINETO), acts);
-    }
+    const bool profiled = step >= f.warmup + f.steps;
+    if (profiled) profiler.begin();
     sync(dev);
     const auto t0 = Clock::now();
     opt.zero_grad();
@@ -171,8 +148,9 @@ BenchRow bench_model(const MessageGraph& mg, const at::Tensor& x, const at::Tens
     opt.step();
     sync(dev);
     const auto t3 = Clock::now();
+    using ms = std::chrono::duration<double, std::milli>;
+    if (profiled) profiler.end(ms(t3 - t0).count());
     if (step >= f.warmup && step < f.warmup + f.steps) {
-      using ms = std::chrono::duration<double, std::milli>;
       row.step_ms.push_back(ms(t3 - t0).count());
       row.forward_ms.push_back(ms(t1 - t0).count());
       row.backward_ms.push_back(ms(t2 - t1).count());
@@ -184,9 +162,8 @@ BenchRow bench_model(const MessageGraph& mg, const at::Tensor& x, const at::Tens
     }
   }
   if (f.profile > 0) {
-    sync(dev);
-    const auto result = torch::autograd::profiler::disableProfiler();
-    collect_profile(*result, dev.is_cuda(), f.profile, row);
+    row.profile_ms = profiler.largest_ms_per_step();
+    row.busy_ms_per_step = profiler.busy_ms_per_step();
   }
   row.peak_bytes = peak_device_memory(dev);
   return row;

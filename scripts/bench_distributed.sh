@@ -7,7 +7,9 @@
 #   DEVICE=cuda RANKS="1 2" LAYERS="4 8" EPOCHS=20 bash scripts/bench_distributed.sh /tmp/arxiv.h5
 #
 # One `adgnn train --variant plain,ad_fast` per (ranks, depth): rank 0 partitions once (PARTITION,
-# default metis) for both models. CPU runs use one intra-op thread per rank.
+# default metis) for both models. CPU runs use one intra-op thread per rank. PROFILE_STEPS=K
+# profiles the last K epochs (`adgnn train --profile`, summaries in OUT_DIR/profile_p<P>_l<L>/);
+# the median step then leaves them out (the profiler slows the host).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 adgnn=${ADGNN:-build/adgnn}
@@ -18,6 +20,7 @@ layers_list=${LAYERS:-4 8}
 epochs=${EPOCHS:-20}
 hidden=${HIDDEN:-128}
 partition=${PARTITION:-metis}
+profile_steps=${PROFILE_STEPS:-0}
 out=${OUT_DIR:-$(mktemp -d)}
 mkdir -p "$out"
 py=${PYTHON:-$( [ -x .venv/bin/python ] && echo .venv/bin/python || echo python3 )}
@@ -33,16 +36,18 @@ for L in $layers_list; do
     tag="p${P}_l${L}"
     launcher=()
     [ "$P" -gt 1 ] && launcher=(mpirun $mpirun_flags -n "$P")
+    profile=()
+    [ "$profile_steps" -gt 0 ] && profile=(--profile "$out/profile_${tag}" --profile-steps "$profile_steps")
     # Both models in one command, so rank 0 partitions once (metrics: <stem>-gcn-<variant>.jsonl).
     "${launcher[@]}" "$adgnn" train "$graph" --model gcn --variant plain,ad_fast --device "$device" \
       --layers "$L" --hidden "$hidden" --epochs "$epochs" --lambda 0 --dropout 0.5 $threads \
-      --partition "$partition" --no-progress --json --metrics "$out/${tag}.jsonl" \
+      --partition "$partition" --no-progress --json --metrics "$out/${tag}.jsonl" "${profile[@]}" \
       >"$out/${tag}.json" 2>"$out/${tag}.err" || { echo "failed: $tag"; cat "$out/${tag}.err"; exit 1; }
   done
 done
-"$py" - "$out" "$ranks_list" "$layers_list" <<'PY'
+"$py" - "$out" "$ranks_list" "$layers_list" "$profile_steps" <<'PY'
 import json, os, statistics, sys
-out, ranks, layers = sys.argv[1], sys.argv[2].split(), sys.argv[3].split()
+out, ranks, layers, prof = sys.argv[1], sys.argv[2].split(), sys.argv[3].split(), int(sys.argv[4])
 base = {}
 for L in layers:
     for P in ranks:
@@ -50,7 +55,8 @@ for L in layers:
             rows = [json.loads(l) for l in open(f"{out}/p{P}_l{L}-gcn-{v}.jsonl")]
             summary = json.load(open(f"{out}/p{P}_l{L}.json"))[v == "ad_fast"]
             run = summary["runs"][0]
-            step = statistics.median([r["train_step_ms"] for r in rows[5:]] or [r["train_step_ms"] for r in rows])
+            timed = rows[5:len(rows) - prof] or rows[:len(rows) - prof] or rows
+            step = statistics.median([r["train_step_ms"] for r in timed])
             if P == ranks[0]: base[(L, v)] = step
             last = rows[-1]
             sent = last.get("halo_rows", [])

@@ -84,7 +84,7 @@ EOF
 
 # Step profile: a Markdown summary with the trainer's and the model's scopes, and a Chrome trace.
 expect_ok "$adgnn" train csbm:demo --variant ad_fast --layers 3 --epochs 4 --profile "$tmp/prof" --profile-steps 2 --no-progress
-grep -q "Profiled training steps: 2 (epochs 3-4)" "$tmp/prof/gcn-ad_fast-rank0.md" && ok || bad "profile summary lacks its steps"
+grep -q "epochs 3-4" "$tmp/prof/gcn-ad_fast-rank0.md" && grep -q "Profiled steps: 2\." "$tmp/prof/gcn-ad_fast-rank0.md" && ok || bad "profile summary lacks its steps"
 for scope in forward backward optimizer "layer 2" "depth benefit" "aten::mm"; do
   grep -q "| $scope |" "$tmp/prof/gcn-ad_fast-rank0.md" && ok || bad "profile summary lacks '$scope'"
 done

@@ -1,20 +1,15 @@
-#include "profile.h"
-
-#include "adgnn/loaders.h"
+#include "adgnn/profile.h"
 
 #include <torch/csrc/autograd/profiler_kineto.h>
 #include <torch/torch.h>
 
 #include <fmt/format.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
 #include <map>
-#include <utility>
-#include <vector>
 
-namespace adgnn::detail {
+namespace adgnn {
 
 namespace prof = torch::autograd::profiler;
 namespace impl = torch::profiler::impl;
@@ -29,6 +24,7 @@ struct Total {
   double ns = 0;
   int64_t calls = 0;
 };
+using Totals = std::map<std::string, Total>;
 
 std::string cell(std::string s) {  // one Markdown table cell: no pipes, bounded length
   std::replace(s.begin(), s.end(), '|', '/');
@@ -36,40 +32,33 @@ std::string cell(std::string s) {  // one Markdown table cell: no pipes, bounded
   return s;
 }
 
-std::string host_name() {
-  char h[256] = {0};
-  ::gethostname(h, sizeof h - 1);
-  return h;
+std::vector<std::pair<std::string, Total>> largest_first(const Totals& m) {
+  std::vector<std::pair<std::string, Total>> v(m.begin(), m.end());
+  std::sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.second.ns > b.second.ns; });
+  return v;
 }
 
 }  // namespace
 
 struct StepProfiler::Stats {
-  std::map<std::string, Total> scopes, ops, runtime, device;
-  std::vector<double> wall_ms, busy_ms;
-  int64_t first = 0, last = 0;
+  Totals scopes, ops, runtime, device;
+  double wall_ms = 0, busy_ms = 0;
+  int64_t steps = 0;
+  std::unique_ptr<prof::ProfilerResult> last;
 };
 
-StepProfiler::StepProfiler(std::string dir, std::string stem, std::string header, int rank, int ranks,
-                           bool cuda, int64_t steps, int64_t epochs)
-    : dir_(std::move(dir)), stem_(std::move(stem)), header_(std::move(header)), rank_(rank), ranks_(ranks),
-      cuda_(cuda), steps_(std::max<int64_t>(1, steps)), epochs_(epochs), stats_(std::make_unique<Stats>()) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir_, ec);
-  if (ec) throw InputError("--profile " + dir_ + ": cannot create the folder (" + ec.message() + ")");
-}
+StepProfiler::StepProfiler(bool cuda) : cuda_(cuda), stats_(std::make_unique<Stats>()) {}
 
 StepProfiler::~StepProfiler() {
-  if (active_) {
-    try {
-      prof::disableProfiler();
-    } catch (...) {  // never throw from a destructor; the run is failing already
-    }
+  if (!active_) return;
+  try {
+    prof::disableProfiler();
+  } catch (...) {  // never throw from a destructor; the step is failing already
   }
 }
 
-void StepProfiler::begin(int64_t epoch) {
-  if (!profiles(epoch) || active_) return;
+void StepProfiler::begin() {
+  if (active_) return;
   if (cuda_) torch::cuda::synchronize();  // earlier work must not land in this step's kernels
   std::set<impl::ActivityType> acts{impl::ActivityType::CPU};
   if (cuda_) acts.insert(impl::ActivityType::CUDA);
@@ -77,20 +66,18 @@ void StepProfiler::begin(int64_t epoch) {
   prof::prepareProfiler(config, acts);  // Kineto's trace must be set up before it starts
   prof::enableProfiler(config, acts);
   active_ = true;
-  if (stats_->first == 0) stats_->first = epoch;
 }
 
-void StepProfiler::end(int64_t epoch, double step_ms) {
+void StepProfiler::end(double step_ms) {
   if (!active_) return;
   active_ = false;
-  std::unique_ptr<prof::ProfilerResult> r = prof::disableProfiler();
   Stats& s = *stats_;
-  s.last = epoch;
-  s.wall_ms.push_back(step_ms);
+  s.last = prof::disableProfiler();
+  s.steps += 1;
+  s.wall_ms += step_ms;
   std::vector<std::pair<uint64_t, uint64_t>> spans;  // device intervals, for the busy time
-  for (const prof::KinetoEvent& e : r->events()) {
+  for (const prof::KinetoEvent& e : s.last->events()) {
     const uint8_t type = e.activityType();
-    const double ns = double(e.durationNs());
     Total* t = nullptr;
     if (type == kKernel || type == kGpuMemcpy || type == kGpuMemset) {
       t = &s.device[e.name()];
@@ -103,76 +90,80 @@ void StepProfiler::end(int64_t epoch, double step_ms) {
       t = &s.ops[e.name()];
     }
     if (t) {
-      t->ns += ns;
+      t->ns += double(e.durationNs());
       t->calls += 1;
     }
   }
   // Busy = the union of the device intervals (kernels on several streams may overlap).
   std::sort(spans.begin(), spans.end());
-  uint64_t busy = 0, cur_b = 0, cur_e = 0;
+  uint64_t busy = 0, b0 = 0, e0 = 0;
   for (const auto& [b, e] : spans) {
-    if (b > cur_e) {
-      busy += cur_e - cur_b;
-      cur_b = b;
-      cur_e = e;
+    if (b > e0) {
+      busy += e0 - b0;
+      b0 = b;
+      e0 = e;
     } else {
-      cur_e = std::max(cur_e, e);
+      e0 = std::max(e0, e);
     }
   }
-  busy += cur_e - cur_b;
-  s.busy_ms.push_back(double(busy) * 1e-6);
-  if (s.wall_ms.size() == size_t(steps_) || epoch == epochs_) {
-    // The trace of the last profiled step (Chrome's about:tracing or Perfetto open it).
-    const std::string trace = fmt::format("{}/{}-rank{}.trace.json", dir_, stem_, rank_);
-    r->save(trace + ".tmp");
-    std::filesystem::rename(trace + ".tmp", trace);
-  }
+  busy += e0 - b0;
+  s.busy_ms += double(busy) * 1e-6;
 }
 
-std::string StepProfiler::finish() {
-  Stats& s = *stats_;
-  if (s.wall_ms.empty()) return "";
-  const double k = double(s.wall_ms.size());
-  auto mean = [](const std::vector<double>& v) {
-    double a = 0;
-    for (double x : v) a += x;
-    return v.empty() ? 0.0 : a / double(v.size());
-  };
-  const double wall = mean(s.wall_ms), busy = mean(s.busy_ms);
-  std::string md = fmt::format("# Step profile: {} (rank {} of {}, host {})\n\n{}\n\n", stem_, rank_, ranks_,
-                               host_name(), header_);
-  md += fmt::format(
-      "Profiled training steps: {} (epochs {}-{}). Per step: {:.2f} ms wall (with the profiler's own "
-      "overhead on the host){}\n",
-      s.wall_ms.size(), s.first, s.last, wall,
-      cuda_ ? fmt::format(", device busy {:.2f} ms ({:.0f}% of wall; the union of kernel and copy intervals)",
-                          busy, wall > 0 ? 100.0 * busy / wall : 0.0)
-            : "");
-  auto table = [&](const std::map<std::string, Total>& m, const std::string& title, const std::string& what,
-                   size_t top, double pct_of) {
+int64_t StepProfiler::steps() const { return stats_->steps; }
+
+double StepProfiler::busy_ms_per_step() const {
+  return stats_->steps > 0 ? stats_->busy_ms / double(stats_->steps) : 0.0;
+}
+
+std::vector<std::pair<std::string, double>> StepProfiler::largest_ms_per_step() const {
+  std::vector<std::pair<std::string, double>> out;
+  const double k = double(std::max<int64_t>(1, stats_->steps));
+  for (const auto& [name, t] : largest_first(cuda_ ? stats_->device : stats_->ops))
+    out.emplace_back(name, t.ns * 1e-6 / k);
+  return out;
+}
+
+std::string StepProfiler::markdown(const std::string& title, const std::string& header) const {
+  const Stats& s = *stats_;
+  const double k = double(std::max<int64_t>(1, s.steps));
+  const double wall = s.wall_ms / k, busy = s.busy_ms / k;
+  std::string md = fmt::format("# {}\n\n{}\n\n", title, header);
+  md += fmt::format("Profiled steps: {}. Per step: {:.2f} ms wall (with the profiler's own overhead on the host){}\n",
+                    s.steps, wall,
+                    cuda_ ? fmt::format(", device busy {:.2f} ms ({:.0f}% of wall; the union of kernel and "
+                                        "copy intervals)",
+                                        busy, wall > 0 ? 100.0 * busy / wall : 0.0)
+                          : "");
+  auto table = [&](const Totals& m, const std::string& what, const std::string& col, size_t top, double of) {
     if (m.empty()) return;
-    std::vector<std::pair<std::string, Total>> v(m.begin(), m.end());
-    std::sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.second.ns > b.second.ns; });
-    md += fmt::format("\n## {}\n\n| {} | calls per step | ms per step |{}\n|---|---:|---:|{}\n", title, what,
-                      pct_of > 0 ? " % |" : "", pct_of > 0 ? "---:|" : "");
-    for (size_t i = 0; i < std::min(top, v.size()); ++i) {
+    const auto v = largest_first(m);
+    md += fmt::format("\n## {}\n\n| {} | calls per step | ms per step | % |\n|---|---:|---:|---:|\n", what, col);
+    double rest = 0;
+    for (size_t i = 0; i < v.size(); ++i) {
       const double ms = v[i].second.ns * 1e-6 / k;
-      md += fmt::format("| {} | {:.1f} | {:.3f} |{}\n", cell(v[i].first), double(v[i].second.calls) / k, ms,
-                        pct_of > 0 ? fmt::format(" {:.1f} |", 100.0 * ms / pct_of) : "");
+      if (i >= top) {
+        rest += ms;
+        continue;
+      }
+      md += fmt::format("| {} | {:.1f} | {:.3f} | {:.1f} |\n", cell(v[i].first), double(v[i].second.calls) / k, ms,
+                        of > 0 ? 100.0 * ms / of : 0.0);
     }
-    if (v.size() > top) md += fmt::format("| ({} more, {:.3f} ms in all) | | |{}\n", v.size() - top, [&] {
-      double rest = 0;
-      for (size_t i = top; i < v.size(); ++i) rest += v[i].second.ns;
-      return rest * 1e-6 / k;
-    }(), pct_of > 0 ? " |" : "");
+    if (v.size() > top) md += fmt::format("| ({} more) | | {:.3f} | |\n", v.size() - top, rest);
   };
-  table(s.scopes, "Scopes (host time, inclusive: nested scopes count in their parents too)", "scope", 60, wall);
-  if (cuda_) table(s.device, "Device kernels and copies (device time)", "kernel", 40, busy);
-  table(s.runtime, "CUDA runtime and driver calls (host time; synchronising calls wait here)", "call", 15, wall);
-  table(s.ops, "Host ops (inclusive: an op's time includes the ops it calls)", "op", 40, wall);
-  const std::string path = fmt::format("{}/{}-rank{}.md", dir_, stem_, rank_);
-  write_file_atomic(path, md);
-  return path;
+  table(s.scopes, "Scopes (host time, inclusive: nested scopes count in their parents too; % of wall)", "scope", 60,
+        wall);
+  if (cuda_) table(s.device, "Device kernels and copies (device time; % of busy)", "kernel", 40, busy);
+  table(s.runtime, "CUDA runtime and driver calls (host time; synchronising calls wait here; % of wall)", "call", 15,
+        wall);
+  table(s.ops, "Host ops (inclusive: an op's time includes the ops it calls; % of wall)", "op", 40, wall);
+  return md;
 }
 
-}  // namespace adgnn::detail
+void StepProfiler::save_last_trace(const std::string& path) const {
+  if (!stats_->last) return;
+  stats_->last->save(path + ".tmp");
+  std::filesystem::rename(path + ".tmp", path);
+}
+
+}  // namespace adgnn

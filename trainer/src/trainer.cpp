@@ -1,6 +1,7 @@
 // The training loop: Adam with weight decay (theta excluded), dropout keyed by epoch (so a
 // resumed run recomputes exactly what the uninterrupted one would), best-validation selection,
 // early stopping, HDF5 checkpoints and JSON-lines metrics.
+#include <fmt/format.h>
 #include <torch/torch.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -18,7 +19,8 @@
 
 #include "adgnn/trainer.h"
 #include "nlohmann/json.hpp"
-#include "profile.h"
+#include "adgnn/profile.h"
+#include "adgnn/loaders.h"
 
 namespace adgnn {
 
@@ -60,13 +62,6 @@ Masks choose_split(const Graph& g, const TrainConfig& cfg, int64_t run) {
   m.val = bool_tensor(s->val.data() + k * n, n);
   m.test = bool_tensor(s->test.data() + k * n, n);
   return m;
-}
-
-double accuracy(const at::Tensor& logits, const at::Tensor& y, const at::Tensor& mask) {
-  const int64_t total = mask.sum().item<int64_t>();
-  if (total == 0) return 0.0;
-  const at::Tensor pred = logits.argmax(1);
-  return double((pred.eq(y) & mask).sum().item<int64_t>()) / double(total);
 }
 
 std::string run_path(const std::string& path, int64_t run) {
@@ -301,11 +296,18 @@ RunResult train_run(const Graph& g, const TrainConfig& cfg_in, int64_t run, Comm
     if (!metrics) throw InputError("--metrics " + cfg.metrics + ": cannot open for writing");
   }
   const bool tty = lead && cfg.progress && ::isatty(STDERR_FILENO);
-  std::unique_ptr<detail::StepProfiler> profiler;
-  if (!cfg.profile.empty() && run == 0)
-    profiler = std::make_unique<detail::StepProfiler>(
-        cfg.profile, cfg.model.backbone + "-" + cfg.model.variant, describe(cfg), comm ? comm->rank() : 0, P,
-        device.is_cuda(), cfg.profile_steps, cfg.epochs);
+  // --profile: run 0's last profile_steps training steps.
+  std::unique_ptr<StepProfiler> profiler;
+  std::string profile_stem;
+  if (!cfg.profile.empty() && run == 0) {
+    std::error_code ec;
+    std::filesystem::create_directories(cfg.profile, ec);
+    if (ec) throw InputError("--profile " + cfg.profile + ": cannot create the folder (" + ec.message() + ")");
+    profiler = std::make_unique<StepProfiler>(device.is_cuda());
+    profile_stem = cfg.profile + "/" + cfg.model.backbone + "-" + cfg.model.variant + "-rank" +
+                   std::to_string(comm ? comm->rank() : 0);
+  }
+  const int64_t first_profiled = cfg.epochs - cfg.profile_steps + 1;
   const auto t0 = std::chrono::steady_clock::now();
   int64_t since_best = state.epoch - state.best_epoch;
   int64_t epoch = state.epoch;
@@ -314,7 +316,7 @@ RunResult train_run(const Graph& g, const TrainConfig& cfg_in, int64_t run, Comm
   while (!state.stopped && epoch < cfg.epochs) {
     ++epoch;
     ++done_here;
-    if (profiler) profiler->begin(epoch);
+    if (profiler && epoch >= first_profiled) profiler->begin();
     const auto te = std::chrono::steady_clock::now();
     ForwardOutput fw = [&] {
       RECORD_USER_SCOPE("forward");
@@ -345,7 +347,7 @@ RunResult train_run(const Graph& g, const TrainConfig& cfg_in, int64_t run, Comm
     }
     if (device.is_cuda()) torch::cuda::synchronize();
     const double train_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - te).count();
-    if (profiler) profiler->end(epoch, train_ms);
+    if (profiler && epoch >= first_profiled) profiler->end(train_ms);
     const std::vector<double> losses = sum_ranks({loss.item<double>(), fw.reg_loss.item<double>()});
     // Per-layer counts summed over the ranks, in one reduction.
     {
@@ -421,15 +423,19 @@ RunResult train_run(const Graph& g, const TrainConfig& cfg_in, int64_t run, Comm
     if (stop) break;
   }
   if (tty) std::fprintf(stderr, "\n");
-  if (profiler) {
-    const std::string path = profiler->finish();
-    if (lead) {
-      if (path.empty())
-        std::fprintf(stderr, "--profile %s: early stopping ended run 0 before its last %lld epochs; nothing profiled\n",
-                     cfg.profile.c_str(), (long long)cfg.profile_steps);
-      else
-        std::fprintf(stderr, "profile: %s%s\n", path.c_str(), P > 1 ? " (and one per rank)" : "");
-    }
+  if (profiler && profiler->steps() > 0) {
+    char host[256] = {0};
+    ::gethostname(host, sizeof host - 1);
+    write_file_atomic(profile_stem + ".md",
+                      profiler->markdown(fmt::format("Step profile: {}-{}, rank {} of {} (host {}), epochs {}-{}",
+                                                     cfg.model.backbone, cfg.model.variant, comm ? comm->rank() : 0,
+                                                     P, host, first_profiled, epoch),
+                                         describe(cfg)));
+    profiler->save_last_trace(profile_stem + ".trace.json");
+    if (lead) std::fprintf(stderr, "profile: %s.md%s\n", profile_stem.c_str(), P > 1 ? " (and one per rank)" : "");
+  } else if (profiler && lead) {
+    std::fprintf(stderr, "--profile %s: early stopping ended run 0 before its last %lld epochs; nothing profiled\n",
+                 cfg.profile.c_str(), (long long)cfg.profile_steps);
   }
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   res.epochs_run = epoch;
