@@ -153,7 +153,7 @@ check "profiled 2-rank run exit 0 ($(tail -n 3 "$tmp/prof.log" | tr '\n' ' '))" 
 for r in 0 1; do
   check "rank $r profile names the halo exchange" grep -q "| halo exchange |" "$tmp/prof/gcn-ad_fast-rank$r.md"
   check "rank $r profile names the gradient allreduce" grep -q "| allreduce gradients |" "$tmp/prof/gcn-ad_fast-rank$r.md"
-  check "rank $r profile says rank $r of 2" grep -q "(rank $r of 2," "$tmp/prof/gcn-ad_fast-rank$r.md"
+  check "rank $r profile says rank $r of 2" grep -q "rank $r of 2 (host" "$tmp/prof/gcn-ad_fast-rank$r.md"
 done
 
 # Plots.
