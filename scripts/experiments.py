@@ -246,7 +246,16 @@ def run_jobs(a, jobs):
     pending = [j for j in jobs if j.name not in done]
     running, failed = [], set()
     say(f"{len(jobs)} runs, {len(done)} already finished, {len(pending)} to run, {a.slots} slot(s)")
+    if a.dry_run:
+        for j in pending:
+            print(f"  to run: {j.name}")
+        return True
     env = dict(os.environ, OMP_NUM_THREADS=str(a.threads))
+    # SIGTERM (timeout, a batch system's time limit) stops the runs as Ctrl-C does: they run in
+    # sessions of their own, so they would outlive this script and race a rerun for their files.
+    def on_term(signum, frame):
+        raise KeyboardInterrupt
+    old_term = signal.signal(signal.SIGTERM, on_term)
     try:
         while pending or running:
             for j in list(running):
@@ -285,7 +294,7 @@ def run_jobs(a, jobs):
                 j.log.write(" ".join(_q(c) for c in cmd) + "\n")
                 j.log.flush()
                 if j.stdout_json:
-                    tmp = j.out + ".tmp"
+                    tmp = f"{j.out}.{os.getpid()}.tmp"  # per launcher: a stray run never shares it
                     sh = " ".join(_q(c) for c in cmd) + f" > {_q(tmp)} && mv {_q(tmp)} {_q(j.out)}"
                     j.proc = subprocess.Popen(["bash", "-c", sh], stderr=j.log, env=job_env,
                                               start_new_session=True)
@@ -304,8 +313,13 @@ def run_jobs(a, jobs):
             time.sleep(0.1)
     except KeyboardInterrupt:  # the finished runs stay; a rerun continues
         for j in running:
-            os.killpg(j.proc.pid, signal.SIGTERM)
+            try:
+                os.killpg(j.proc.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
         raise
+    finally:
+        signal.signal(signal.SIGTERM, old_term)
     left = [j.name for j in jobs if j.name not in done]
     say(f"{len(jobs) - len(left)}/{len(jobs)} runs finished" + (f"; failed: {len(failed)}" if failed else ""))
     return not failed
@@ -1132,6 +1146,8 @@ def main():
                     help="exp5: launcher for P > 1 ranks ({P}: the rank count; as root add --allow-run-as-root)")
     ap.add_argument("--time-box", type=float, default=0, help="start no run after this many seconds")
     ap.add_argument("--report-only", action="store_true", help="only (re)write the tables and plots")
+    ap.add_argument("--dry-run", action="store_true", help="list the runs still to do (longest first) and "
+                    "write the reports of what exists")
     ap.add_argument("--note", default="", help="a remark stored with the machine line (e.g. the binary's commit)")
     a = ap.parse_args()
     a.depths = [int(x) for x in a.depths.split(",")] if a.depths else None
@@ -1169,4 +1185,8 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except KeyboardInterrupt:
+        print("interrupted: the runs in flight were stopped; rerun the same command to continue", file=sys.stderr)
+        sys.exit(130)

@@ -3,26 +3,32 @@ set output 'appendix.png'
 set grid
 set key outside right
 $speed << EOD
+0 71.67 citeseer_planetoid
 0 77.86 chameleon
 0 7.32 cornell
 0 8.97 wisconsin
 0 7.58 texas
+1 69.74 citeseer_planetoid
 1 62.56 chameleon
 1 7.54 cornell
 1 8.60 wisconsin
 1 7.21 texas
+2 69.45 citeseer_planetoid
 2 78.97 chameleon
 2 7.60 cornell
 2 8.80 wisconsin
 2 6.99 texas
+3 73.37 citeseer_planetoid
 3 66.60 chameleon
 3 6.83 cornell
 3 8.95 wisconsin
 3 7.22 texas
+4 64.51 citeseer_planetoid
 4 62.30 chameleon
 4 7.21 cornell
 4 8.87 wisconsin
 4 6.98 texas
+5 61.56 citeseer_planetoid
 5 76.80 chameleon
 5 6.88 cornell
 5 8.60 wisconsin
@@ -103,7 +109,7 @@ set title 'AD-GCN_fast: ms per epoch by heuristic'
 set ylabel 'ms per epoch'
 set xtics rotate by -30 ('degree' 0, 'common_neighbours' 1, 'jaccard' 2, 'adamic_adar' 3, 'betweenness' 4, 'kshell' 5, 'clustering' 6)
 set xrange [-0.5:6.5]
-plot $speed u 1:(strcol(3) eq 'chameleon' ? $2 : NaN) w p pt 7 ps 1.5 title 'Chameleon', $speed u 1:(strcol(3) eq 'cornell' ? $2 : NaN) w p pt 7 ps 1.5 title 'Cornell', $speed u 1:(strcol(3) eq 'texas' ? $2 : NaN) w p pt 7 ps 1.5 title 'Texas', $speed u 1:(strcol(3) eq 'wisconsin' ? $2 : NaN) w p pt 7 ps 1.5 title 'Wisconsin'
+plot $speed u 1:(strcol(3) eq 'chameleon' ? $2 : NaN) w p pt 7 ps 1.5 title 'Chameleon', $speed u 1:(strcol(3) eq 'citeseer_planetoid' ? $2 : NaN) w p pt 7 ps 1.5 title 'CiteSeer (Planetoid)', $speed u 1:(strcol(3) eq 'cornell' ? $2 : NaN) w p pt 7 ps 1.5 title 'Cornell', $speed u 1:(strcol(3) eq 'texas' ? $2 : NaN) w p pt 7 ps 1.5 title 'Texas', $speed u 1:(strcol(3) eq 'wisconsin' ? $2 : NaN) w p pt 7 ps 1.5 title 'Wisconsin'
 set xtics norotate autofreq
 set autoscale x
 set logscale x 2

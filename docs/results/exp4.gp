@@ -2,6 +2,54 @@ set terminal pngcairo size 1200,500 font ',10' noenhanced
 set output 'exp4.png'
 set grid
 set key outside right
+$citeseer_planetoid_linear << EOD
+0.0 76.74 0.97
+0.1 73.51 1.19
+0.2 73.48 1.18
+0.3 73.29 1.32
+0.4 73.51 1.19
+0.5 73.26 1.14
+0.6 73.35 1.21
+0.7 73.36 1.15
+0.8 73.11 1.40
+0.9 73.51 1.41
+EOD
+$citeseer_planetoid_log << EOD
+0.0 76.28 1.11
+0.1 76.16 1.12
+0.2 76.85 1.08
+0.3 77.09 0.77
+0.4 77.03 1.24
+0.5 76.74 1.07
+0.6 76.53 0.83
+0.7 76.58 1.47
+0.8 75.69 1.29
+0.9 73.03 0.93
+EOD
+$dblp_linear << EOD
+0.0 84.65 0.36
+0.1 77.29 0.57
+0.2 77.37 0.60
+0.3 77.24 0.53
+0.4 77.17 0.48
+0.5 77.19 0.47
+0.6 77.22 0.47
+0.7 77.24 0.58
+0.8 77.15 0.61
+0.9 77.34 0.52
+EOD
+$dblp_log << EOD
+0.0 85.68 0.27
+0.1 85.69 0.45
+0.2 85.72 0.52
+0.3 85.61 0.37
+0.4 85.73 0.30
+0.5 85.73 0.37
+0.6 85.78 0.40
+0.7 85.66 0.27
+0.8 84.05 0.58
+0.9 77.48 0.68
+EOD
 $chameleon_linear << EOD
 0.0 40.62 2.56
 0.1 35.69 1.81
@@ -25,6 +73,30 @@ $chameleon_log << EOD
 0.7 39.54 3.27
 0.8 37.69 3.79
 0.9 35.96 4.49
+EOD
+$film_linear << EOD
+0.0 29.51 1.08
+0.1 36.86 1.44
+0.2 36.96 1.14
+0.3 37.34 1.35
+0.4 37.11 1.45
+0.5 37.34 1.79
+0.6 36.99 1.38
+0.7 37.17 1.48
+0.8 36.80 1.39
+0.9 37.15 1.36
+EOD
+$film_log << EOD
+0.0 30.89 1.11
+0.1 31.00 1.53
+0.2 31.39 1.15
+0.3 31.24 1.18
+0.4 31.34 1.09
+0.5 31.11 1.08
+0.6 30.25 1.12
+0.7 32.11 1.52
+0.8 35.67 1.27
+0.9 37.01 1.60
 EOD
 $texas_linear << EOD
 0.0 51.11 3.73
@@ -115,7 +187,7 @@ set xlabel 'lambda'
 set ylabel 'accuracy (%)'
 set key bottom right inside font ',8'
 set title 'AD-GCN, linear normalisation'
-plot $chameleon_linear u 1:2:3 w yerrorlines lc rgb '#8b2fa0' lw 1.5 pt 7 ps 0.6 title 'Chameleon', $texas_linear u 1:2:3 w yerrorlines lc rgb '#008b8b' lw 1.5 pt 7 ps 0.6 title 'Texas', $paper_chameleon u 1:2 w lp dt 2 lc rgb '#8b2fa0' pt 6 title 'paper Chameleon', $paper_texas u 1:2 w lp dt 2 lc rgb '#008b8b' pt 6 title 'paper Texas'
+plot $citeseer_planetoid_linear u 1:2:3 w yerrorlines lc rgb '#1f3fbf' lw 1.5 pt 7 ps 0.6 title 'CiteSeer (Planetoid)', $dblp_linear u 1:2:3 w yerrorlines lc rgb '#2e8b57' lw 1.5 pt 7 ps 0.6 title 'DBLP', $chameleon_linear u 1:2:3 w yerrorlines lc rgb '#8b2fa0' lw 1.5 pt 7 ps 0.6 title 'Chameleon', $film_linear u 1:2:3 w yerrorlines lc rgb '#ff8c00' lw 1.5 pt 7 ps 0.6 title 'Film', $texas_linear u 1:2:3 w yerrorlines lc rgb '#008b8b' lw 1.5 pt 7 ps 0.6 title 'Texas', $paper_citeseer_planetoid u 1:2 w lp dt 2 lc rgb '#1f3fbf' pt 6 title 'paper CiteSeer (Planetoid)', $paper_dblp u 1:2 w lp dt 2 lc rgb '#2e8b57' pt 6 title 'paper DBLP', $paper_chameleon u 1:2 w lp dt 2 lc rgb '#8b2fa0' pt 6 title 'paper Chameleon', $paper_film u 1:2 w lp dt 2 lc rgb '#ff8c00' pt 6 title 'paper Film', $paper_texas u 1:2 w lp dt 2 lc rgb '#008b8b' pt 6 title 'paper Texas'
 set title 'AD-GCN, log normalisation'
-plot $chameleon_log u 1:2:3 w yerrorlines lc rgb '#8b2fa0' lw 1.5 pt 7 ps 0.6 title 'Chameleon', $texas_log u 1:2:3 w yerrorlines lc rgb '#008b8b' lw 1.5 pt 7 ps 0.6 title 'Texas'
+plot $citeseer_planetoid_log u 1:2:3 w yerrorlines lc rgb '#1f3fbf' lw 1.5 pt 7 ps 0.6 title 'CiteSeer (Planetoid)', $dblp_log u 1:2:3 w yerrorlines lc rgb '#2e8b57' lw 1.5 pt 7 ps 0.6 title 'DBLP', $chameleon_log u 1:2:3 w yerrorlines lc rgb '#8b2fa0' lw 1.5 pt 7 ps 0.6 title 'Chameleon', $film_log u 1:2:3 w yerrorlines lc rgb '#ff8c00' lw 1.5 pt 7 ps 0.6 title 'Film', $texas_log u 1:2:3 w yerrorlines lc rgb '#008b8b' lw 1.5 pt 7 ps 0.6 title 'Texas'
 unset multiplot
