@@ -31,7 +31,7 @@ struct BenchFlags {
   std::vector<int64_t> depths{2, 4, 8};
   int64_t hidden = 128, steps = 30, warmup = 5;
   double dropout = 0.5, lr = 0.01, weight_decay = 5e-4, lambda = 0.0;
-  std::string normalisation = "linear";
+  std::string normalisation = "linear", compact = "auto";
   uint64_t seed = 0;
   bool breakdown = false, kernels = false;
   int64_t profile = 0;  // profiled steps per model after the timed ones (0: none)
@@ -114,6 +114,7 @@ BenchRow bench_model(const MessageGraph& mg, const at::Tensor& x, const at::Tens
   mc.dropout = f.dropout;
   mc.lambda = f.lambda;
   mc.normalisation = f.normalisation;
+  mc.compact_deep_layers = f.compact;
   mc.seed = f.seed;
   mc.device = f.device;
   reset_peak_device_memory(dev);
@@ -367,6 +368,9 @@ void add_bench_commands(CLI::App& app, std::function<int()>& run) {
   cmd->add_option("--lr", f->lr, "Adam learning rate")->capture_default_str();
   cmd->add_option("--weight-decay", f->weight_decay, "Adam weight decay")->capture_default_str();
   cmd->add_option("--lambda", f->lambda, "AD: lambda of tau(t)")->capture_default_str();
+  cmd->add_option("--compact", f->compact,
+                  "AD: deeper layers read a compact input: auto (CPU only), on, off (docs/performance.md v9)")
+      ->check(CLI::IsMember({"auto", "on", "off"}));
   cmd->add_option("--normalisation", f->normalisation, "AD: depth-benefit normalisation (linear, log)")
       ->check(CLI::IsMember({"linear", "log"}))->capture_default_str();
   cmd->add_option("--seed", f->seed, "Seed")->capture_default_str();

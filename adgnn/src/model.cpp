@@ -368,6 +368,8 @@ Model::Model(const ModelConfig& cfg) : impl_(std::make_unique<Impl>()) {
   if (cfg.normalisation != "linear" && cfg.normalisation != "log")
     throw InputError("--normalisation " + cfg.normalisation + ": expected linear or log");
   detail::check_heuristic(cfg.same_label_heuristic);
+  if (cfg.compact_deep_layers != "auto" && cfg.compact_deep_layers != "on" && cfg.compact_deep_layers != "off")
+    throw InputError("--compact " + cfg.compact_deep_layers + ": expected auto, on or off");
   if (cfg.degree_threshold < 0) throw InputError("--degree-threshold: must be >= 0");
   if (cfg.degree_threshold > 0 && cfg.variant != "plain")
     throw InputError("--degree-threshold: only with --variant plain (Exp-2's case study)");
@@ -549,7 +551,8 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
       RECORD_USER_SCOPE("dropout");
       at::Tensor read;
       const bool few = comp_rows.defined() && comp_rows.numel() > 0 && comp_rows.numel() * 4 < n;
-      if (few && !reads_frozen && !c.dropout_every_row) read = layer.rows_read(g, comp_rows);
+      const bool compact_ok = c.compact_deep_layers == "on" || (c.compact_deep_layers == "auto" && h_src.is_cpu());
+      if (few && !reads_frozen && compact_ok) read = layer.rows_read(g, comp_rows);
       if (!read.defined()) {
         hin = dropout_rows(h_src, g.global_id, c.dropout, c.seed, epoch, t);
         return;

@@ -317,7 +317,7 @@ TEST(Dropout, RowsReadOnlyEqualsEveryRow) {
     std::vector<at::Tensor> logits, grads;
     int64_t few = 0;
     for (bool every : {true, false}) {
-      cfg.dropout_every_row = every;
+      cfg.compact_deep_layers = every ? "off" : "on";
       adgnn::Model model(cfg);  // same seed: same parameters
       const at::Tensor x = t.x.clone().requires_grad_(true);
       const auto out = model.forward(mg, x, true, 7, t.y, train);

@@ -132,9 +132,13 @@ struct ModelConfig {
   // Diagnostic: fixed min and max of the log depth benefit instead of the computed ones (the
   // min-max constants are not differentiated; finite differences must hold them fixed too).
   std::optional<std::pair<double, double>> benefit_range;
-  // Diagnostic: dropout over every source row at every layer, the reference for AD's deeper
-  // layers, which drop out only the rows their few computed rows read (the same values there).
-  bool dropout_every_row = false;
+  // AD's deeper layers, when they compute few rows (< 1/4), can read a compact input: dropout
+  // on only the rows their computed rows read, and a graph of those rows (the same values).
+  // That saves passes over every source row, at the price of several device synchronisations
+  // per layer (data-dependent sizes). "auto": on the CPU only, where it measured faster (arxiv-
+  // scale 1947 -> 1160 ms); on the H200 the step became host-bound (docs/performance.md, v9).
+  // "on" / "off": always / never ("off" is also the reference of the tests).
+  std::string compact_deep_layers = "auto";
 };
 
 // What one forward pass computed, besides the logits.
