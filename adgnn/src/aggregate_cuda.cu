@@ -167,6 +167,20 @@ void launch_spmm(const int64_t* ptr, const int32_t* idx, const int64_t* eid, con
   constexpr int kVec = sizeof(T) == 4 ? 4 : 2;
   const bool vec_ok = f % kVec == 0 && reinterpret_cast<uintptr_t>(x.data_ptr<T>()) % (kVec * sizeof(T)) == 0 &&
                       reinterpret_cast<uintptr_t>(out.data_ptr<T>()) % (kVec * sizeof(T)) == 0;
+  // A width that is not a multiple of the vector (products-scale's 47 classes) takes the scalar
+  // kernel, which the H200 profile showed as slow per entry as the 128-wide vectorised one
+  // (docs/performance.md, v11). When the call computes a good share of the rows, gather from a
+  // copy padded to the vector width instead: one extra pass over x and the output, against the
+  // kernel's per-entry cost. (Few computed rows, AD's deeper layers: the copy would dominate.)
+  if (!vec_ok && f > kVec && n_out * 8 >= x.size(0)) {
+    const int64_t fp = (f + kVec - 1) / kVec * kVec;
+    at::Tensor xp = at::zeros({x.size(0), fp}, x.options());
+    xp.slice(1, 0, f).copy_(x);
+    at::Tensor outp = at::empty({out.size(0), fp}, out.options());
+    launch_spmm<T>(ptr, idx, eid, w, pos, xp, rows, n_out, self_w, backward, n_self, outp);
+    out.copy_(outp.slice(1, 0, f));
+    return;
+  }
   const int64_t vecs = vec_ok ? f / kVec : f;
   const int tpr = lanes_for(vecs);
   const int threads = 256;
