@@ -215,7 +215,10 @@ class Job:
         self.proc = self.log = self.started = self.gpu = None
 
     def complete(self):
-        return json_complete(self.out) if self.stdout_json else os.path.exists(self.out)
+        if not self.stdout_json:
+            return os.path.exists(self.out)
+        runs = int(self.cmd[self.cmd.index("--runs") + 1]) if self.cmd[0] == "train" and "--runs" in self.cmd else 0
+        return json_complete(self.out, runs)
 
     def workers(self, a):
         """Runs of this job trained concurrently (adgnn train --run-workers): the slots it takes.

@@ -142,12 +142,15 @@ class Job:
         self.log = None
 
 
-def json_complete(path):
+def json_complete(path, runs=0):
+    """A finished `adgnn train --json` summary; with runs > 0, every model in it has at least that
+    many runs (an earlier pass with fewer runs is not a finished one)."""
     try:
         with open(path) as f:
-            return isinstance(json.load(f), list)
+            d = json.load(f)
     except (OSError, ValueError):
         return False
+    return isinstance(d, list) and all(len(m.get("runs", [])) >= runs for m in d)
 
 
 def make_jobs(a):
