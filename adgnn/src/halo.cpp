@@ -26,8 +26,9 @@ RankTransport* transport_of(AutogradContext* ctx) {
 
 std::vector<int64_t> to_vec(const c10::IValue& v) { return v.toIntVector(); }
 
-// halo = prev_halo (or zeros) with rows recv_idx replaced by the owners' rows h_owned[send_idx].
-// Backward returns the received rows' gradients to their owners (summed into h_owned) and the
+// [h_owned; halo], halo = prev_halo (or zeros) with rows recv_idx replaced by the owners' rows
+// h_owned[send_idx], built in one allocation (a separate cat would copy every row once more).
+// Backward returns the received rows' gradients to their owners (added to h_owned's own) and the
 // others' to prev_halo: a frozen row read at several later layers accumulates them all there.
 class HaloExchangeFn : public torch::autograd::Function<HaloExchangeFn> {
  public:
@@ -38,27 +39,31 @@ class HaloExchangeFn : public torch::autograd::Function<HaloExchangeFn> {
                                int64_t num_halo, bool has_prev, int64_t transport) {
     auto* tr = reinterpret_cast<RankTransport*>(transport);
     const at::Tensor recv = tr->exchange(h_owned.index_select(0, send_idx).contiguous(), send_counts, recv_counts);
-    at::Tensor halo = has_prev ? prev_halo.clone()
-                               : torch::zeros({num_halo, h_owned.size(1)}, h_owned.options());
+    const int64_t n = h_owned.size(0);
+    at::Tensor src = torch::empty({n + num_halo, h_owned.size(1)}, h_owned.options());
+    src.slice(0, 0, n).copy_(h_owned);
+    at::Tensor halo = src.slice(0, n);
+    if (has_prev) halo.copy_(prev_halo);
+    else halo.zero_();
     halo.index_copy_(0, recv_idx, recv);
     ctx->save_for_backward({send_idx, recv_idx});
     ctx->saved_data["send_counts"] = send_counts;
     ctx->saved_data["recv_counts"] = recv_counts;
-    ctx->saved_data["num_owned"] = h_owned.size(0);
+    ctx->saved_data["num_owned"] = n;
     ctx->saved_data["has_prev"] = has_prev;
     ctx->saved_data["transport"] = transport;
-    return {halo, token.clone()};
+    return {src, token.clone()};
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto saved = ctx->get_saved_variables();
     const at::Tensor send_idx = saved[0], recv_idx = saved[1];
-    const at::Tensor g = grads[0];
+    const int64_t n = ctx->saved_data["num_owned"].toInt();
+    const at::Tensor g_owned = grads[0].slice(0, 0, n), g = grads[0].slice(0, n);
     const at::Tensor back = transport_of(ctx)->exchange(
         g.index_select(0, recv_idx).contiguous(), to_vec(ctx->saved_data["recv_counts"]),
         to_vec(ctx->saved_data["send_counts"]));
-    const at::Tensor grad_owned =
-        torch::zeros({ctx->saved_data["num_owned"].toInt(), g.size(1)}, g.options()).index_add_(0, send_idx, back);
+    const at::Tensor grad_owned = g_owned.clone().index_add_(0, send_idx, back);
     at::Tensor grad_prev;
     if (ctx->saved_data["has_prev"].toBool()) grad_prev = g.clone().index_fill_(0, recv_idx, 0);
     return {grad_owned, grad_prev, grads[1], {}, {}, {}, {}, {}, {}, {}};
@@ -244,8 +249,7 @@ at::Tensor HaloPass::extend(const at::Tensor& h_owned, const at::Tensor& prev_sr
   const at::Tensor prev = prev_src.size(0) == g_.num_src && prev_src.size(1) == h_owned.size(1)
                               ? prev_src.slice(0, n)
                               : at::Tensor();
-  const at::Tensor halo = exchange(h_owned, prev, go, go_recv, t, st);
-  return torch::cat({h_owned, halo}, 0);
+  return exchange(h_owned, prev, go, go_recv, t, st);
 }
 
 at::Tensor HaloPass::inner_rows(int64_t t) {
@@ -255,9 +259,7 @@ at::Tensor HaloPass::inner_rows(int64_t t) {
 
 at::Tensor HaloPass::inner_fill(const at::Tensor& a_src, int64_t t, ForwardStats& st) {
   const at::Tensor keep = peer_reads(t).index_select(0, send_key_);
-  const at::Tensor owned = a_src.slice(0, 0, g_.num_dst);
-  const at::Tensor halo = exchange(owned, at::Tensor(), keep, halo_reads(t), t, st);
-  return torch::cat({owned, halo}, 0);
+  return exchange(a_src.slice(0, 0, g_.num_dst), at::Tensor(), keep, halo_reads(t), t, st);
 }
 
 at::Tensor HaloPass::batch_norm(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,

@@ -50,6 +50,7 @@ class HaloPass {
   at::Tensor peer_reads(int64_t t) const;
   at::Tensor halo_reads(int64_t t) const;
   // Which entries of the send list (all peers) and which halo rows take part: this exchange.
+  // Returns the source rows [h_owned; halo] of the next layer.
   at::Tensor exchange(const at::Tensor& h_owned, const at::Tensor& prev_halo, const at::Tensor& send_keep,
                       const at::Tensor& recv_keep, int64_t t, ForwardStats& st);
   // Rows of each peer in a mask over the send list / the halo rows (one host copy).
