@@ -522,12 +522,45 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
     if (pass) pass->set_computed({}, true);
   }
 
+  // Every layer's row lists (computed, active, surrogate band; frozen at width-changing layers)
+  // from one nonzero over the stacked masks and one host copy of their sizes: on a GPU each
+  // nonzero waits for the device, and three or four per layer left it idle between the layers.
+  auto width_changes = [&](int64_t t) {
+    const Layer& l = *m.layers[size_t(t - 1)];
+    return t == 1 || t == L || l.in_dim() != l.out_dim();
+  };
+  std::vector<at::Tensor> comp_list(size_t(L + 1)), act_list(size_t(L + 1)), band_list(size_t(L + 1)),
+      frozen_list(size_t(L + 1));
+  if (m.adaptive() || c.degree_threshold > 0) {
+    std::vector<at::Tensor> masks;
+    std::vector<at::Tensor*> lists;
+    for (int64_t t = 1; t <= L; ++t) {
+      const at::Tensor &act = active[size_t(t)], &bnd = band[size_t(t)];
+      masks.insert(masks.end(), {act | bnd, act, bnd});
+      lists.insert(lists.end(), {&comp_list[size_t(t)], &act_list[size_t(t)], &band_list[size_t(t)]});
+      if (width_changes(t)) {
+        masks.push_back(~act | bnd);
+        lists.push_back(&frozen_list[size_t(t)]);
+      }
+    }
+    const at::Tensor stacked = torch::stack(masks);
+    const at::Tensor sizes = stacked.sum(1).to(torch::kCPU).contiguous();
+    const at::Tensor rows = stacked.nonzero().select(1, 1).contiguous();  // by mask, then row
+    const int64_t* size = sizes.data_ptr<int64_t>();
+    int64_t offset = 0;
+    for (size_t k = 0; k < lists.size(); ++k) {
+      const int64_t count = size[k];
+      *lists[k] = rows.narrow(0, offset, count);
+      offset += count;
+    }
+  }
+
   for (int64_t t = 1; t <= L; ++t) {
     // Profiler scopes (adgnn train --profile): per layer, and its parts.
     RECORD_USER_SCOPE(t == 1 ? "layer 1" : t == 2 ? "layer 2" : t == 3 ? "layer 3" : "layer 4+");
     Layer& layer = *m.layers[t - 1];
     const bool last = t == L;
-    const bool width_change = t == 1 || last || layer.in_dim() != layer.out_dim();
+    const bool width_change = width_changes(t);
     if (t > 1) {
       if (pass) {
         RECORD_USER_SCOPE("halo exchange");
@@ -588,9 +621,8 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
     const at::Tensor& act = active[size_t(t)];
     const at::Tensor& bnd = band[size_t(t)];
     const at::Tensor tau_t = tau.select(0, t - 1);
-    const at::Tensor comp_rows = (act | bnd).nonzero().squeeze(1);
-    const at::Tensor act_rows = act.nonzero().squeeze(1);
-    const at::Tensor band_rows = bnd.nonzero().squeeze(1);
+    const at::Tensor &comp_rows = comp_list[size_t(t)], &act_rows = act_list[size_t(t)],
+                     &band_rows = band_list[size_t(t)];
     out.stats.active_rows.push_back(act_rows.numel());
     out.stats.computed_rows.push_back(comp_rows.numel());
     out.stats.edges_processed.push_back(layer.edges_read(g, comp_rows));
@@ -616,7 +648,7 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
       RECORD_USER_SCOPE("frozen rows");
       if (width_change) {
         // Inactive rows at width-changing layers: the layer with the self term only.
-        const at::Tensor frozen_rows = (~act | bnd).nonzero().squeeze(1);
+        const at::Tensor& frozen_rows = frozen_list[size_t(t)];
         at::Tensor self = layer.self_only(hin.index_select(0, frozen_rows));
         const at::Tensor both = post(torch::cat({upd, self}, 0));
         upd = both.slice(0, 0, comp_rows.numel());
