@@ -4,7 +4,8 @@
 #   source .device/setup.sh; source .device/env.sh; bash scripts/device_perf.sh
 # Builds build-gpu (CUDA + NCCL), runs the CUDA kernel tests (GPU 0), the NCCL distributed tests
 # on every GPU, bench/gpu_bench.sh on GPU 0 (ours against PyG on the arxiv-scale graph), the
-# GAT / GATv2 bench on Photo, and a Kineto profile of the depth-4 GCN / AD-GCN_fast steps.
+# GAT / GATv2 bench on Photo, a Kineto profile of the depth-4 GCN / AD-GCN_fast steps, and
+# AD-GCN_fast with --compact on (v10's comparison; gpu_bench runs the CUDA default, off).
 # Logs and tables go to $OUT (default /tmp/adgnn_perf); SKIP_BUILD=1 uses build-gpu as it is.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -33,6 +34,11 @@ CUDA_VISIBLE_DEVICES=0 build-gpu/adgnn bench --dataset /tmp/adgnn_bench/arxiv-sc
   --variants plain,ad_fast,ad --depths 4 --steps 20 --warmup 5 --profile 3 --breakdown --device cuda \
   --json "$OUT/profile_d4.json" >"$OUT/profile_d4.md" 2>&1
 elapsed "profile depth 4: exit $?"
+# v10: AD's compact deeper-layer input off (the CUDA default) against on, same binary and card.
+CUDA_VISIBLE_DEVICES=0 build-gpu/adgnn bench --dataset /tmp/adgnn_bench/arxiv-scale.h5 --backbones gcn \
+  --variants ad_fast --depths 4,8 --steps 30 --warmup 5 --compact on --device cuda \
+  --json "$OUT/compact_on.json" >"$OUT/compact_on.md" 2>&1
+elapsed "compact on (the default off is in gpu_bench above): exit $?"
 if [ -n "${ADGNN_DATA:-}" ]; then
   CUDA_VISIBLE_DEVICES=0 build-gpu/adgnn bench --dataset photo --data-dir "$ADGNN_DATA" --backbones gat,gatv2 \
     --variants plain,ad_fast,ad --depths 2,4 --steps 30 --warmup 5 --device cuda --json "$OUT/bench_gat_photo.json" \

@@ -153,6 +153,9 @@ def config_for(a, d, bb, kind):
     for n in names:
         p = os.path.join(a.configs, d, n)
         if os.path.exists(p):
+            with open(p) as f:  # results.py marks configs whose sweep had too few points
+                if "NOT SWEPT" in f.read():
+                    return p, "not swept (AD-GCN_fast's choice)"
             return p, "sweep" if n.startswith(bb + ".") and (kind != "log" or n.endswith(".log.yaml")) \
                 else "sweep (linear)"
     p = os.path.join(a.configs, f"{d}.yaml")
