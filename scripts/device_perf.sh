@@ -6,10 +6,12 @@
 # on every GPU, bench/gpu_bench.sh on GPU 0 (ours against PyG on the arxiv-scale graph), the
 # GAT / GATv2 bench on Photo, a Kineto profile of the depth-4 GCN / AD-GCN_fast steps, and
 # AD-GCN_fast with --compact on (v10's comparison; gpu_bench runs the CUDA default, off).
-# Logs and tables go to $OUT (default /tmp/adgnn_perf); SKIP_BUILD=1 uses build-gpu as it is.
+# Logs and tables go to /tmp/adgnn_perf, and as perf.tgz into $OUT when set (the device tool);
+# SKIP_BUILD=1 uses build-gpu as it is.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-OUT=${OUT:-/tmp/adgnn_perf}
+RESULT=${OUT:-}  # the device tool's folder: everything comes back as one tarball (8 files at most)
+OUT=/tmp/adgnn_perf
 mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0 OMP_NUM_THREADS=${OMP_NUM_THREADS:-4}
 ngpu=$(nvidia-smi -L | wc -l)
@@ -45,3 +47,4 @@ if [ -n "${ADGNN_DATA:-}" ]; then
     >"$OUT/bench_gat_photo.md" 2>&1
   elapsed "GAT / GATv2 on Photo: exit $?"
 fi
+[ -n "$RESULT" ] && tar czf "$RESULT/perf.tgz" -C /tmp adgnn_perf && elapsed "logs in $RESULT/perf.tgz"
