@@ -33,6 +33,7 @@ $speed << EOD
 5 6.88 cornell
 5 8.60 wisconsin
 5 7.67 texas
+6 279.81 citeseer_planetoid
 6 60.15 chameleon
 6 7.12 cornell
 6 9.35 wisconsin
