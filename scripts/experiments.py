@@ -1176,10 +1176,13 @@ def main():
     if not a.report_only:  # one queue for every experiment asked for: no slot idles between them
         jobs = []
         for n in names:
-            write_meta(a, raws[n])
-            for j in EXPERIMENTS[n][0](a, raws[n]):
+            js = EXPERIMENTS[n][0](a, raws[n])
+            for j in js:
                 j.raw = raws[n]
                 jobs.append(j)
+            # The machine line of a pass that runs something (not of a dry run or a no-op rerun).
+            if not a.dry_run and not all(j.complete() for j in js):
+                write_meta(a, raws[n])
         ok = run_jobs(a, jobs)
     asked_epochs = a.epochs
     for n in names:

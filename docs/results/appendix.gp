@@ -39,6 +39,28 @@ $speed << EOD
 6 9.35 wisconsin
 6 7.45 texas
 EOD
+$b_dblp_linear << EOD
+1 6.468763507639154e-05
+2 0.00015580157658737456
+4 0.00046173698608800826
+8 0.0018084442587916548
+16 0.006925952697786751
+32 0.026476327062507188
+64 0.07917638718236736
+128 0.21299484852837244
+256 0.005099390167742968
+EOD
+$b_dblp_log << EOD
+1 0.7426021369998771
+2 0.7083983469756883
+4 0.7361578317531942
+8 0.7925070172459967
+16 0.8389867841649581
+32 0.8798403478602865
+64 0.9117775546179877
+128 0.9258072773615519
+256 0.9995938837528229
+EOD
 $b_chameleon_linear << EOD
 1 2.2135166186680744e-05
 2 2.4552523531286107e-05
@@ -117,5 +139,5 @@ set logscale x 2
 set title 'mean eps~ per degree bucket [2^b, 2^(b+1)) (log normalisation)'
 set xlabel 'degree'
 set ylabel 'mean eps~'
-plot $b_chameleon_log u 1:2 w lp pt 7 ps 0.6 title 'Chameleon', $b_cornell_log u 1:2 w lp pt 7 ps 0.6 title 'Cornell', $b_wisconsin_log u 1:2 w lp pt 7 ps 0.6 title 'Wisconsin', $b_texas_log u 1:2 w lp pt 7 ps 0.6 title 'Texas'
+plot $b_dblp_log u 1:2 w lp pt 7 ps 0.6 title 'DBLP', $b_chameleon_log u 1:2 w lp pt 7 ps 0.6 title 'Chameleon', $b_cornell_log u 1:2 w lp pt 7 ps 0.6 title 'Cornell', $b_wisconsin_log u 1:2 w lp pt 7 ps 0.6 title 'Wisconsin', $b_texas_log u 1:2 w lp pt 7 ps 0.6 title 'Texas'
 unset multiplot
