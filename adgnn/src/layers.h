@@ -24,6 +24,11 @@ struct EdgeList {
 };
 EdgeList edges_of_rows(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& rows);
 
+// The rows of z at every entry of the CSR (every row computed): z[col[k]] (by_column) or z[r] for
+// the entry's own row r. Backward sums each row's gradient over its entries with the aggregation
+// kernels (the transpose for by_column), in a fixed order: no scatter with atomics on the GPU.
+at::Tensor entry_rows(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& z, bool by_column);
+
 // While one lives on this thread, csr_aggregate treats its CSRs as built for one call (a graph
 // of a few rows): their transposes are built in the backward instead of cached, so that they do
 // not push the graph's own out of the cache.

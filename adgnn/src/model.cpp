@@ -289,7 +289,8 @@ struct Model::Impl {
       d_plus = heuristic_d_plus.to(theta_a.scalar_type());
     } else {
       const detail::EdgeList e = detail::edges_of_rows(g.rowptr, g.col, all);
-      const at::Tensor zu = z_src.index_select(0, e.src), zv = z_src.index_select(0, e.dst_local);
+      const at::Tensor zu = detail::entry_rows(g.rowptr, g.col, z_src, true),
+                       zv = detail::entry_rows(g.rowptr, g.col, z_src, false);
       const at::Tensor hidden = torch::relu(torch::addmm(fd_b1, torch::cat({zu * zv, (zu - zv).abs()}, 1), fd_w1));
       const at::Tensor logit = torch::addmm(fd_b2, hidden, fd_w2).squeeze(1);
       d_plus = torch::zeros({n}, logit.options()).index_add(0, e.dst_local, torch::sigmoid(logit));

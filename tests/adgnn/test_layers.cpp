@@ -338,4 +338,28 @@ const std::vector<Config> kFdConfigs = {
 INSTANTIATE_TEST_SUITE_P(Backbones, FiniteDifferences, ::testing::ValuesIn(kFdConfigs),
                          [](const auto& info) { return info.param.file; });
 
+// f_delta's per-entry rows: forward equal to index_select by column / by row, and the backward's
+// per-row sums (kernels, fixed order) equal to index_add_'s, on a CSR with empty rows and more
+// source rows than destination rows (a rank's halo rows), in float64.
+TEST(EntryRows, EqualIndexSelectAndItsGradient) {
+  const at::Tensor rowptr = torch::tensor(std::vector<int64_t>{0, 2, 2, 5, 6}, torch::kInt64);
+  const at::Tensor col = torch::tensor(std::vector<int64_t>{1, 5, 0, 3, 5, 2}, torch::kInt64).to(torch::kInt32);
+  const at::Tensor dst = torch::tensor(std::vector<int64_t>{0, 0, 2, 2, 2, 3}, torch::kInt64);
+  torch::manual_seed(3);
+  const at::Tensor z = torch::randn({7, 3}, torch::kFloat64);  // 4 destination rows, 7 source rows
+  const at::Tensor probe = torch::randn({6, 3}, torch::kFloat64);
+  for (bool by_column : {true, false}) {
+    SCOPED_TRACE(by_column ? "by column" : "by row");
+    const at::Tensor idx = by_column ? col.to(torch::kInt64) : dst;
+    at::Tensor a = z.clone().requires_grad_(true), b = z.clone().requires_grad_(true);
+    const at::Tensor ours = adgnn::detail::entry_rows(rowptr, col, a, by_column);
+    const at::Tensor ref = b.index_select(0, idx);
+    EXPECT_TRUE(torch::equal(ours, ref));
+    (ours * probe).sum().backward();
+    (ref * probe).sum().backward();
+    EXPECT_TRUE(torch::allclose(a.grad(), b.grad(), 1e-12, 1e-12)) << a.grad() << b.grad();
+    EXPECT_EQ(a.grad().sizes(), z.sizes());
+  }
+}
+
 }  // namespace
