@@ -144,6 +144,8 @@ HaloPass::HaloPass(const MessageGraph& g, int64_t layers)
   }
   send_all_ = torch::cat(g.send_rows);
   send_key_ = send_all_ * P_ + torch::cat(peers);
+  if (g.boundary_row.numel() > 0)
+    peer_key_ = g.boundary_row * P_ + g.halo_owner.index_select(0, g.boundary_halo);
   dirty_send_ = torch::ones({send_all_.numel()}, opts.dtype(torch::kBool));
   dirty_recv_ = torch::ones({g.num_halo()}, opts.dtype(torch::kBool));
 }
@@ -166,25 +168,24 @@ at::Tensor HaloPass::bit(const at::Tensor& comp, int64_t t) const {
   return comp.bitwise_right_shift(t - 1).bitwise_and(1).to(torch::kBool);
 }
 
+// Both masks count hits per key with index_add_ (integers: any order gives the same counts)
+// rather than selecting the hits with nonzero, which would wait for the device.
 at::Tensor HaloPass::peer_reads(int64_t t) const {
-  const auto opts = g_.degree.options().dtype(torch::kBool);
+  const auto opts = g_.degree.options().dtype(torch::kInt32);
   at::Tensor reads = torch::zeros({g_.num_dst * P_}, opts);
-  if (g_.boundary_row.numel() == 0) return reads;
-  at::Tensor hit = all_computed_ ? torch::ones({g_.boundary_halo.numel()}, opts)
-                                 : bit(comp_halo_.index_select(0, g_.boundary_halo), t);
-  const at::Tensor sel = hit.nonzero().squeeze(1);
-  const at::Tensor key = g_.boundary_row.index_select(0, sel) * P_ +
-                         g_.halo_owner.index_select(0, g_.boundary_halo.index_select(0, sel));
-  return reads.index_fill_(0, key, true);
+  if (g_.boundary_row.numel() == 0) return reads.to(torch::kBool);
+  const at::Tensor hit = all_computed_ ? torch::ones({g_.boundary_halo.numel()}, opts)
+                                       : bit(comp_halo_.index_select(0, g_.boundary_halo), t).to(torch::kInt32);
+  return reads.index_add_(0, peer_key_, hit).gt(0);
 }
 
 at::Tensor HaloPass::halo_reads(int64_t t) const {
-  const auto opts = g_.degree.options().dtype(torch::kBool);
+  const auto opts = g_.degree.options().dtype(torch::kInt32);
   at::Tensor reads = torch::zeros({g_.num_halo()}, opts);
-  if (g_.boundary_row.numel() == 0) return reads;
-  if (all_computed_) return reads.index_fill_(0, g_.boundary_halo, true);
-  const at::Tensor sel = bit(comp_owned_.index_select(0, g_.boundary_row), t).nonzero().squeeze(1);
-  return reads.index_fill_(0, g_.boundary_halo.index_select(0, sel), true);
+  if (g_.boundary_row.numel() == 0) return reads.to(torch::kBool);
+  const at::Tensor hit = all_computed_ ? torch::ones({g_.boundary_halo.numel()}, opts)
+                                       : bit(comp_owned_.index_select(0, g_.boundary_row), t).to(torch::kInt32);
+  return reads.index_add_(0, g_.boundary_halo, hit).gt(0);
 }
 
 std::pair<std::vector<int64_t>, std::vector<int64_t>> HaloPass::counts(const at::Tensor& send_keep,
@@ -209,8 +210,14 @@ at::Tensor HaloPass::exchange(const at::Tensor& h_owned, const at::Tensor& prev_
                               const at::Tensor& recv_keep, int64_t t, ForwardStats& st) {
   auto [send_counts, recv_counts] = counts(send_keep, recv_keep);
   const int64_t full = send_all_.numel();
-  const at::Tensor recv_idx = recv_keep.nonzero().squeeze(1);
-  const at::Tensor sidx = send_all_.index_select(0, send_keep.nonzero().squeeze(1));
+  // The counts are on the host already: selections of known size need no further device wait.
+  int64_t n_send = 0, n_recv = 0;
+  for (int p = 0; p < P_; ++p) {
+    n_send += send_counts[size_t(p)];
+    n_recv += recv_counts[size_t(p)];
+  }
+  const at::Tensor recv_idx = torch::nonzero_static(recv_keep, n_recv).squeeze(1);
+  const at::Tensor sidx = send_all_.index_select(0, torch::nonzero_static(send_keep, n_send).squeeze(1));
   const auto out = HaloExchangeFn::apply(h_owned.contiguous(),
                                          prev_halo.defined() ? prev_halo : torch::empty({0}, h_owned.options()),
                                          token_, sidx, recv_idx, send_counts, recv_counts,

@@ -65,6 +65,7 @@ class HaloPass {
   // Every peer's send list concatenated in rank order, the peer of each entry, and the key
   // (row * P + peer) that peer_reads() is indexed by.
   at::Tensor send_all_, send_key_;
+  at::Tensor peer_key_;  // (boundary row * P + owner of its halo neighbour) per boundary entry
   std::vector<int64_t> send_offset_;  // [P + 1]
   at::Tensor dirty_send_;  // over send_all_
   at::Tensor dirty_recv_;               // over the halo rows
