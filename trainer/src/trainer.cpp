@@ -307,7 +307,7 @@ RunResult train_run(const Graph& g, const TrainConfig& cfg_in, int64_t run, Comm
     profile_stem = cfg.profile + "/" + cfg.model.backbone + "-" + cfg.model.variant + "-rank" +
                    std::to_string(comm ? comm->rank() : 0);
   }
-  const int64_t first_profiled = cfg.epochs - cfg.profile_steps + 1;
+  const int64_t first_profiled = std::max<int64_t>(1, cfg.epochs - cfg.profile_steps + 1);
   const auto t0 = std::chrono::steady_clock::now();
   int64_t since_best = state.epoch - state.best_epoch;
   int64_t epoch = state.epoch;
