@@ -25,10 +25,10 @@ EdgeList edges_of_rows(const at::Tensor& rowptr, const at::Tensor& col, const at
   return e;
 }
 
-int64_t Layer::edges_read(const MessageGraph& g, const at::Tensor& rows) const {
-  if (rows.numel() == 0) return 0;
-  if (rows.numel() == g.num_dst) return g.col.numel();  // every row: no device round trip
-  return (g.rowptr.index_select(0, rows + 1) - g.rowptr.index_select(0, rows)).sum().item<int64_t>();
+at::Tensor Layer::edges_read(const MessageGraph& g, const at::Tensor& rows) const {
+  if (rows.numel() == 0) return torch::zeros({}, g.rowptr.options());
+  if (rows.numel() == g.num_dst) return torch::full({}, g.col.numel(), g.rowptr.options());
+  return (g.rowptr.index_select(0, rows + 1) - g.rowptr.index_select(0, rows)).sum();
 }
 
 at::Tensor Layer::rows_read(const MessageGraph& g, const at::Tensor& rows) const {
@@ -268,8 +268,8 @@ class MixHopLayer : public Layer {
     return finish(torch::cat({h_rows.mm(w_[0]), h_rows.mm(w_[1]), h_rows.mm(w_[2])}, 1));
   }
   at::Tensor input_transform(const at::Tensor& h) override { return h.mm(w_[1]); }
-  int64_t edges_read(const MessageGraph& g, const at::Tensor& rows) const override {
-    if (rows.numel() == 0 && !halo_) return 0;
+  at::Tensor edges_read(const MessageGraph& g, const at::Tensor& rows) const override {
+    if (rows.numel() == 0 && !halo_) return torch::zeros({}, g.rowptr.options());
     return Layer::edges_read(g, rows) + Layer::edges_read(g, first_hop_rows(g, rows));
   }
   // Two hops, and on a rank the rows peers read: every row.
@@ -325,10 +325,10 @@ class DirGnnLayer : public Layer {
     const at::Tensor out = edges_of_rows(g.out_rowptr, g.out_col, rows).src;
     return std::get<0>(torch::_unique(torch::cat({rows, in, out}), /*sorted=*/true));
   }
-  int64_t edges_read(const MessageGraph& g, const at::Tensor& rows) const override {
-    if (rows.numel() == 0) return 0;
-    return (g.in_rowptr.index_select(0, rows + 1) - g.in_rowptr.index_select(0, rows)).sum().item<int64_t>() +
-           (g.out_rowptr.index_select(0, rows + 1) - g.out_rowptr.index_select(0, rows)).sum().item<int64_t>();
+  at::Tensor edges_read(const MessageGraph& g, const at::Tensor& rows) const override {
+    if (rows.numel() == 0) return torch::zeros({}, g.rowptr.options());
+    return (g.in_rowptr.index_select(0, rows + 1) - g.in_rowptr.index_select(0, rows)).sum() +
+           (g.out_rowptr.index_select(0, rows + 1) - g.out_rowptr.index_select(0, rows)).sum();
   }
 
  private:

@@ -68,8 +68,9 @@ class Layer {
   virtual at::Tensor self_only(const at::Tensor& h_rows) = 0;
   // The layer's first linear transform of source rows (f_delta's input at layer 1).
   virtual at::Tensor input_transform(const at::Tensor& h) = 0;
-  // CSR entries read when computing `rows` (reported per layer).
-  virtual int64_t edges_read(const MessageGraph& g, const at::Tensor& rows) const;
+  // CSR entries read when computing `rows` (reported per layer), as a 0-dim int64 tensor on the
+  // graph's device: the model copies every layer's count to the host once, after the last layer.
+  virtual at::Tensor edges_read(const MessageGraph& g, const at::Tensor& rows) const;
   // The source rows of h that forward(g, h, rows) reads (sorted, unique), or undefined when that
   // is not a small set to compute (MixHop's two hops): the rows and their neighbours.
   virtual at::Tensor rows_read(const MessageGraph& g, const at::Tensor& rows) const;

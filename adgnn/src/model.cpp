@@ -556,6 +556,7 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
     }
   }
 
+  std::vector<at::Tensor> edges;  // per layer, on the device until the end of the pass
   for (int64_t t = 1; t <= L; ++t) {
     // Profiler scopes (adgnn train --profile): per layer, and its parts.
     RECORD_USER_SCOPE(t == 1 ? "layer 1" : t == 2 ? "layer 2" : t == 3 ? "layer 3" : "layer 4+");
@@ -612,7 +613,7 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
       const at::Tensor upd = post(layer.forward(g, hin, all_rows));
       out.stats.active_rows.push_back(n);
       out.stats.computed_rows.push_back(n);
-      out.stats.edges_processed.push_back(layer.edges_read(g, all_rows));
+      edges.push_back(layer.edges_read(g, all_rows));
       layer.set_halo(nullptr, 0, nullptr);
       h_dst = upd;
       out.layer_outputs.push_back(h_dst);
@@ -626,7 +627,7 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
                      &band_rows = band_list[size_t(t)];
     out.stats.active_rows.push_back(act_rows.numel());
     out.stats.computed_rows.push_back(comp_rows.numel());
-    out.stats.edges_processed.push_back(layer.edges_read(g, comp_rows));
+    edges.push_back(layer.edges_read(g, comp_rows));
 
     drop_input(comp_rows, width_change);
     at::Tensor upd;
@@ -684,6 +685,10 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
     }
     h_dst = next;
     out.layer_outputs.push_back(h_dst);
+  }
+  {
+    const at::Tensor counts = torch::stack(edges).to(torch::kCPU).contiguous();
+    out.stats.edges_processed.assign(counts.data_ptr<int64_t>(), counts.data_ptr<int64_t>() + counts.numel());
   }
   out.logits = pass ? pass->finish(h_dst) : h_dst;
   out.depth = depth;
