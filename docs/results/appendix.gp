@@ -39,6 +39,39 @@ $speed << EOD
 6 9.35 wisconsin
 6 7.45 texas
 EOD
+$b_cora_ml_linear << EOD
+1 0.00013847702563233653
+2 0.00037181559489961303
+4 0.001001359047973383
+8 0.0030897075700281277
+16 0.011020524418945249
+32 0.03835591799993836
+64 0.09524632099200972
+128 0.9209322035312653
+EOD
+$b_cora_ml_log << EOD
+1 0.6927017932043774
+2 0.729476207847575
+4 0.7535802059294132
+8 0.7875575237875976
+16 0.8162665442814903
+32 0.8581569814682006
+64 0.8876575112342835
+128 0.9989011287689209
+EOD
+$b_photo_linear << EOD
+1 3.926724856600194e-06
+2 9.45564520817026e-06
+4 2.7314390666642082e-05
+8 9.856830800704941e-05
+16 0.00039551467058589467
+32 0.0012737276895801108
+64 0.005194646599882109
+128 0.018754109703543263
+256 0.08057322869714369
+512 0.30516417438720744
+1024 0.15908236801624298
+EOD
 $b_dblp_linear << EOD
 1 6.468763507639154e-05
 2 0.00015580157658737456
@@ -139,5 +172,5 @@ set logscale x 2
 set title 'mean eps~ per degree bucket [2^b, 2^(b+1)) (log normalisation)'
 set xlabel 'degree'
 set ylabel 'mean eps~'
-plot $b_dblp_log u 1:2 w lp pt 7 ps 0.6 title 'DBLP', $b_chameleon_log u 1:2 w lp pt 7 ps 0.6 title 'Chameleon', $b_cornell_log u 1:2 w lp pt 7 ps 0.6 title 'Cornell', $b_wisconsin_log u 1:2 w lp pt 7 ps 0.6 title 'Wisconsin', $b_texas_log u 1:2 w lp pt 7 ps 0.6 title 'Texas'
+plot $b_cora_ml_log u 1:2 w lp pt 7 ps 0.6 title 'Cora-ML', $b_dblp_log u 1:2 w lp pt 7 ps 0.6 title 'DBLP', $b_chameleon_log u 1:2 w lp pt 7 ps 0.6 title 'Chameleon', $b_cornell_log u 1:2 w lp pt 7 ps 0.6 title 'Cornell', $b_wisconsin_log u 1:2 w lp pt 7 ps 0.6 title 'Wisconsin', $b_texas_log u 1:2 w lp pt 7 ps 0.6 title 'Texas'
 unset multiplot

@@ -78,6 +78,18 @@ if run exp2; then
   grep -q "0 to run" "$tmp/log" && ok || bad "exp2 rerun started runs again: $(head -3 "$tmp/log")"
 fi
 
+# Asking for more runs than a finished summary has makes it unfinished again; --dry-run lists
+# those runs, starts none and adds no machine line to meta.json.
+cp "$tmp/out/raw/exp2/meta.json" "$tmp/meta_before.json"
+if "$py" scripts/experiments.py exp2 --tiny --runs 2 --dry-run --bin "$adgnn" --out "$tmp/out" >"$tmp/log" 2>&1; then
+  grep -q "to run: exp2 gcn" "$tmp/log" && ok ||
+    bad "--runs 2 after 1-run summaries: not listed as to run: $(head -3 "$tmp/log")"
+  cmp -s "$tmp/meta_before.json" "$tmp/out/raw/exp2/meta.json" && ok || bad "--dry-run wrote a machine line"
+  ls "$tmp/out/raw/exp2" | grep -q '\.tmp$' && bad "--dry-run started a run" || ok
+else
+  bad "experiments.py --dry-run -> $(tail -3 "$tmp/log")"
+fi
+
 # --run-workers: a setting's runs train concurrently in one adgnn process (the flag reaches it,
 # every summary has its two runs).
 if "$py" scripts/experiments.py exp2 --tiny --runs 2 --run-workers 2 --bin "$adgnn" --out "$tmp/rw" \
