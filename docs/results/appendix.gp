@@ -72,6 +72,19 @@ $b_photo_linear << EOD
 512 0.30516417438720744
 1024 0.15908236801624298
 EOD
+$b_photo_log << EOD
+1 0.13686127486945576
+2 0.18722522509169742
+4 0.24766186883799918
+8 0.3298837392993478
+16 0.4219564819042452
+32 0.4919700742029442
+64 0.5810145822207747
+128 0.6378049988831792
+256 0.7511169495004596
+512 0.7770446803834703
+1024 0.6947007775306702
+EOD
 $b_dblp_linear << EOD
 1 6.468763507639154e-05
 2 0.00015580157658737456
@@ -93,6 +106,30 @@ $b_dblp_log << EOD
 64 0.9117775546179877
 128 0.9258072773615519
 256 0.9995938837528229
+EOD
+$b_squirrel_linear << EOD
+1 4.0722242617486167e-07
+2 9.847591395627384e-07
+4 9.216415089662952e-06
+8 5.040605579006947e-05
+16 0.00029488806313981834
+32 0.0009013743085755249
+64 0.00355442259358657
+128 0.021867598091740405
+256 0.07330781726149034
+512 0.7000679969787598
+EOD
+$b_squirrel_log << EOD
+1 0.6510063179901668
+2 0.5778562326796327
+4 0.5960427253174336
+8 0.652236572560297
+16 0.6773297540996581
+32 0.7334718048931604
+64 0.8142991305767805
+128 0.8698902356473706
+256 0.8841496447347245
+512 0.9980572462081909
 EOD
 $b_chameleon_linear << EOD
 1 2.2135166186680744e-05
@@ -172,5 +209,5 @@ set logscale x 2
 set title 'mean eps~ per degree bucket [2^b, 2^(b+1)) (log normalisation)'
 set xlabel 'degree'
 set ylabel 'mean eps~'
-plot $b_cora_ml_log u 1:2 w lp pt 7 ps 0.6 title 'Cora-ML', $b_dblp_log u 1:2 w lp pt 7 ps 0.6 title 'DBLP', $b_chameleon_log u 1:2 w lp pt 7 ps 0.6 title 'Chameleon', $b_cornell_log u 1:2 w lp pt 7 ps 0.6 title 'Cornell', $b_wisconsin_log u 1:2 w lp pt 7 ps 0.6 title 'Wisconsin', $b_texas_log u 1:2 w lp pt 7 ps 0.6 title 'Texas'
+plot $b_cora_ml_log u 1:2 w lp pt 7 ps 0.6 title 'Cora-ML', $b_photo_log u 1:2 w lp pt 7 ps 0.6 title 'Photo', $b_dblp_log u 1:2 w lp pt 7 ps 0.6 title 'DBLP', $b_squirrel_log u 1:2 w lp pt 7 ps 0.6 title 'Squirrel', $b_chameleon_log u 1:2 w lp pt 7 ps 0.6 title 'Chameleon', $b_cornell_log u 1:2 w lp pt 7 ps 0.6 title 'Cornell', $b_wisconsin_log u 1:2 w lp pt 7 ps 0.6 title 'Wisconsin', $b_texas_log u 1:2 w lp pt 7 ps 0.6 title 'Texas'
 unset multiplot
