@@ -9,7 +9,8 @@
 # One `adgnn train --variant plain,ad_fast` per (ranks, depth): rank 0 partitions once (PARTITION,
 # default metis) for both models. CPU runs use one intra-op thread per rank. PROFILE_STEPS=K
 # profiles the last K epochs (`adgnn train --profile`, summaries in OUT_DIR/profile_p<P>_l<L>/);
-# the median step then leaves them out (the profiler slows the host).
+# the median step then leaves them out (the profiler slows the host). EXTRA_FLAGS go to every
+# `adgnn train` (e.g. EXTRA_FLAGS="--compact on").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 adgnn=${ADGNN:-build/adgnn}
@@ -21,13 +22,14 @@ epochs=${EPOCHS:-20}
 hidden=${HIDDEN:-128}
 partition=${PARTITION:-metis}
 profile_steps=${PROFILE_STEPS:-0}
+read -r -a extra <<<"${EXTRA_FLAGS:-}"
 out=${OUT_DIR:-$(mktemp -d)}
 mkdir -p "$out"
 py=${PYTHON:-$( [ -x .venv/bin/python ] && echo .venv/bin/python || echo python3 )}
 mpirun_flags=${MPIRUN_FLAGS:---allow-run-as-root --oversubscribe}
 threads=$([ "$device" = cpu ] && echo "--threads 1" || echo "")
 
-echo "graph $graph; device $device; hidden $hidden; $epochs epochs (median train step after 5 warm-up); partition $partition; $(date -u +%F)"
+echo "graph $graph; device $device; hidden $hidden; $epochs epochs (median train step after 5 warm-up); partition $partition; ${EXTRA_FLAGS:+flags $EXTRA_FLAGS; }$(date -u +%F)"
 echo
 echo "| ranks | layers | model | train step (ms) | speedup | halo rows sent per layer | full halo rows per layer | halo MiB sent / full (all layers) | peak mem (GiB, max rank) | test acc |"
 echo "|---:|---:|---|---:|---:|---|---|---|---:|---:|"
@@ -41,7 +43,7 @@ for L in $layers_list; do
     # Both models in one command, so rank 0 partitions once (metrics: <stem>-gcn-<variant>.jsonl).
     "${launcher[@]}" "$adgnn" train "$graph" --model gcn --variant plain,ad_fast --device "$device" \
       --layers "$L" --hidden "$hidden" --epochs "$epochs" --lambda 0 --dropout 0.5 $threads \
-      --partition "$partition" --no-progress --json --metrics "$out/${tag}.jsonl" "${profile[@]}" \
+      --partition "$partition" --no-progress --json --metrics "$out/${tag}.jsonl" "${profile[@]}" "${extra[@]}" \
       >"$out/${tag}.json" 2>"$out/${tag}.err" || { echo "failed: $tag"; cat "$out/${tag}.err"; exit 1; }
   done
 done

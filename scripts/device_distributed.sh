@@ -3,6 +3,8 @@
 #   source .device/setup.sh; source .device/env.sh; bash scripts/device_distributed.sh
 # Builds with CUDA + NCCL, runs the distributed tests on CUDA with NCCL (2 ranks), then the
 # distributed benchmark on the arxiv-scale and products-scale graphs. Logs go to $OUT.
+# COMPACT_RANKS="1 4" adds products-scale depth-4 runs with AD's compact deeper-layer input
+# forced on (`--compact on`; CUDA's default is off, docs/performance.md v10) on those rank counts.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/adgnn_device}
@@ -33,3 +35,9 @@ for L in ${PRODUCTS_LAYERS:-4 8}; do
     bash scripts/bench_distributed.sh /tmp/products.h5 2>&1 | head -c 20000 | tee "$OUT/products_l$L.md"
   echo "elapsed: $(( $(date +%s) - t0 )) s"
 done
+if [ -n "${COMPACT_RANKS:-}" ]; then
+  ADGNN=build-gpu/adgnn DEVICE=cuda RANKS="$COMPACT_RANKS" LAYERS=4 EPOCHS=${EPOCHS:-20} EXTRA_FLAGS="--compact on" \
+    OUT_DIR="$OUT/products_l4_compact" bash scripts/bench_distributed.sh /tmp/products.h5 2>&1 | head -c 20000 |
+    tee "$OUT/products_l4_compact.md"
+  echo "elapsed: $(( $(date +%s) - t0 )) s"
+fi

@@ -140,14 +140,17 @@ __global__ void edge_dots(const int64_t* __restrict__ rowptr, const int32_t* __r
   }
 }
 
-__global__ void dropout_mask_rows(const int64_t* __restrict__ gid, int64_t rows, int64_t cols,
-                                  uint64_t key, uint64_t threshold, float scale,
-                                  float* __restrict__ out) {
+// out = x * mask, the counter-based dropout mask computed in place: no [rows, cols] mask is
+// stored, read, or kept for the backward (which applies the same function to the gradient).
+template <typename T>
+__global__ void dropout_apply_rows(const T* __restrict__ x, const int64_t* __restrict__ gid, int64_t rows,
+                                   int64_t cols, uint64_t key, uint64_t threshold, T scale,
+                                   T* __restrict__ out) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= rows * cols) return;
   const int64_t r = i / cols, c = i % cols;
   const uint64_t row_key = mix64(key ^ uint64_t(gid[r]));
-  out[i] = mix64(row_key + uint64_t(c)) >= threshold ? scale : 0.0f;
+  out[i] = x[i] * (mix64(row_key + uint64_t(c)) >= threshold ? scale : T(0));
 }
 
 // Lanes per row: enough vectors for the row's width, at most a warp; entries of low-degree rows
@@ -199,15 +202,19 @@ void launch_spmm(const int64_t* ptr, const int32_t* idx, const int64_t* eid, con
 
 }  // namespace
 
-at::Tensor dropout_mask_cuda(const at::Tensor& gid, int64_t cols, uint64_t key, uint64_t threshold,
-                             float scale) {
-  const int64_t rows = gid.numel();
-  at::Tensor out = at::empty({rows, cols}, gid.options().dtype(at::kFloat));
+at::Tensor dropout_apply_cuda(const at::Tensor& x, const at::Tensor& gid, uint64_t key, uint64_t threshold,
+                              float scale) {
+  const at::Tensor xc = x.contiguous();
+  const int64_t rows = xc.size(0), cols = xc.size(1);
+  at::Tensor out = at::empty_like(xc);
   if (rows * cols == 0) return out;
   const int threads = 256;
   const int64_t blocks = (rows * cols + threads - 1) / threads;
-  dropout_mask_rows<<<blocks, threads, 0, at::cuda::getCurrentCUDAStream()>>>(
-      gid.data_ptr<int64_t>(), rows, cols, key, threshold, scale, out.data_ptr<float>());
+  AT_DISPATCH_FLOATING_TYPES(xc.scalar_type(), "dropout_apply_cuda", [&] {
+    dropout_apply_rows<scalar_t><<<blocks, threads, 0, at::cuda::getCurrentCUDAStream()>>>(
+        xc.data_ptr<scalar_t>(), gid.data_ptr<int64_t>(), rows, cols, key, threshold,
+        static_cast<scalar_t>(scale), out.data_ptr<scalar_t>());
+  });
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return out;
 }

@@ -65,9 +65,9 @@ at::Tensor aggregate_backward_w_cuda(const at::Tensor& rowptr, const at::Tensor&
                                      const at::Tensor& rows);
 at::Tensor aggregate_cuda(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& w,
                           const at::Tensor& x, const at::Tensor& rows, const at::Tensor& self_w);
-// mask[r, c] = scale when mix64(mix64(key ^ gid[r]) + c) >= threshold, else 0 (float32).
-at::Tensor dropout_mask_cuda(const at::Tensor& gid, int64_t cols, uint64_t key, uint64_t threshold,
-                             float scale);
+// x[r, c] * (scale when mix64(mix64(key ^ gid[r]) + c) >= threshold, else 0); gid on x's device.
+at::Tensor dropout_apply_cuda(const at::Tensor& x, const at::Tensor& gid, uint64_t key, uint64_t threshold,
+                              float scale);
 #endif
 
 }  // namespace adgnn::kernels

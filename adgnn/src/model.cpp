@@ -136,35 +136,73 @@ PartTensors part_tensors(const GraphPart& part, c10::Device device, c10::ScalarT
 
 // ---- counter-based dropout ----------------------------------------------------------------------
 
+namespace {
+
+// h * mask with the mask computed in place (forward and, for the gradient, again in backward):
+// storing a [rows, cols] mask cost a write, two reads and its memory at every layer.
+at::Tensor apply_mask(const at::Tensor& h, const at::Tensor& gid, uint64_t key, uint64_t threshold,
+                      float keep_scale) {
+  if (h.is_cuda()) {
+#ifdef ADGNN_HAVE_CUDA_KERNELS
+    return kernels::dropout_apply_cuda(h, gid, key, threshold, keep_scale);
+#else
+    TORCH_CHECK(false, "dropout on CUDA needs the CUDA kernels (configure with -DADGNN_CUDA=ON)");
+#endif
+  }
+  using kernels::mix64;
+  const at::Tensor x = h.contiguous();
+  const int64_t rows = x.size(0), cols = x.size(1);
+  at::Tensor out = torch::empty_like(x);
+  const int64_t* g = gid.data_ptr<int64_t>();
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "dropout_rows", [&] {
+    const scalar_t* in = x.data_ptr<scalar_t>();
+    scalar_t* o = out.data_ptr<scalar_t>();
+    const auto scale = static_cast<scalar_t>(keep_scale);
+    at::parallel_for(0, rows, 256, [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e; ++r) {
+        const uint64_t row_key = mix64(key ^ uint64_t(g[r]));
+        for (int64_t c = 0; c < cols; ++c)
+          o[r * cols + c] = in[r * cols + c] * (mix64(row_key + uint64_t(c)) >= threshold ? scale : scalar_t(0));
+      }
+    });
+  });
+  return out;
+}
+
+class DropoutRowsFn : public torch::autograd::Function<DropoutRowsFn> {
+ public:
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& h, const at::Tensor& gid,
+                            int64_t key, int64_t threshold, double keep_scale) {
+    ctx->save_for_backward({gid});
+    ctx->saved_data["key"] = key;
+    ctx->saved_data["threshold"] = threshold;
+    ctx->saved_data["scale"] = keep_scale;
+    return apply_mask(h, gid, uint64_t(key), uint64_t(threshold), float(keep_scale));
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const at::Tensor gid = ctx->get_saved_variables()[0];
+    const at::Tensor g = apply_mask(grads[0], gid, uint64_t(ctx->saved_data["key"].toInt()),
+                                    uint64_t(ctx->saved_data["threshold"].toInt()),
+                                    float(ctx->saved_data["scale"].toDouble()));
+    return {g, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
+}  // namespace
+
 at::Tensor dropout_rows(const at::Tensor& h, const at::Tensor& global_id, double p, uint64_t seed,
                         int64_t epoch, int64_t layer) {
   using kernels::mix64;
   if (p <= 0) return h;
   TORCH_CHECK(p < 1, "dropout must be below 1");
-  const int64_t rows = h.size(0), cols = h.size(1);
   const uint64_t key = mix64(seed ^ mix64(uint64_t(epoch) * 0x100000001b3ULL ^ mix64(uint64_t(layer))));
   const float keep_scale = float(1.0 / (1.0 - p));
   const uint64_t threshold = uint64_t(p * 18446744073709551616.0);
-  const at::Tensor gid = global_id.slice(0, 0, rows).contiguous();
-  if (h.is_cuda()) {
-#ifdef ADGNN_HAVE_CUDA_KERNELS
-    return h * kernels::dropout_mask_cuda(gid.to(h.device()), cols, key, threshold, keep_scale)
-                   .to(h.scalar_type());
-#else
-    TORCH_CHECK(false, "dropout on CUDA needs the CUDA kernels (configure with -DADGNN_CUDA=ON)");
-#endif
-  }
-  at::Tensor mask = torch::empty({rows, cols}, torch::kFloat32);
-  const int64_t* g = gid.data_ptr<int64_t>();
-  float* m = mask.data_ptr<float>();
-  at::parallel_for(0, rows, 256, [&](int64_t b, int64_t e) {
-    for (int64_t r = b; r < e; ++r) {
-      const uint64_t row_key = mix64(key ^ uint64_t(g[r]));
-      for (int64_t c = 0; c < cols; ++c)
-        m[r * cols + c] = mix64(row_key + uint64_t(c)) >= threshold ? keep_scale : 0.0f;
-    }
-  });
-  return h * mask.to(h.scalar_type());
+  const at::Tensor gid = global_id.slice(0, 0, h.size(0)).to(h.device()).contiguous();
+  // The 64-bit key and threshold travel through autograd's int64 slots bit for bit.
+  return DropoutRowsFn::apply(h, gid, int64_t(key), int64_t(threshold), double(keep_scale));
 }
 
 // ---- the model -----------------------------------------------------------------------------------

@@ -127,6 +127,18 @@ TEST(Cuda, DropoutMasksEqualTheCpuOnes) {
   const at::Tensor cpu = adgnn::dropout_rows(h, ids, 0.3, 11, 7, 2);
   const at::Tensor gpu = adgnn::dropout_rows(h.cuda(), ids.cuda(), 0.3, 11, 7, 2);
   EXPECT_TRUE(torch::equal(cpu, gpu.cpu()));
+  // Gradients: the same mask applied in backward, float and double, ids given on the host.
+  for (auto dtype : {torch::kFloat32, torch::kFloat64}) {
+    const at::Tensor x = torch::randn({1000, 37}, torch::dtype(dtype));
+    const at::Tensor probe = torch::randn({1000, 37}, torch::dtype(dtype));
+    at::Tensor xc = x.clone().requires_grad_(true), xg = x.cuda().requires_grad_(true);
+    const at::Tensor oc = adgnn::dropout_rows(xc, ids, 0.3, 11, 7, 2);
+    const at::Tensor og = adgnn::dropout_rows(xg, ids, 0.3, 11, 7, 2);
+    (oc * probe).sum().backward();
+    (og * probe.cuda()).sum().backward();
+    EXPECT_TRUE(torch::equal(oc.detach(), og.detach().cpu())) << dtype;
+    EXPECT_TRUE(torch::equal(xc.grad(), xg.grad().cpu())) << dtype;
+  }
 }
 
 class CudaModel : public ::testing::TestWithParam<std::pair<std::string, std::string>> {};

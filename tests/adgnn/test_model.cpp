@@ -299,6 +299,23 @@ TEST(Dropout, CounterBasedMasksDependOnlyOnTheirKeys) {
   EXPECT_TRUE(torch::allclose(a.masked_select(a > 0), torch::full({1}, 2.0f)));
 }
 
+// The mask is computed in place, forward and backward: the output and the gradient must be the
+// input and the upstream gradient times the same mask, in float and double.
+TEST(Dropout, GradientIsTheMaskAndDoubleUsesTheSameBits) {
+  const at::Tensor ids = torch::arange(7, 67, torch::kInt64);
+  const at::Tensor mask = adgnn::dropout_rows(torch::ones({60, 9}), ids, 0.3, 5, 2, 3);
+  for (auto dtype : {torch::kFloat32, torch::kFloat64}) {
+    const at::Tensor h = (torch::rand({60, 9}, torch::dtype(dtype)) + 0.5).requires_grad_(true);
+    const at::Tensor probe = torch::randn({60, 9}, torch::dtype(dtype));
+    const at::Tensor out = adgnn::dropout_rows(h, ids, 0.3, 5, 2, 3);
+    (out * probe).sum().backward();
+    const at::Tensor m = mask.to(dtype);
+    EXPECT_TRUE(torch::equal(out.detach(), h.detach() * m)) << dtype;
+    EXPECT_TRUE(torch::equal(h.grad(), probe * m)) << dtype;
+  }
+  EXPECT_GT((mask == 0).sum().item<int64_t>(), 0);
+}
+
 // AD's deeper layers drop out only the rows their computed rows read, and compute those rows on
 // a compact graph of them: logits equal those of dropout over every source row on the whole
 // graph bit for bit, and every gradient within float rounding (the backward sums in another
