@@ -56,16 +56,20 @@ __global__ void spmm_rows(const int64_t* __restrict__ ptr, const int32_t* __rest
                           const int32_t* __restrict__ pos, const T* __restrict__ x,
                           const int64_t* __restrict__ rows, int64_t n_out, int64_t vecs, int tpr,
                           const T* __restrict__ self_w, bool backward, int64_t n_self,
-                          T* __restrict__ out) {
+                          int64_t long_min, T* __restrict__ out) {
   using P = Pack<T, V>;
   using VT = typename P::type;
   const int64_t thread = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t o = thread / tpr;
   const int lane = threadIdx.x % tpr;
   const unsigned mask = group_mask(tpr);
-  const bool valid = o < n_out;
+  bool valid = o < n_out;
   const int64_t r = valid ? (rows ? rows[o] : o) : 0;
-  const int64_t begin = valid ? ptr[r] : 0, end = valid ? ptr[r + 1] : 0;
+  int64_t begin = valid ? ptr[r] : 0, end = valid ? ptr[r + 1] : 0;
+  if (end - begin >= long_min) {  // spmm_long_rows writes this row (the lanes still shuffle)
+    valid = false;
+    begin = end = 0;
+  }
   const VT* xv = reinterpret_cast<const VT*>(x);
   for (int64_t v0 = 0; v0 < vecs; v0 += tpr) {
     const int64_t v = v0 + lane;
@@ -118,6 +122,87 @@ __global__ void spmm_rows(const int64_t* __restrict__ ptr, const int32_t* __rest
   }
 }
 
+// The rows of long_rows (>= long_min entries) that this call computes: one block per row, its
+// warps take contiguous slices of the entries (the loads of spmm_rows, eight in flight), then
+// warp 0 adds the warps' partial sums in warp order and the self term: a fixed order, so
+// deterministic; the sum is grouped differently from spmm_rows' (last bits may differ). slot[r]:
+// the output row of CSR row r, -1 when not computed (null: o = r).
+constexpr int kLongWarps = 32;
+template <typename T, int V>
+__global__ void __launch_bounds__(kLongWarps * 32)
+spmm_long_rows(const int64_t* __restrict__ ptr, const int32_t* __restrict__ idx,
+               const int64_t* __restrict__ eid, const T* __restrict__ w,
+               const int32_t* __restrict__ pos, const T* __restrict__ x,
+               const int64_t* __restrict__ long_rows, const int32_t* __restrict__ slot, int64_t vecs,
+               const T* __restrict__ self_w, bool backward, int64_t n_self, T* __restrict__ out) {
+  using P = Pack<T, V>;
+  using VT = typename P::type;
+  __shared__ VT part[kLongWarps * 32];
+  const int64_t r = long_rows[blockIdx.x];
+  const int64_t o = slot ? slot[r] : r;
+  if (o < 0) return;  // the whole block: r is not computed in this call
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t begin = ptr[r], end = ptr[r + 1];
+  const int64_t chunk = (end - begin + kLongWarps - 1) / kLongWarps;
+  const int64_t wb = begin + warp * chunk < end ? begin + warp * chunk : end;
+  const int64_t we = wb + chunk < end ? wb + chunk : end;
+  const VT* xv = reinterpret_cast<const VT*>(x);
+  constexpr unsigned kAll = 0xffffffffu;
+  for (int64_t v0 = 0; v0 < vecs; v0 += 32) {
+    const int64_t v = v0 + lane;
+    VT acc = P::zero();
+    for (int64_t b = wb; b < we; b += 32) {
+      const int64_t p = b + lane;
+      int32_t c = -1;
+      T a = T(0);
+      if (p < we) {
+        c = idx[p];
+        if (pos) c = pos[c];
+        a = w ? w[eid ? eid[p] : p] : T(1);
+      }
+      const int n = int(we - b < 32 ? we - b : 32);
+      constexpr int U = 8;
+      int j = 0;
+      for (; j + U <= n; j += U) {
+        VT vals[U];
+        T as[U];
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+          const int32_t cj = __shfl_sync(kAll, c, j + u);
+          as[u] = __shfl_sync(kAll, a, j + u);
+          vals[u] = (cj >= 0 && v < vecs) ? xv[int64_t(cj) * vecs + v] : P::zero();
+        }
+#pragma unroll
+        for (int u = 0; u < U; ++u) P::fma(acc, as[u], vals[u]);
+      }
+      for (; j < n; ++j) {
+        const int32_t cj = __shfl_sync(kAll, c, j);
+        const T aj = __shfl_sync(kAll, a, j);
+        if (cj >= 0 && v < vecs) P::fma(acc, aj, xv[int64_t(cj) * vecs + v]);
+      }
+    }
+    part[warp * 32 + lane] = acc;
+    __syncthreads();
+    if (warp == 0 && v < vecs) {
+      VT sum = part[lane];
+      for (int k = 1; k < kLongWarps; ++k) P::fma(sum, T(1), part[k * 32 + lane]);  // exact adds
+      if (self_w) {
+        int64_t q = -1, wi = -1;
+        if (!backward) {
+          q = r;
+          wi = o;
+        } else if (o < n_self) {
+          q = pos ? pos[o] : o;
+          wi = q;
+        }
+        if (q >= 0) P::fma(sum, self_w[wi], xv[q * vecs + v]);
+      }
+      reinterpret_cast<VT*>(out)[o * vecs + v] = sum;
+    }
+    __syncthreads();
+  }
+}
+
 // grad_w[k] = <g[o], x[col[k]]> for the entries k of the computed rows (others stay 0).
 template <typename T>
 __global__ void edge_dots(const int64_t* __restrict__ rowptr, const int32_t* __restrict__ col,
@@ -161,10 +246,13 @@ int lanes_for(int64_t vecs) {
   return t;
 }
 
+// long_rows (n_long of them; null: none) are left to spmm_long_rows, slot[r] giving their output
+// row when `rows` selects the computed ones.
 template <typename T>
 void launch_spmm(const int64_t* ptr, const int32_t* idx, const int64_t* eid, const T* w,
                  const int32_t* pos, const at::Tensor& x, const int64_t* rows, int64_t n_out,
-                 const T* self_w, bool backward, int64_t n_self, at::Tensor& out) {
+                 const T* self_w, bool backward, int64_t n_self, at::Tensor& out,
+                 const int64_t* long_rows = nullptr, int64_t n_long = 0, const int32_t* slot = nullptr) {
   const int64_t f = x.size(1);
   if (n_out == 0 || f == 0) return;
   constexpr int kVec = sizeof(T) == 4 ? 4 : 2;
@@ -180,7 +268,8 @@ void launch_spmm(const int64_t* ptr, const int32_t* idx, const int64_t* eid, con
     at::Tensor xp = at::zeros({x.size(0), fp}, x.options());
     xp.slice(1, 0, f).copy_(x);
     at::Tensor outp = at::empty({out.size(0), fp}, out.options());
-    launch_spmm<T>(ptr, idx, eid, w, pos, xp, rows, n_out, self_w, backward, n_self, outp);
+    launch_spmm<T>(ptr, idx, eid, w, pos, xp, rows, n_out, self_w, backward, n_self, outp, long_rows, n_long,
+                   slot);
     out.copy_(outp.slice(1, 0, f));
     return;
   }
@@ -189,14 +278,23 @@ void launch_spmm(const int64_t* ptr, const int32_t* idx, const int64_t* eid, con
   const int threads = 256;
   const int64_t blocks = (n_out * tpr + threads - 1) / threads;
   auto stream = at::cuda::getCurrentCUDAStream();
+  const int64_t long_min = n_long > 0 ? kLongRow : INT64_MAX;
   if (vec_ok)
     spmm_rows<T, kVec><<<blocks, threads, 0, stream>>>(ptr, idx, eid, w, pos, x.data_ptr<T>(), rows,
                                                        n_out, vecs, tpr, self_w, backward, n_self,
-                                                       out.data_ptr<T>());
+                                                       long_min, out.data_ptr<T>());
   else
     spmm_rows<T, 1><<<blocks, threads, 0, stream>>>(ptr, idx, eid, w, pos, x.data_ptr<T>(), rows,
                                                     n_out, vecs, tpr, self_w, backward, n_self,
-                                                    out.data_ptr<T>());
+                                                    long_min, out.data_ptr<T>());
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  if (n_long == 0) return;
+  if (vec_ok)
+    spmm_long_rows<T, kVec><<<n_long, kLongWarps * 32, 0, stream>>>(
+        ptr, idx, eid, w, pos, x.data_ptr<T>(), long_rows, slot, vecs, self_w, backward, n_self, out.data_ptr<T>());
+  else
+    spmm_long_rows<T, 1><<<n_long, kLongWarps * 32, 0, stream>>>(
+        ptr, idx, eid, w, pos, x.data_ptr<T>(), long_rows, slot, vecs, self_w, backward, n_self, out.data_ptr<T>());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
@@ -220,14 +318,23 @@ at::Tensor dropout_apply_cuda(const at::Tensor& x, const at::Tensor& gid, uint64
 }
 
 at::Tensor aggregate_cuda(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& w,
-                          const at::Tensor& x, const at::Tensor& rows, const at::Tensor& self_w) {
+                          const at::Tensor& x, const at::Tensor& rows, const at::Tensor& self_w,
+                          const at::Tensor& long_rows) {
   const int64_t n_out = rows.defined() ? rows.numel() : rowptr.numel() - 1;
   at::Tensor out = at::empty({n_out, x.size(1)}, x.options());
+  const int64_t n_long = long_rows.defined() ? long_rows.numel() : 0;
+  at::Tensor slot;  // output row of each CSR row (-1: not computed), when rows select some
+  if (n_long > 0 && rows.defined()) {
+    slot = at::full({rowptr.numel() - 1}, -1, rows.options().dtype(at::kInt));
+    slot.index_put_({rows}, at::arange(n_out, rows.options().dtype(at::kInt)));
+  }
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "aggregate_cuda", [&] {
     launch_spmm<scalar_t>(rowptr.data_ptr<int64_t>(), col.data_ptr<int32_t>(), nullptr,
                           w.defined() ? w.data_ptr<scalar_t>() : nullptr, nullptr, x,
                           rows.defined() ? rows.data_ptr<int64_t>() : nullptr, n_out,
-                          self_w.defined() ? self_w.data_ptr<scalar_t>() : nullptr, false, 0, out);
+                          self_w.defined() ? self_w.data_ptr<scalar_t>() : nullptr, false, 0, out,
+                          n_long > 0 ? long_rows.data_ptr<int64_t>() : nullptr, n_long,
+                          slot.defined() ? slot.data_ptr<int32_t>() : nullptr);
   });
   return out;
 }
@@ -260,7 +367,9 @@ at::Tensor aggregate_backward_x_cuda(const Transposed& t, const at::Tensor& w,
                           t.entry.data_ptr<int64_t>(), w.defined() ? w.data_ptr<scalar_t>() : nullptr,
                           pos.defined() ? pos.data_ptr<int32_t>() : nullptr, grad_out, nullptr,
                           num_src, self_w.defined() ? self_w.data_ptr<scalar_t>() : nullptr, true,
-                          num_dst_rows, grad_x);
+                          num_dst_rows, grad_x,
+                          t.long_rows.defined() ? t.long_rows.data_ptr<int64_t>() : nullptr,
+                          t.long_rows.defined() ? t.long_rows.numel() : 0);
   });
   return grad_x;
 }

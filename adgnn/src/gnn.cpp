@@ -51,10 +51,34 @@ kernels::Transposed cached_transpose(const at::Tensor& rowptr, const at::Tensor&
       return it->t;
     }
   }
-  cache.push_front({rowptr, col, num_src, kernels::transpose_entries(rowptr, col, num_src)});
+  cache.push_front({rowptr, col, num_src, kernels::transpose_entries(rowptr, col, num_src, rowptr.is_cuda())});
   if (cache.size() > kCapacity) cache.pop_back();
   return cache.front().t;
 }
+
+#ifdef ADGNN_HAVE_CUDA_KERNELS
+// The long rows of the aggregated CSRs on the GPU (kernels::kLongRow), found once per CSR (one
+// device wait) and kept like the transposes above.
+at::Tensor cached_long_rows(const at::Tensor& rowptr) {
+  struct Entry {
+    at::Tensor rowptr, long_rows;
+  };
+  constexpr size_t kCapacity = 8;
+  static std::mutex mu;
+  static std::list<Entry> cache;
+  std::lock_guard<std::mutex> lock(mu);
+  for (auto it = cache.begin(); it != cache.end(); ++it) {
+    if (it->rowptr.data_ptr() == rowptr.data_ptr() && it->rowptr.numel() == rowptr.numel() &&
+        it->rowptr.device() == rowptr.device()) {
+      cache.splice(cache.begin(), cache, it);
+      return it->long_rows;
+    }
+  }
+  cache.push_front({rowptr, kernels::long_rows_of(rowptr)});
+  if (cache.size() > kCapacity) cache.pop_back();
+  return cache.front().long_rows;
+}
+#endif
 
 // Backward to x when only a few rows were computed: their entries, regrouped by source (a stable
 // sort keeps each source's entries in row order), are summed per source, instead of scanning the
@@ -102,7 +126,11 @@ class CsrAggregate : public torch::autograd::Function<CsrAggregate> {
     const at::Tensor self_w = has_self ? self_in : at::Tensor();
     if (x.is_cuda()) {
 #ifdef ADGNN_HAVE_CUDA_KERNELS
-      return kernels::aggregate_cuda(rowptr, col, weight, x, rows, self_w);
+      // A CSR built for this call only is not searched for long rows (that would wait for the
+      // device every call); its rows are all summed by single warps.
+      const bool cache = ctx->saved_data["cache_transpose"].toBool();
+      return kernels::aggregate_cuda(rowptr, col, weight, x, rows, self_w,
+                                     cache ? cached_long_rows(rowptr) : at::Tensor());
 #else
       TORCH_CHECK(false, "csr_aggregate: this build has no CUDA kernels (configure with -DADGNN_CUDA=ON)");
 #endif
@@ -217,7 +245,13 @@ at::Tensor entry_rows(const at::Tensor& rowptr, const at::Tensor& col, const at:
 }  // namespace detail
 
 namespace kernels {
-Transposed transpose_entries(const at::Tensor& rowptr, const at::Tensor& col, int64_t num_src) {
+at::Tensor long_rows_of(const at::Tensor& rowptr) {
+  const at::Tensor counts = rowptr.slice(0, 1) - rowptr.slice(0, 0, -1);
+  return (counts >= kLongRow).nonzero().squeeze(1);
+}
+
+Transposed transpose_entries(const at::Tensor& rowptr, const at::Tensor& col, int64_t num_src,
+                             bool find_long) {
   Transposed t;
   const at::Tensor counts = rowptr.slice(0, 1) - rowptr.slice(0, 0, -1);
   const at::Tensor dst = torch::repeat_interleave(counts);  // destination row of every entry
@@ -228,6 +262,7 @@ Transposed transpose_entries(const at::Tensor& rowptr, const at::Tensor& col, in
   t.row = dst.index_select(0, t.entry).to(torch::kInt32);
   t.rowptr = torch::cat({torch::zeros({1}, rowptr.options()),
                          torch::bincount(col64, {}, num_src).cumsum(0)});
+  if (find_long) t.long_rows = long_rows_of(t.rowptr);
   return t;
 }
 }  // namespace kernels

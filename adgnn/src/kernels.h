@@ -32,12 +32,24 @@ uint64_t mix64(uint64_t z) {
 // A CSR's transpose, prepared once per graph for the backward: row s lists, in increasing
 // destination order, the entries (destination row, entry index in the CSR) whose column is s.
 struct Transposed {
-  at::Tensor rowptr;  // int64 [num_src + 1]
-  at::Tensor row;     // int32 [E], destination row of the entry
-  at::Tensor entry;   // int64 [E], the entry's index in the original CSR (for its weight)
+  at::Tensor rowptr;     // int64 [num_src + 1]
+  at::Tensor row;        // int32 [E], destination row of the entry
+  at::Tensor entry;      // int64 [E], the entry's index in the original CSR (for its weight)
+  at::Tensor long_rows;  // int64, rows with >= kLongRow entries (when asked for; else undefined)
 };
 
-Transposed transpose_entries(const at::Tensor& rowptr, const at::Tensor& col, int64_t num_src);
+// Rows with at least this many entries are summed by a whole block of the CUDA kernel (its warps
+// split the entries, then add their partial sums in a fixed order) instead of one warp: a
+// power-law hub (products-scale: 9,411 entries) kept one warp busy for milliseconds while the
+// rest of the GPU idled, which bounded AD's few-row calls (docs/performance.md, v15).
+constexpr int64_t kLongRow = 1024;
+
+// The rows of a CSR with >= kLongRow entries, int64 on rowptr's device (waits for the device once).
+at::Tensor long_rows_of(const at::Tensor& rowptr);
+
+// find_long: also list the transpose's long rows (kLongRow), for the CUDA backward.
+Transposed transpose_entries(const at::Tensor& rowptr, const at::Tensor& col, int64_t num_src,
+                             bool find_long = false);
 
 // Backward to x over the transpose: grad_x[s] = sum of w[entry] grad_out[pos(row)] over s's
 // entries whose destination row was computed (rows undefined: all rows, pos = identity), plus
@@ -63,8 +75,10 @@ at::Tensor aggregate_backward_x_cuda(const Transposed& t, const at::Tensor& w,
 at::Tensor aggregate_backward_w_cuda(const at::Tensor& rowptr, const at::Tensor& col,
                                      const at::Tensor& x, const at::Tensor& grad_out,
                                      const at::Tensor& rows);
+// long_rows: long_rows_of(rowptr), or undefined (every row summed by one warp). rows: distinct.
 at::Tensor aggregate_cuda(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& w,
-                          const at::Tensor& x, const at::Tensor& rows, const at::Tensor& self_w);
+                          const at::Tensor& x, const at::Tensor& rows, const at::Tensor& self_w,
+                          const at::Tensor& long_rows = {});
 // x[r, c] * (scale when mix64(mix64(key ^ gid[r]) + c) >= threshold, else 0); gid on x's device.
 at::Tensor dropout_apply_cuda(const at::Tensor& x, const at::Tensor& gid, uint64_t key, uint64_t threshold,
                               float scale);

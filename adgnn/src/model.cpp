@@ -659,7 +659,6 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
     }
 
     const at::Tensor& act = active[size_t(t)];
-    const at::Tensor& bnd = band[size_t(t)];
     const at::Tensor tau_t = tau.select(0, t - 1);
     const at::Tensor &comp_rows = comp_list[size_t(t)], &act_rows = act_list[size_t(t)],
                      &band_rows = band_list[size_t(t)];

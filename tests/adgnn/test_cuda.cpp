@@ -95,6 +95,68 @@ INSTANTIATE_TEST_SUITE_P(Widths, CudaAggregate,
                          ::testing::Combine(::testing::Values<int64_t>(1, 3, 16, 33, 40, 128, 256, 260),
                                             ::testing::Bool()));
 
+// Rows with >= kLongRow (1024) entries are summed by a whole block (spmm_long_rows): a CSR with
+// hub rows of 5000, 1024 and 1023 entries (the last stays on one warp) and a column that 5000
+// rows read (a long row of the transpose, the backward's), every width path, both precisions,
+// with and without the self term, computed rows with and without the hubs; twice, same bits.
+TEST(Cuda, LongRowsEqualTheReferenceAndAreDeterministic) {
+  REQUIRE_GPU();
+  const int64_t n = 6000;
+  torch::manual_seed(3);
+  std::vector<at::Tensor> cols;
+  std::vector<int64_t> ptr{0};
+  for (int64_t r = 0; r < n; ++r) {
+    const int64_t deg = r == 0 ? 5000 : r == 1 ? 1024 : r == 2 ? 1023 : 1 + (r * 7919) % 11;
+    at::Tensor c = torch::randperm(n, torch::kInt64).slice(0, 0, deg);
+    if (r >= 3 && r < 5003) c[0] = 7;  // column 7: read by 5000 rows
+    cols.push_back(std::get<0>(c.sort()));
+    ptr.push_back(ptr.back() + deg);
+  }
+  const at::Tensor rowptr = torch::tensor(ptr, torch::kInt64);
+  const at::Tensor col = torch::cat(cols).to(torch::kInt32);
+  const auto d = c10::Device("cuda");
+  const at::Tensor all = torch::arange(n, torch::kInt64);
+  const at::Tensor hubs = std::get<0>(torch::cat({torch::tensor({0, 1, 2, 7}, torch::kInt64),
+                                                  torch::arange(100, 900, torch::kInt64)}).sort());
+  const at::Tensor no_hubs = torch::arange(3000, 3500, torch::kInt64);
+  for (const int64_t width : {1, 47, 128, 260}) {
+    for (const bool dbl : {false, true}) {
+      const auto dtype = dbl ? torch::kFloat64 : torch::kFloat32;
+      const double tol = dbl ? 1e-11 : 2e-4;
+      const at::Tensor x = torch::randn({n, width}, torch::kFloat64);
+      const at::Tensor w = torch::rand({col.numel()}, torch::kFloat64);
+      for (const at::Tensor& rows : {all, hubs, no_hubs}) {
+        for (const bool self : {false, true}) {
+          SCOPED_TRACE("width " + std::to_string(width) + (dbl ? " double" : " float") + ", rows " +
+                       std::to_string(rows.numel()) + (self ? ", self term" : ""));
+          const at::Tensor probe = torch::randn({rows.numel(), width}, torch::kFloat64);
+          const at::Tensor sw = torch::rand({rows.numel()}, torch::kFloat64);
+          const Reference ref = reference(rowptr, col, w, x, rows, probe);
+          at::Tensor ref_out = ref.out, ref_gx = ref.grad_x;
+          if (self) {
+            ref_out = ref_out + sw.unsqueeze(1) * x.index_select(0, rows);
+            ref_gx = ref_gx.index_add(0, rows, sw.unsqueeze(1) * probe);
+          }
+          const bool full = rows.numel() == n;
+          at::Tensor outs[2], grads[2];
+          for (int rep = 0; rep < 2; ++rep) {
+            at::Tensor xx = x.to(d, dtype).detach().requires_grad_(true);
+            outs[rep] = adgnn::csr_aggregate(rowptr.to(d), col.to(d), w.to(d, dtype), xx,
+                                             full ? at::Tensor() : rows.to(d),
+                                             self ? sw.to(d, dtype) : at::Tensor());
+            (outs[rep] * probe.to(d, dtype)).sum().backward();
+            grads[rep] = xx.grad().cpu();
+          }
+          EXPECT_TRUE(torch::allclose(outs[0].cpu().to(torch::kFloat64), ref_out, tol, tol));
+          EXPECT_TRUE(torch::allclose(grads[0].to(torch::kFloat64), ref_gx, tol, tol));
+          EXPECT_TRUE(torch::equal(outs[0], outs[1]));
+          EXPECT_TRUE(torch::equal(grads[0], grads[1]));
+        }
+      }
+    }
+  }
+}
+
 TEST(Cuda, AggregateIsDeterministicAndEqualsTheCpuKernels) {
   REQUIRE_GPU();
   const auto g = graph(3000, 1);
