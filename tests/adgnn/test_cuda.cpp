@@ -184,15 +184,16 @@ TEST(Cuda, AggregateIsDeterministicAndEqualsTheCpuKernels) {
 
 TEST(Cuda, DropoutMasksEqualTheCpuOnes) {
   REQUIRE_GPU();
-  const at::Tensor h = torch::ones({1000, 37});
-  const at::Tensor ids = torch::arange(5000, 6000, torch::kInt64);
+  // 1001 rows: a partial block of 8 rows; 37 columns: a partial second pass of a warp.
+  const at::Tensor h = torch::ones({1001, 37});
+  const at::Tensor ids = torch::arange(5000, 6001, torch::kInt64);
   const at::Tensor cpu = adgnn::dropout_rows(h, ids, 0.3, 11, 7, 2);
   const at::Tensor gpu = adgnn::dropout_rows(h.cuda(), ids.cuda(), 0.3, 11, 7, 2);
   EXPECT_TRUE(torch::equal(cpu, gpu.cpu()));
   // Gradients: the same mask applied in backward, float and double, ids given on the host.
   for (auto dtype : {torch::kFloat32, torch::kFloat64}) {
-    const at::Tensor x = torch::randn({1000, 37}, torch::dtype(dtype));
-    const at::Tensor probe = torch::randn({1000, 37}, torch::dtype(dtype));
+    const at::Tensor x = torch::randn({1001, 37}, torch::dtype(dtype));
+    const at::Tensor probe = torch::randn({1001, 37}, torch::dtype(dtype));
     at::Tensor xc = x.clone().requires_grad_(true), xg = x.cuda().requires_grad_(true);
     const at::Tensor oc = adgnn::dropout_rows(xc, ids, 0.3, 11, 7, 2);
     const at::Tensor og = adgnn::dropout_rows(xg, ids, 0.3, 11, 7, 2);
