@@ -24,13 +24,8 @@ mkdir -p "$OUT"
 t0=$(date +%s)
 
 if [ -z "${SKIP_BUILD:-}" ]; then
-  if ! declare -F adgnn_gpu_configure >/dev/null; then
-    [ -f .device/setup.sh ] && [ -f .device/env.sh ] || {
-      echo "gpu_bench.sh: no .device/setup.sh / env.sh (run ../shared/device/prepare.sh --data here)" >&2; exit 1; }
-    # shellcheck disable=SC1091
-    source .device/setup.sh >"$OUT/setup.log" 2>&1 && source .device/env.sh >>"$OUT/setup.log" 2>&1 || {
-      tail -20 "$OUT/setup.log"; exit 1; }
-  fi
+  # shellcheck source=../scripts/device_env.sh
+  source scripts/device_env.sh && ensure_gpu_configure "$OUT" || exit 1
   adgnn_gpu_configure build-gpu >"$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }
   cmake --build build-gpu -j16 --target adgnn >"$OUT/build.log" 2>&1 || {
     grep -B2 -A12 error "$OUT/build.log" | head -60; exit 1; }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU machine's part of the distributed issue, in one command (device tool, 2 GPUs):
-#   source .device/setup.sh; source .device/env.sh; bash scripts/device_distributed.sh
+#   source .device/setup.sh; bash scripts/device_distributed.sh
 # Builds with CUDA + NCCL, runs the distributed tests on CUDA with NCCL (2 ranks), then the
 # distributed benchmark on the arxiv-scale and products-scale graphs. Logs go to $OUT.
 # COMPACT_RANKS="1 4" adds products-scale depth-4 runs with AD's compact deeper-layer input
@@ -13,6 +13,8 @@ export NCCL_NVLS_ENABLE=0 OMP_NUM_THREADS=4
 ngpu=$(nvidia-smi -L | wc -l)
 nvidia-smi -L | tee "$OUT/gpus.txt"
 t0=$(date +%s)
+# shellcheck source=device_env.sh
+source scripts/device_env.sh && ensure_gpu_configure "$OUT" || exit 1
 adgnn_gpu_configure build-gpu >"$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }
 cmake --build build-gpu -j16 --target adgnn dist_tests >"$OUT/build.log" 2>&1 || { grep -B2 -A12 error "$OUT/build.log" | head -60; exit 1; }
 echo "build: $(( $(date +%s) - t0 )) s"

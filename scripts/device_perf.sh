@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU machine's part of the performance and distributed issues that needs no long runs, in
 # one command (device tool; .device prepared by ../shared/device/prepare.sh --data):
-#   source .device/setup.sh; source .device/env.sh; bash scripts/device_perf.sh
+#   source .device/setup.sh; bash scripts/device_perf.sh
 # Builds build-gpu (CUDA + NCCL), runs the CUDA kernel tests (GPU 0), the NCCL distributed tests
 # on every GPU, bench/gpu_bench.sh on GPU 0 (ours against PyG on the arxiv-scale graph), the
 # GAT / GATv2 bench on Photo, a Kineto profile of the depth-4 GCN / AD-GCN_fast steps, and
@@ -19,6 +19,8 @@ nvidia-smi -L | tee "$OUT/gpus.txt"
 t0=$(date +%s)
 elapsed() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
 if [ -z "${SKIP_BUILD:-}" ]; then
+  # shellcheck source=device_env.sh
+  source scripts/device_env.sh && ensure_gpu_configure "$OUT" || exit 1
   adgnn_gpu_configure build-gpu >"$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }
   cmake --build build-gpu -j"$(nproc)" --target adgnn dist_tests cuda_tests >"$OUT/build.log" 2>&1 || {
     grep -B2 -A12 error "$OUT/build.log" | head -60; exit 1; }
