@@ -44,11 +44,71 @@ __device__ unsigned group_mask(int tpr) {
   return ((1u << tpr) - 1u) << ((threadIdx.x % 32) / tpr * tpr);
 }
 
+// acc += the entries [begin, end) of one row for this lane's vector v, walked by `width` lanes
+// (mask: theirs): each lane loads one entry (column, weight), then eight gathers are in flight
+// before their FMAs (a warp would otherwise wait for each row before issuing the next load,
+// in-order issue, which leaves long rows latency-bound). The FMAs run in entry order, so the sum
+// is the same as one at a time. Entries whose column maps to pos < 0 are skipped.
+template <typename T, int V>
+__device__ void add_entries(typename Pack<T, V>::type& acc, int64_t begin, int64_t end, int lane, int width,
+                            unsigned mask, const int32_t* __restrict__ idx, const int64_t* __restrict__ eid,
+                            const T* __restrict__ w, const int32_t* __restrict__ pos,
+                            const typename Pack<T, V>::type* __restrict__ xv, int64_t v, int64_t vecs) {
+  using P = Pack<T, V>;
+  using VT = typename P::type;
+  for (int64_t b = begin; b < end; b += width) {
+    const int64_t p = b + lane;
+    int32_t c = -1;
+    T a = T(0);
+    if (p < end) {
+      c = idx[p];
+      if (pos) c = pos[c];
+      a = w ? w[eid ? eid[p] : p] : T(1);
+    }
+    const int n = int(end - b < width ? end - b : width);
+    constexpr int U = 8;
+    int j = 0;
+    for (; j + U <= n; j += U) {
+      VT vals[U];
+      T as[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int32_t cj = __shfl_sync(mask, c, j + u, width);
+        as[u] = __shfl_sync(mask, a, j + u, width);
+        vals[u] = (cj >= 0 && v < vecs) ? xv[int64_t(cj) * vecs + v] : P::zero();
+      }
+#pragma unroll
+      for (int u = 0; u < U; ++u) P::fma(acc, as[u], vals[u]);
+    }
+    for (; j < n; ++j) {
+      const int32_t cj = __shfl_sync(mask, c, j, width);
+      const T aj = __shfl_sync(mask, a, j, width);
+      if (cj >= 0 && v < vecs) P::fma(acc, aj, xv[int64_t(cj) * vecs + v]);
+    }
+  }
+}
+
+// acc += the self term of output row o (CSR row r): forward (pos null) self_w[o] x[r]; backward,
+// for a source row o < n_self that was computed (q = pos ? pos[o] : o >= 0), self_w[q] x[q].
+template <typename T, int V>
+__device__ void add_self(typename Pack<T, V>::type& acc, const T* __restrict__ self_w, bool backward,
+                         int64_t n_self, const int32_t* __restrict__ pos, int64_t r, int64_t o,
+                         const typename Pack<T, V>::type* __restrict__ xv, int64_t v, int64_t vecs) {
+  int64_t q = -1, wi = -1;
+  if (!backward) {
+    q = r;
+    wi = o;
+  } else if (o < n_self) {
+    q = pos ? pos[o] : o;
+    wi = q;
+  }
+  if (q >= 0) Pack<T, V>::fma(acc, self_w[wi], xv[q * vecs + v]);
+}
+
 // out[o] = sum over entries p of row r(o) = (rows ? rows[o] : o) of weight(p) * x[c(p)], where
 // c(p) = pos ? pos[idx[p]] : idx[p] (entries with c < 0 are skipped: the backward's destination
-// rows that were not computed) and weight(p) = w[eid ? eid[p] : p] (1 without w).
-// Then the self term, when self_w is given: forward (pos null) self_w[o] x[r]; backward, for a
-// source row s < n_self that was computed (i = pos ? pos[s] : s >= 0), self_w[i] x[i].
+// rows that were not computed) and weight(p) = w[eid ? eid[p] : p] (1 without w), then the self
+// term when self_w is given (add_self). Rows with >= long_min entries are left to spmm_long_rows.
 // `tpr` lanes per row (a power of two <= 32); x and out rows are f = vecs * V wide.
 template <typename T, int V>
 __global__ void spmm_rows(const int64_t* __restrict__ ptr, const int32_t* __restrict__ idx,
@@ -74,50 +134,8 @@ __global__ void spmm_rows(const int64_t* __restrict__ ptr, const int32_t* __rest
   for (int64_t v0 = 0; v0 < vecs; v0 += tpr) {
     const int64_t v = v0 + lane;
     VT acc = P::zero();
-    for (int64_t b = begin; b < end; b += tpr) {
-      const int64_t p = b + lane;
-      int32_t c = -1;
-      T a = T(0);
-      if (p < end) {
-        c = idx[p];
-        if (pos) c = pos[c];
-        a = w ? w[eid ? eid[p] : p] : T(1);
-      }
-      const int n = int(end - b < tpr ? end - b : tpr);
-      // Eight gathers in flight before their FMAs: a warp would otherwise wait for each row
-      // before issuing the next load (in-order issue), which leaves long rows latency-bound.
-      // The FMAs still run in entry order, so the sum is the same as one at a time.
-      constexpr int U = 8;
-      int j = 0;
-      for (; j + U <= n; j += U) {
-        VT vals[U];
-        T as[U];
-#pragma unroll
-        for (int u = 0; u < U; ++u) {
-          const int32_t cj = __shfl_sync(mask, c, j + u, tpr);
-          as[u] = __shfl_sync(mask, a, j + u, tpr);
-          vals[u] = (cj >= 0 && v < vecs) ? xv[int64_t(cj) * vecs + v] : P::zero();
-        }
-#pragma unroll
-        for (int u = 0; u < U; ++u) P::fma(acc, as[u], vals[u]);
-      }
-      for (; j < n; ++j) {
-        const int32_t cj = __shfl_sync(mask, c, j, tpr);
-        const T aj = __shfl_sync(mask, a, j, tpr);
-        if (cj >= 0 && v < vecs) P::fma(acc, aj, xv[int64_t(cj) * vecs + v]);
-      }
-    }
-    if (self_w && valid && v < vecs) {
-      int64_t q = -1, wi = -1;
-      if (!backward) {
-        q = r;
-        wi = o;
-      } else if (o < n_self) {
-        q = pos ? pos[o] : o;
-        wi = q;
-      }
-      if (q >= 0) P::fma(acc, self_w[wi], xv[q * vecs + v]);
-    }
+    add_entries<T, V>(acc, begin, end, lane, tpr, mask, idx, eid, w, pos, xv, v, vecs);
+    if (self_w && valid && v < vecs) add_self<T, V>(acc, self_w, backward, n_self, pos, r, o, xv, v, vecs);
     if (valid && v < vecs) reinterpret_cast<VT*>(out)[o * vecs + v] = acc;
   }
 }
@@ -147,56 +165,16 @@ spmm_long_rows(const int64_t* __restrict__ ptr, const int32_t* __restrict__ idx,
   const int64_t wb = begin + warp * chunk < end ? begin + warp * chunk : end;
   const int64_t we = wb + chunk < end ? wb + chunk : end;
   const VT* xv = reinterpret_cast<const VT*>(x);
-  constexpr unsigned kAll = 0xffffffffu;
   for (int64_t v0 = 0; v0 < vecs; v0 += 32) {
     const int64_t v = v0 + lane;
     VT acc = P::zero();
-    for (int64_t b = wb; b < we; b += 32) {
-      const int64_t p = b + lane;
-      int32_t c = -1;
-      T a = T(0);
-      if (p < we) {
-        c = idx[p];
-        if (pos) c = pos[c];
-        a = w ? w[eid ? eid[p] : p] : T(1);
-      }
-      const int n = int(we - b < 32 ? we - b : 32);
-      constexpr int U = 8;
-      int j = 0;
-      for (; j + U <= n; j += U) {
-        VT vals[U];
-        T as[U];
-#pragma unroll
-        for (int u = 0; u < U; ++u) {
-          const int32_t cj = __shfl_sync(kAll, c, j + u);
-          as[u] = __shfl_sync(kAll, a, j + u);
-          vals[u] = (cj >= 0 && v < vecs) ? xv[int64_t(cj) * vecs + v] : P::zero();
-        }
-#pragma unroll
-        for (int u = 0; u < U; ++u) P::fma(acc, as[u], vals[u]);
-      }
-      for (; j < n; ++j) {
-        const int32_t cj = __shfl_sync(kAll, c, j);
-        const T aj = __shfl_sync(kAll, a, j);
-        if (cj >= 0 && v < vecs) P::fma(acc, aj, xv[int64_t(cj) * vecs + v]);
-      }
-    }
+    add_entries<T, V>(acc, wb, we, lane, 32, 0xffffffffu, idx, eid, w, pos, xv, v, vecs);
     part[warp * 32 + lane] = acc;
     __syncthreads();
     if (warp == 0 && v < vecs) {
       VT sum = part[lane];
       for (int k = 1; k < kLongWarps; ++k) P::fma(sum, T(1), part[k * 32 + lane]);  // exact adds
-      if (self_w) {
-        int64_t q = -1, wi = -1;
-        if (!backward) {
-          q = r;
-          wi = o;
-        } else if (o < n_self) {
-          q = pos ? pos[o] : o;
-          wi = q;
-        }
-        if (q >= 0) P::fma(sum, self_w[wi], xv[q * vecs + v]);
-      }
+      if (self_w) add_self<T, V>(sum, self_w, backward, n_self, pos, r, o, xv, v, vecs);
       reinterpret_cast<VT*>(out)[o * vecs + v] = sum;
     }
     __syncthreads();

@@ -29,54 +29,53 @@ at::Tensor to_tensor(const std::vector<int32_t>& v) {
       .clone();
 }
 
-// The transposes of the aggregated CSRs (CPU and GPU), built on first use and kept for the next
-// backward passes (a model aggregates the same few CSRs every layer and epoch). An entry holds
-// its CSR tensors, so their storage, and hence the data pointers that identify them, cannot be
-// reused by another graph while the entry lives; the oldest of kCapacity entries is dropped.
-kernels::Transposed cached_transpose(const at::Tensor& rowptr, const at::Tensor& col, int64_t num_src) {
+// Values derived from a CSR (its transpose, its long rows), built on first use and kept for the
+// next calls (a model aggregates the same few CSRs every layer and epoch). An entry holds the CSR
+// tensors it was built from, so their storage, and hence the data pointers that identify them,
+// cannot be reused by another graph while the entry lives; the oldest of 8 entries is dropped.
+template <typename Value>
+class CsrCache {
+ public:
+  template <typename Make>
+  Value get(const at::Tensor& rowptr, const at::Tensor& col, int64_t num_src, Make make) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+      if (it->rowptr.data_ptr() == rowptr.data_ptr() && it->col.data_ptr() == col.data_ptr() &&
+          it->rowptr.numel() == rowptr.numel() && it->col.numel() == col.numel() &&
+          it->num_src == num_src && it->rowptr.device() == rowptr.device()) {
+        entries_.splice(entries_.begin(), entries_, it);
+        return it->value;
+      }
+    }
+    entries_.push_front({rowptr, col, num_src, make()});
+    if (entries_.size() > kCapacity) entries_.pop_back();
+    return entries_.front().value;
+  }
+
+ private:
   struct Entry {
     at::Tensor rowptr, col;
     int64_t num_src;
-    kernels::Transposed t;
+    Value value;
   };
-  constexpr size_t kCapacity = 8;
-  static std::mutex mu;
-  static std::list<Entry> cache;
-  std::lock_guard<std::mutex> lock(mu);
-  for (auto it = cache.begin(); it != cache.end(); ++it) {
-    if (it->rowptr.data_ptr() == rowptr.data_ptr() && it->col.data_ptr() == col.data_ptr() &&
-        it->rowptr.numel() == rowptr.numel() && it->col.numel() == col.numel() &&
-        it->num_src == num_src && it->col.device() == col.device()) {
-      cache.splice(cache.begin(), cache, it);
-      return it->t;
-    }
-  }
-  cache.push_front({rowptr, col, num_src, kernels::transpose_entries(rowptr, col, num_src, rowptr.is_cuda())});
-  if (cache.size() > kCapacity) cache.pop_back();
-  return cache.front().t;
+  static constexpr size_t kCapacity = 8;
+  std::mutex mu_;
+  std::list<Entry> entries_;
+};
+
+// The transposes of the aggregated CSRs (CPU and GPU), for the backward passes.
+kernels::Transposed cached_transpose(const at::Tensor& rowptr, const at::Tensor& col, int64_t num_src) {
+  static CsrCache<kernels::Transposed> cache;
+  return cache.get(rowptr, col, num_src,
+                   [&] { return kernels::transpose_entries(rowptr, col, num_src, rowptr.is_cuda()); });
 }
 
 #ifdef ADGNN_HAVE_CUDA_KERNELS
 // The long rows of the aggregated CSRs on the GPU (kernels::kLongRow), found once per CSR (one
-// device wait) and kept like the transposes above.
-at::Tensor cached_long_rows(const at::Tensor& rowptr) {
-  struct Entry {
-    at::Tensor rowptr, long_rows;
-  };
-  constexpr size_t kCapacity = 8;
-  static std::mutex mu;
-  static std::list<Entry> cache;
-  std::lock_guard<std::mutex> lock(mu);
-  for (auto it = cache.begin(); it != cache.end(); ++it) {
-    if (it->rowptr.data_ptr() == rowptr.data_ptr() && it->rowptr.numel() == rowptr.numel() &&
-        it->rowptr.device() == rowptr.device()) {
-      cache.splice(cache.begin(), cache, it);
-      return it->long_rows;
-    }
-  }
-  cache.push_front({rowptr, kernels::long_rows_of(rowptr)});
-  if (cache.size() > kCapacity) cache.pop_back();
-  return cache.front().long_rows;
+// device wait).
+at::Tensor cached_long_rows(const at::Tensor& rowptr, const at::Tensor& col) {
+  static CsrCache<at::Tensor> cache;
+  return cache.get(rowptr, col, 0, [&] { return kernels::long_rows_of(rowptr); });
 }
 #endif
 
@@ -130,7 +129,7 @@ class CsrAggregate : public torch::autograd::Function<CsrAggregate> {
       // device every call); its rows are all summed by single warps.
       const bool cache = ctx->saved_data["cache_transpose"].toBool();
       return kernels::aggregate_cuda(rowptr, col, weight, x, rows, self_w,
-                                     cache ? cached_long_rows(rowptr) : at::Tensor());
+                                     cache ? cached_long_rows(rowptr, col) : at::Tensor());
 #else
       TORCH_CHECK(false, "csr_aggregate: this build has no CUDA kernels (configure with -DADGNN_CUDA=ON)");
 #endif

@@ -3,12 +3,15 @@ set output 'exp5.png'
 set grid
 set key outside right
 $plain << EOD
+4 7093.8
 8 14512.0
 EOD
 $ad << EOD
+4 41911.5
 8 46802.2
 EOD
 $ad_fast << EOD
+4 3112.4
 8 7478.5
 EOD
 set xlabel 'depth'
