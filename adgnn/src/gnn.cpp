@@ -110,13 +110,14 @@ at::Tensor backward_x_few_rows(const at::Tensor& rowptr, const at::Tensor& col, 
 class CsrAggregate : public torch::autograd::Function<CsrAggregate> {
  public:
   // Autograd cannot carry undefined inputs: absent weight / rows travel as empty tensors plus
-  // a flag.
+  // a flag. cache_csr: the CSR is the graph's own, so its transpose and long rows are kept
+  // (CsrCache); a CSR built for one call (attention over some rows, a compact graph) is not.
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& rowptr,
                             const at::Tensor& col, const at::Tensor& weight_in, const at::Tensor& x,
                             const at::Tensor& rows_in, const at::Tensor& self_in, bool has_weight,
-                            bool has_rows, bool has_self, bool cache_transpose) {
+                            bool has_rows, bool has_self, bool cache_csr) {
     ctx->save_for_backward({rowptr, col, weight_in, x, rows_in, self_in});
-    ctx->saved_data["cache_transpose"] = cache_transpose;
+    ctx->saved_data["cache_csr"] = cache_csr;
     ctx->saved_data["has_weight"] = has_weight;
     ctx->saved_data["has_rows"] = has_rows;
     ctx->saved_data["has_self"] = has_self;
@@ -127,9 +128,8 @@ class CsrAggregate : public torch::autograd::Function<CsrAggregate> {
 #ifdef ADGNN_HAVE_CUDA_KERNELS
       // A CSR built for this call only is not searched for long rows (that would wait for the
       // device every call); its rows are all summed by single warps.
-      const bool cache = ctx->saved_data["cache_transpose"].toBool();
       return kernels::aggregate_cuda(rowptr, col, weight, x, rows, self_w,
-                                     cache ? cached_long_rows(rowptr, col) : at::Tensor());
+                                     cache_csr ? cached_long_rows(rowptr, col) : at::Tensor());
 #else
       TORCH_CHECK(false, "csr_aggregate: this build has no CUDA kernels (configure with -DADGNN_CUDA=ON)");
 #endif
@@ -147,7 +147,7 @@ class CsrAggregate : public torch::autograd::Function<CsrAggregate> {
     const at::Tensor g = grads[0].contiguous();
     // A CSR built for one call (attention over some rows) would only push the graph's own
     // transposes out of the cache: its transpose is built here and dropped.
-    const bool cache = ctx->saved_data["cache_transpose"].toBool();
+    const bool cache = ctx->saved_data["cache_csr"].toBool();
     auto transposed = [&] {
       return cache ? cached_transpose(rowptr, col, x.size(0)) : kernels::transpose_entries(rowptr, col, x.size(0));
     };
@@ -321,7 +321,7 @@ at::Tensor csr_aggregate(const at::Tensor& rowptr, const at::Tensor& col, const 
   return CsrAggregate::apply(rowptr.contiguous(), col.contiguous(), wc.defined() ? wc : none, xc,
                              rows.defined() ? rows.contiguous() : torch::empty({0}, rowptr.options()),
                              sc.defined() ? sc : none, wc.defined(), rows.defined(), sc.defined(),
-                             /*cache_transpose=*/!transient_csr);
+                             /*cache_csr=*/!transient_csr);
 }
 
 int64_t peak_device_memory(c10::Device device) {
