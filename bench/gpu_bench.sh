@@ -9,6 +9,8 @@
 # Knobs: DEPTHS (2,4,8), STEPS (30), WARMUP (5), HIDDEN (128), OUT (/tmp/adgnn_bench),
 # GRAPH (another .h5 instead of $OUT/arxiv-scale.h5), SKIP_BUILD=1 (use build-gpu as it is),
 # ADGNN (the binary, build-gpu/adgnn), PYTHON (python3), DEVICE (cuda).
+# REORDER (metis): also run both sides on the graph renumbered for locality (`adgnn data reorder
+# --method $REORDER --block $BLOCK`, BLOCK 4096) and print a second table; none: skip it.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/adgnn_bench}
@@ -67,4 +69,27 @@ echo "pyg_gcn.py: $(( $(date +%s) - t0 )) s"
 echo
 "$PYTHON" bench/bench_table.py --ours "$OUT/adgnn_bench.json" --pyg "$OUT/pyg_gcn.json" \
   --card "$card" --date "$(date -u '+%Y-%m-%d %H:%M UTC')" | tee "$OUT/table.md"
+
+# The same graph with its nodes renumbered for locality: both sides again, on that file.
+REORDER=${REORDER:-metis}
+BLOCK=${BLOCK:-4096}
+if [ "$REORDER" != none ]; then
+  RGRAPH="$OUT/$(basename "${GRAPH%.h5}")-$REORDER-$BLOCK.h5"
+  if "$ADGNN" data reorder "$GRAPH" -o "$RGRAPH" --method "$REORDER" --block "$BLOCK" >"$OUT/reorder.log" 2>&1; then
+    tail -1 "$OUT/reorder.log"
+    rm -f "$OUT/adgnn_bench_reordered.json" "$OUT/pyg_gcn_reordered.json"
+    "$ADGNN" bench --dataset "$RGRAPH" "${models[@]}" --depths "$DEPTHS" --hidden "$HIDDEN" \
+      --steps "$STEPS" --warmup "$WARMUP" --device "$DEVICE" --json "$OUT/adgnn_bench_reordered.json" \
+      >"$OUT/adgnn_bench_reordered.log" 2>&1 || { status=1; echo "adgnn bench (reordered) failed:"; tail -5 "$OUT/adgnn_bench_reordered.log"; }
+    "$PYTHON" bench/pyg_gcn.py "$RGRAPH" --depths "$DEPTHS" --hidden "$HIDDEN" --steps "$STEPS" \
+      --warmup "$WARMUP" --device "$DEVICE" --json "$OUT/pyg_gcn_reordered.json" \
+      >"$OUT/pyg_gcn_reordered.log" 2>&1 || { status=1; echo "pyg_gcn.py (reordered) failed:"; tail -5 "$OUT/pyg_gcn_reordered.log"; }
+    echo
+    echo "Renumbered ($REORDER, block $BLOCK): both sides on $(basename "$RGRAPH")"
+    "$PYTHON" bench/bench_table.py --ours "$OUT/adgnn_bench_reordered.json" --pyg "$OUT/pyg_gcn_reordered.json" \
+      --card "$card" --date "$(date -u '+%Y-%m-%d %H:%M UTC')" | tee "$OUT/table_reordered.md"
+  else
+    status=1; echo "adgnn data reorder failed:"; tail -3 "$OUT/reorder.log"
+  fi
+fi
 exit $status

@@ -34,6 +34,8 @@ elapsed "dist_tests on CUDA + NCCL, $ngpu ranks: exit $?; $(grep -E '^\[  (PASSE
 CUDA_VISIBLE_DEVICES=0 SKIP_BUILD=1 OUT=/tmp/adgnn_bench bash bench/gpu_bench.sh >"$OUT/gpu_bench.log" 2>&1
 elapsed "gpu_bench: exit $?"
 cp /tmp/adgnn_bench/table.md "$OUT/gpu_bench_table.md" 2>/dev/null
+cp /tmp/adgnn_bench/table_reordered.md "$OUT/gpu_bench_table_reordered.md" 2>/dev/null
+cp /tmp/adgnn_bench/*.json /tmp/adgnn_bench/reorder.log "$OUT/" 2>/dev/null
 CUDA_VISIBLE_DEVICES=0 build-gpu/adgnn bench --dataset /tmp/adgnn_bench/arxiv-scale.h5 --backbones gcn \
   --variants plain,ad_fast,ad --depths 4 --steps 20 --warmup 5 --profile 3 --breakdown --device cuda \
   --json "$OUT/profile_d4.json" >"$OUT/profile_d4.md" 2>&1

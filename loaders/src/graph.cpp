@@ -161,6 +161,16 @@ void Graph::validate(const std::string& where) const {
     if (labels[v] < 0 || labels[v] >= num_classes)
       throw InputError(fmt::format("{}: label {} of node {} out of range [0, {})", where,
                                    labels[v], v, num_classes));
+  if (!original_id.empty()) {
+    if (static_cast<int64_t>(original_id.size()) != num_nodes)
+      throw InputError(fmt::format("{}: {} original ids for {} nodes", where, original_id.size(), num_nodes));
+    std::vector<uint8_t> seen(static_cast<size_t>(num_nodes), 0);
+    for (int64_t v = 0; v < num_nodes; ++v) {
+      const int64_t o = original_id[size_t(v)];
+      if (o < 0 || o >= num_nodes || seen[size_t(o)]++)
+        throw InputError(fmt::format("{}: original ids are not a permutation (node {}: {})", where, v, o));
+    }
+  }
   for (const auto& s : splits) {
     const size_t want = static_cast<size_t>(s.count * num_nodes);
     if (s.train.size() != want || s.val.size() != want || s.test.size() != want)
@@ -332,4 +342,80 @@ void load_geomgcn_split_files(Graph& g, const std::string& dir, const std::strin
 }
 
 }  // namespace detail
+}  // namespace adgnn
+
+namespace adgnn {
+
+Graph permute_nodes(const Graph& g, const std::vector<int64_t>& order, const std::string& where) {
+  const int64_t n = g.num_nodes;
+  if (static_cast<int64_t>(order.size()) != n)
+    throw InputError(fmt::format("{}: {} entries for {} nodes", where, order.size(), n));
+  std::vector<int64_t> new_of(static_cast<size_t>(n), -1);
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t o = order[size_t(i)];
+    if (o < 0 || o >= n || new_of[size_t(o)] >= 0)
+      throw InputError(fmt::format("{}: not a permutation of the {} nodes (entry {}: {})", where, n, i, o));
+    new_of[size_t(o)] = i;
+  }
+  auto permute_rows = [&](const Csr& a, bool remap_columns) {
+    Csr b;
+    b.rows = a.rows;
+    b.cols = a.cols;
+    b.indptr.assign(size_t(n) + 1, 0);
+    for (int64_t i = 0; i < n; ++i) b.indptr[size_t(i) + 1] = b.indptr[size_t(i)] + a.degree(order[size_t(i)]);
+    b.indices.resize(a.indices.size());
+    if (!a.values.empty()) b.values.resize(a.values.size());
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t o = order[size_t(i)];
+      int64_t k = b.indptr[size_t(i)];
+      for (int64_t e = a.indptr[size_t(o)]; e < a.indptr[size_t(o) + 1]; ++e, ++k) {
+        b.indices[size_t(k)] = remap_columns ? static_cast<int32_t>(new_of[size_t(a.indices[size_t(e)])])
+                                             : a.indices[size_t(e)];
+        if (!a.values.empty()) b.values[size_t(k)] = a.values[size_t(e)];
+      }
+    }
+    return b;
+  };
+  Graph h;
+  h.name = g.name;
+  h.source = g.source;
+  h.source_sha256 = g.source_sha256;
+  h.directed = g.directed;
+  h.num_nodes = n;
+  h.num_classes = g.num_classes;
+  h.adj = permute_rows(g.adj, true);
+  h.features.rows = g.features.rows;
+  h.features.cols = g.features.cols;
+  h.features.sparse = g.features.sparse;
+  if (g.features.sparse) {
+    h.features.csr = permute_rows(g.features.csr, false);
+  } else {
+    const size_t f = static_cast<size_t>(g.features.cols);
+    h.features.dense.resize(g.features.dense.size());
+    for (int64_t i = 0; i < n; ++i)
+      std::copy_n(g.features.dense.begin() + static_cast<std::ptrdiff_t>(size_t(order[size_t(i)]) * f), f,
+                  h.features.dense.begin() + static_cast<std::ptrdiff_t>(size_t(i) * f));
+  }
+  h.labels.resize(size_t(n));
+  h.original_id.resize(size_t(n));
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t o = order[size_t(i)];
+    h.labels[size_t(i)] = g.labels[size_t(o)];
+    h.original_id[size_t(i)] = g.original_id.empty() ? o : g.original_id[size_t(o)];
+  }
+  for (const auto& s : g.splits) {
+    SplitSet t;
+    t.name = s.name;
+    t.count = s.count;
+    for (auto [from, to] : {std::pair{&s.train, &t.train}, {&s.val, &t.val}, {&s.test, &t.test}}) {
+      to->resize(from->size());
+      for (int64_t k = 0; k < s.count; ++k)
+        for (int64_t i = 0; i < n; ++i)
+          (*to)[size_t(k * n + i)] = (*from)[size_t(k * n + order[size_t(i)])];
+    }
+    h.splits.push_back(std::move(t));
+  }
+  return h;
+}
+
 }  // namespace adgnn

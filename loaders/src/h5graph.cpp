@@ -540,6 +540,7 @@ void write_graph_h5(const Graph& g, const std::string& path, const H5WriteOption
       }
     }
     w.dataset("/labels", H5T_STD_I64LE, g.labels.data(), {n});
+    if (!g.original_id.empty()) w.dataset("/original_id", H5T_STD_I64LE, g.original_id.data(), {n});
     {
       auto grp = w.group("/splits");
       for (const auto& s : g.splits) {
@@ -604,6 +605,7 @@ Graph read_graph_h5(const std::string& path, int threads) {
     }
   }
   g.labels = r.read<int64_t>("/labels", H5T_NATIVE_INT64, {n});
+  if (r.exists("/original_id")) g.original_id = r.read<int64_t>("/original_id", H5T_NATIVE_INT64, {n});
   if (r.exists("/splits")) {
     auto grp = r.open_group("/splits");
     H5G_info_t info;

@@ -262,4 +262,38 @@ Partition partition_graph(const Graph& g, int32_t parts, const PartitionOptions&
   return p;
 }
 
+std::vector<int64_t> locality_order(const Graph& g, const std::string& method, int64_t block_nodes,
+                                    uint64_t seed) {
+  const int64_t n = g.num_nodes;
+  if (block_nodes < 1) throw InputError(fmt::format("--block {}: must be >= 1", block_nodes));
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  std::iota(order.begin(), order.end(), int64_t{0});
+  if (method == "identity") return order;
+  if (method == "random") {
+    std::mt19937_64 rng(seed);
+    std::shuffle(order.begin(), order.end(), rng);
+    return order;
+  }
+  if (method != "metis")
+    throw InputError(fmt::format("--method {}: unknown (metis, random, identity)", method));
+  const int64_t parts = (n + block_nodes - 1) / block_nodes;
+  if (parts <= 1) return order;
+  PartitionOptions opt;
+  opt.seed = seed;
+  const std::vector<int32_t> owner = metis_kway(g.symmetric(), static_cast<int32_t>(parts), opt, nullptr, nullptr);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return owner[size_t(a)] < owner[size_t(b)]; });
+  return order;
+}
+
+double same_block_fraction(const Graph& g, int64_t block_nodes) {
+  if (block_nodes < 1) throw InputError(fmt::format("--block {}: must be >= 1", block_nodes));
+  const Csr sym = g.symmetric();
+  if (sym.nnz() == 0) return 1.0;
+  int64_t same = 0;
+  for (int64_t v = 0; v < sym.rows; ++v)
+    for (int64_t e = sym.indptr[size_t(v)]; e < sym.indptr[size_t(v) + 1]; ++e)
+      same += (v / block_nodes) == (sym.indices[size_t(e)] / block_nodes);
+  return double(same) / double(sym.nnz());
+}
+
 }  // namespace adgnn

@@ -158,7 +158,7 @@ cat >"$tmp/fake_adgnn" <<EOF
 #!/usr/bin/env bash
 if [ "\$1" != bench ]; then exec "$adgnn" "\$@"; fi
 if [ "\$2" = --help ]; then echo "Options: --dataset \$FAKE_FLAGS --depths --json"; exit 0; fi
-echo "\$@" >"$tmp/bench_args"
+echo "\$@" >>"$tmp/bench_args"
 "$py" - "\$@" <<'PY'
 import json, sys
 a = sys.argv[1:]
@@ -177,7 +177,7 @@ chmod +x "$tmp/fake_adgnn"
 for flags in "--backbones --variants" "--models"; do
   rm -f "$tmp/bench_args"
   FAKE_FLAGS=$flags SKIP_BUILD=1 ADGNN="$tmp/fake_adgnn" PYTHON="$py" DEVICE=cpu GRAPH="$tmp/tiny.h5" \
-    DEPTHS="1 2" STEPS=2 WARMUP=1 HIDDEN=16 OUT="$tmp/gb" bash "$root/bench/gpu_bench.sh" >"$tmp/gb.out" 2>&1
+    DEPTHS="1 2" STEPS=2 WARMUP=1 HIDDEN=16 BLOCK=64 OUT="$tmp/gb" bash "$root/bench/gpu_bench.sh" >"$tmp/gb.out" 2>&1
   rc=$?
   check "gpu_bench.sh ($flags) exit 0 (rc $rc; $(tail -3 "$tmp/gb.out"))" test $rc -eq 0
   models="--backbones gcn --variants plain,ad_fast,ad"
@@ -185,12 +185,23 @@ for flags in "--backbones --variants" "--models"; do
   check "gpu_bench.sh ($flags) passes the flags to adgnn bench ($(cat "$tmp/bench_args" 2>&1))" grep -qxF \
     "bench --dataset $tmp/tiny.h5 $models --depths 1,2 --hidden 16 --steps 2 --warmup 1 --device cpu --json $tmp/gb/adgnn_bench.json" \
     "$tmp/bench_args"
+  # ... and again on the renumbered copy, which the real adgnn wrote (same graph, new ids).
+  check "gpu_bench.sh ($flags) benches the renumbered graph too" grep -qxF \
+    "bench --dataset $tmp/gb/tiny-metis-64.h5 $models --depths 1,2 --hidden 16 --steps 2 --warmup 1 --device cpu --json $tmp/gb/adgnn_bench_reordered.json" \
+    "$tmp/bench_args"
+  check "gpu_bench.sh ($flags) renumbered file: same statistics" cmp -s <("$adgnn" data stats "$tmp/tiny.h5" --json) \
+    <("$adgnn" data stats "$tmp/gb/tiny-metis-64.h5" --json | sed 's|tiny-metis-64.h5|tiny.h5|g')
+  check "gpu_bench.sh ($flags) second table" grep -qxF "Renumbered (metis, block 64): both sides on tiny-metis-64.h5" "$tmp/gb.out"
   check "gpu_bench.sh ($flags) table: depth 1 joined" \
     grep -qE '^\| 1 \| 4\.00 \| 2\.00 \| 3\.00 \| [0-9.]+ \| [0-9.]+ \| 0\.50 \| 0\.75 \|' "$tmp/gb.out"
   check "gpu_bench.sh ($flags) table: depth 2 joined" \
     grep -qE '^\| 2 \| 8\.00 \| 4\.00 \| 6\.00 \| [0-9.]+ \| [0-9.]+ \| 0\.50 \| 0\.75 \|' "$tmp/gb.out"
   check "gpu_bench.sh ($flags) warns: the fake's graph differs" grep -q "WARNING: graphs differ" "$tmp/gb.out"
-  check "gpu_bench.sh ($flags) wrote table.md" cmp -s <(sed -n '/^Card:/,$p' "$tmp/gb.out") "$tmp/gb/table.md"
+  for t in table table_reordered; do
+    check "gpu_bench.sh ($flags) wrote $t.md, as printed" "$py" -c \
+      "import sys; t = open(sys.argv[1]).read(); assert t.startswith('Card:') and t in open(sys.argv[2]).read()" \
+      "$tmp/gb/$t.md" "$tmp/gb.out"
+  done
 done
 
 echo "test_bench_peer: $pass passed, $fail failed"

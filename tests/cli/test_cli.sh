@@ -25,7 +25,7 @@ expect_ok() {
   "$@" >"$tmp/out" 2>"$tmp/err" && ok || bad "$* -> exit $?: $(cat "$tmp/err")"
 }
 
-for sub in "" "data" "data stats" "data convert" "data generate" "data bench" "bench"; do
+for sub in "" "data" "data stats" "data convert" "data reorder" "data generate" "data bench" "bench"; do
   # shellcheck disable=SC2086
   expect_ok "$adgnn" $sub --help
 done
@@ -52,6 +52,22 @@ expect_ok "$adgnn" data generate --preset demo --seed 3 -o "$tmp/demo.h5"
 expect_ok "$adgnn" data stats "$tmp/demo.h5" --json
 grep -q '"nodes"' "$tmp/out" && ok || bad "stats --json lacks nodes"
 expect_ok "$adgnn" data convert "$tmp/demo.h5" -o "$tmp/demo2.h5"
+# Renumbering for locality: same statistics, original ids stored; bad method / block refused.
+expect_ok "$adgnn" data reorder "$tmp/demo.h5" -o "$tmp/demo_ro.h5" --block 300
+grep -q 'entries within a block: .* -> .*%; wrote' "$tmp/out" && ok || bad "data reorder did not report locality: $(cat "$tmp/out")"
+"$adgnn" data stats "$tmp/demo.h5" --json >"$tmp/s1.json" && "$adgnn" data stats "$tmp/demo_ro.h5" --json >"$tmp/s2.json"
+# Same statistics (sums over nodes in another order: equal to 1e-12).
+python3 - "$tmp/s1.json" "$tmp/s2.json" <<'EOF' && ok || bad "data reorder changed the statistics"
+import json, math, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:])
+for k, v in a.items():
+    if k in ("source", "path", "file"):
+        continue
+    assert (math.isclose(v, b[k], rel_tol=1e-12) if isinstance(v, float) else v == b[k]), (k, v, b[k])
+EOF
+expect_error "--method rcm: unknown" "$adgnn" data reorder "$tmp/demo.h5" -o "$tmp/x.h5" --method rcm
+expect_error "--block 0: must be >= 1" "$adgnn" data reorder "$tmp/demo.h5" -o "$tmp/x.h5" --block 0
+expect_error "--out" "$adgnn" data reorder "$tmp/demo.h5" -o "$tmp/no/such/dir/x.h5"
 ls "$tmp" | grep -q '\.tmp\.' && bad "temporary file left behind" || ok
 # A failed write leaves an existing output untouched.
 cp "$tmp/demo.h5" "$tmp/keep.h5"

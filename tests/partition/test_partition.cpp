@@ -273,3 +273,51 @@ TEST(Partition, BalanceEdgesOnSkewedDegrees) {
   EXPECT_LE(p.edge_imbalance, 1.10);
   EXPECT_LE(p.node_imbalance, 1.10);
 }
+
+TEST(LocalityOrder, MetisBlocksHoldMostEdgesAndTheOrderIsAPermutation) {
+  // Homophilous CSBM with randomly numbered classes: a block of consecutive ids holds ~1/8 of a
+  // node's neighbours before, most of them after the METIS order (each block ~ one class).
+  adgnn::CsbmParams c;
+  c.nodes = 4000;
+  c.classes = 8;
+  c.avg_degree = 12;
+  c.homophily = 0.9;
+  c.features = 4;
+  c.seed = 1;
+  c.threads = 1;
+  const Graph g = adgnn::generate_csbm(c);
+  const int64_t block = 500;
+  const auto order = adgnn::locality_order(g, "metis", block, 0);
+  std::vector<int64_t> sorted = order;
+  std::sort(sorted.begin(), sorted.end());
+  for (int64_t i = 0; i < g.num_nodes; ++i) ASSERT_EQ(sorted[size_t(i)], i);
+  const double before = adgnn::same_block_fraction(g, block);
+  const double after = adgnn::same_block_fraction(adgnn::permute_nodes(g, order), block);
+  EXPECT_LT(before, 0.2);
+  EXPECT_GT(after, 0.6);
+  EXPECT_EQ(adgnn::locality_order(g, "metis", block, 0), order);  // deterministic
+  // The control: a random order keeps ~1/8; identity is the identity.
+  const auto random = adgnn::locality_order(g, "random", block, 5);
+  EXPECT_LT(adgnn::same_block_fraction(adgnn::permute_nodes(g, random), block), 0.2);
+  EXPECT_NE(random, adgnn::locality_order(g, "random", block, 6));
+  std::vector<int64_t> identity(static_cast<size_t>(g.num_nodes));
+  std::iota(identity.begin(), identity.end(), int64_t{0});
+  EXPECT_EQ(adgnn::locality_order(g, "identity", block), identity);
+  EXPECT_EQ(adgnn::locality_order(g, "metis", g.num_nodes), identity);  // one block
+  EXPECT_DOUBLE_EQ(adgnn::same_block_fraction(g, g.num_nodes), 1.0);
+}
+
+TEST(LocalityOrder, BadArgumentsNameTheirFlag) {
+  const Graph g = grid(4, 4);
+  auto message = [&](const std::string& method, int64_t block) {
+    try {
+      adgnn::locality_order(g, method, block);
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(accepted)");
+  };
+  EXPECT_EQ(message("rcm", 4).rfind("--method rcm:", 0), 0u) << message("rcm", 4);
+  EXPECT_EQ(message("metis", 0).rfind("--block 0:", 0), 0u) << message("metis", 0);
+  EXPECT_THROW(adgnn::same_block_fraction(g, -1), InputError);
+}

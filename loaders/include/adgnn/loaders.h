@@ -65,6 +65,9 @@ struct Graph {
   std::vector<int64_t> labels;  // 0..num_classes-1
   int64_t num_classes = 0;
   std::vector<SplitSet> splits;
+  // Node v's id in the graph this one was renumbered from (permute_nodes; empty: never
+  // renumbered), so that results over the nodes can be mapped back.
+  std::vector<int64_t> original_id;
 
   // Symmetric, self-loop-free, deduplicated adjacency with sorted rows: what every backbone but
   // DirGNN aggregates over.
@@ -121,6 +124,12 @@ Features parse_geomgcn_nodes(const std::string& text, const std::string& where,
 Graph load_dataset(const std::string& name_or_path, const std::string& data_dir = "");
 std::string resolve_dataset(const std::string& name_or_path, const std::string& data_dir = "");
 std::vector<std::string> known_datasets();
+
+// The same graph with its nodes renumbered: new node i is old node order[i] (order must be a
+// permutation of 0..N-1, else InputError naming `where`). Edges, features, labels and splits
+// follow their nodes; every row keeps its entries' order. original_id composes, so it always
+// refers to the first graph.
+Graph permute_nodes(const Graph& g, const std::vector<int64_t>& order, const std::string& where = "order");
 
 // ---- our HDF5 graph format (docs/hdf5-format.md) ------------------------------------------------
 

@@ -96,6 +96,18 @@ std::vector<int32_t> benefit_strata(const std::vector<double>& score, int32_t st
 void add_strata_stats(const Graph& g, Partition& p, int32_t strata,
                       const std::string& spacing = "equal");
 
+// A node order for memory locality (permute_nodes(g, order) applies it): "metis" splits g into
+// ceil(N / block_nodes) METIS parts (edge cut) and numbers each part's nodes consecutively
+// (ascending old id within a part), so that a row's neighbours sit mostly in its own block of
+// rows, and a gather over them stays in cache (a block of 4,096 rows of 128 floats is 2 MiB);
+// "random": a seeded random order (the control); "identity". Bad method or block_nodes < 1
+// throw InputError naming --method / --block. Deterministic for (graph, method, block, seed).
+std::vector<int64_t> locality_order(const Graph& g, const std::string& method, int64_t block_nodes,
+                                    uint64_t seed = 0);
+// The share of g's symmetric entries (v, u) whose two ends lie in the same block of block_nodes
+// consecutive ids: what locality_order raises (1 / blocks for a random order).
+double same_block_fraction(const Graph& g, int64_t block_nodes);
+
 // ---- one rank's share of a partitioned graph ------------------------------------------------------
 
 // What rank `rank` of `parts` needs to train on its nodes: its owned nodes, the halo (neighbours
