@@ -11,7 +11,9 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <tuple>
 
 namespace adgnn::detail {
 
@@ -188,16 +190,17 @@ at::Tensor HaloPass::halo_reads(int64_t t) const {
   return reads.index_add_(0, g_.boundary_halo, hit).gt(0);
 }
 
-std::pair<std::vector<int64_t>, std::vector<int64_t>> HaloPass::counts(const at::Tensor& send_keep,
-                                                                       const at::Tensor& recv_keep) const {
-  // Running sums at the peers' boundaries, copied to the host together.
+at::Tensor HaloPass::count_ends(const at::Tensor& send_keep, const at::Tensor& recv_keep) const {
+  // Running sums at the peers' boundaries.
   auto ends = [](const at::Tensor& keep, const std::vector<int64_t>& offset) {
     const at::Tensor csum = torch::cat({torch::zeros({1}, keep.options().dtype(torch::kInt64)),
                                         keep.to(torch::kInt64).cumsum(0)});
     return csum.index_select(0, torch::tensor(offset, csum.options().device(torch::kCPU)).to(csum.device()));
   };
-  const at::Tensor both = torch::cat({ends(send_keep, send_offset_), ends(recv_keep, g_.recv_offset)}).to(torch::kCPU);
-  const int64_t* e = both.data_ptr<int64_t>();
+  return torch::cat({ends(send_keep, send_offset_), ends(recv_keep, g_.recv_offset)});
+}
+
+HaloPass::Counts HaloPass::counts_from_ends(const int64_t* e) const {
   std::vector<int64_t> send(static_cast<size_t>(P_)), recv(static_cast<size_t>(P_));
   for (int p = 0; p < P_; ++p) {
     send[size_t(p)] = e[p + 1] - e[p];
@@ -206,18 +209,26 @@ std::pair<std::vector<int64_t>, std::vector<int64_t>> HaloPass::counts(const at:
   return {send, recv};
 }
 
+HaloPass::Counts HaloPass::counts(const at::Tensor& send_keep, const at::Tensor& recv_keep) const {
+  const at::Tensor both = count_ends(send_keep, recv_keep).to(torch::kCPU).contiguous();
+  return counts_from_ends(both.data_ptr<int64_t>());
+}
+
 at::Tensor HaloPass::exchange(const at::Tensor& h_owned, const at::Tensor& prev_halo, const at::Tensor& send_keep,
-                              const at::Tensor& recv_keep, int64_t t, ForwardStats& st) {
-  auto [send_counts, recv_counts] = counts(send_keep, recv_keep);
+                              const at::Tensor& recv_keep, const Counts& counts, int64_t t, ForwardStats& st) {
+  const auto& [send_counts, recv_counts] = counts;
   const int64_t full = send_all_.numel();
-  // The counts are on the host already: selections of known size need no further device wait.
+  // The counts are on the host already: selections of known size need no further device wait,
+  // and everything selected (plain models) needs no selection at all.
   int64_t n_send = 0, n_recv = 0;
   for (int p = 0; p < P_; ++p) {
     n_send += send_counts[size_t(p)];
     n_recv += recv_counts[size_t(p)];
   }
-  const at::Tensor recv_idx = torch::nonzero_static(recv_keep, n_recv).squeeze(1);
-  const at::Tensor sidx = send_all_.index_select(0, torch::nonzero_static(send_keep, n_send).squeeze(1));
+  const at::Tensor recv_idx = n_recv == g_.num_halo() ? torch::arange(n_recv, send_all_.options())
+                                                      : torch::nonzero_static(recv_keep, n_recv).squeeze(1);
+  const at::Tensor sidx = n_send == full ? send_all_
+                                         : send_all_.index_select(0, torch::nonzero_static(send_keep, n_send).squeeze(1));
   const auto out = HaloExchangeFn::apply(h_owned.contiguous(),
                                          prev_halo.defined() ? prev_halo : torch::empty({0}, h_owned.options()),
                                          token_, sidx, recv_idx, send_counts, recv_counts,
@@ -235,15 +246,14 @@ at::Tensor HaloPass::exchange(const at::Tensor& h_owned, const at::Tensor& prev_
   return out[0];
 }
 
-at::Tensor HaloPass::extend(const at::Tensor& h_owned, const at::Tensor& prev_src, int64_t t,
-                            bool width_changed, bool all_readers, ForwardStats& st) {
+std::pair<at::Tensor, at::Tensor> HaloPass::keep_masks(int64_t t, bool width_changed, bool all_readers) {
   const int64_t n = g_.num_dst;
-  const at::Tensor changed_owned = width_changed || all_computed_
-                                       ? torch::ones({n}, dirty_recv_.options())
-                                       : bit(comp_owned_, t - 1);
-  const at::Tensor changed_halo = width_changed || all_computed_
-                                      ? torch::ones({g_.num_halo()}, dirty_recv_.options())
-                                      : bit(comp_halo_, t - 1);
+  if (all_computed_) {  // every row changes and every held row is read: everything goes
+    return {torch::ones({send_all_.numel()}, dirty_send_.options()), torch::ones({g_.num_halo()}, dirty_recv_.options())};
+  }
+  const at::Tensor changed_owned = width_changed ? torch::ones({n}, dirty_recv_.options()) : bit(comp_owned_, t - 1);
+  const at::Tensor changed_halo = width_changed ? torch::ones({g_.num_halo()}, dirty_recv_.options())
+                                                : bit(comp_halo_, t - 1);
   dirty_send_.logical_or_(changed_owned.index_select(0, send_all_));
   at::Tensor go = dirty_send_.clone();
   if (!all_readers) go.logical_and_(peer_reads(t).index_select(0, send_key_));
@@ -252,11 +262,64 @@ at::Tensor HaloPass::extend(const at::Tensor& h_owned, const at::Tensor& prev_sr
   at::Tensor go_recv = dirty_recv_.clone();
   if (!all_readers) go_recv.logical_and_(halo_reads(t));
   dirty_recv_.logical_and_(go_recv.logical_not());
+  return {go, go_recv};
+}
+
+void HaloPass::plan(const std::vector<bool>& input_changed, bool all_readers) {
+  const int64_t L = int64_t(input_changed.size()) - 1;
+  planned_.assign(size_t(std::max<int64_t>(L + 1, 0)), Planned{});
+  std::vector<at::Tensor> ends;
+  for (int64_t t = 2; t <= L; ++t) {
+    Planned& p = planned_[size_t(t)];
+    std::tie(p.send_keep, p.recv_keep) = keep_masks(t, input_changed[size_t(t)], all_readers);
+    if (all_computed_) {  // the sizes are the lists' own
+      std::vector<int64_t> e(send_offset_);
+      e.insert(e.end(), g_.recv_offset.begin(), g_.recv_offset.end());
+      p.counts = counts_from_ends(e.data());
+      p.counted = true;
+    } else {
+      ends.push_back(count_ends(p.send_keep, p.recv_keep));
+    }
+  }
+  plan_counts_ = ends.empty() ? at::Tensor() : torch::cat(ends);
+}
+
+void HaloPass::set_plan_counts(const at::Tensor& host_counts) {
+  if (!plan_counts_.defined()) return;
+  TORCH_CHECK(host_counts.is_cpu() && host_counts.scalar_type() == torch::kInt64 &&
+                  host_counts.numel() == plan_counts_.numel(),
+              "HaloPass::set_plan_counts: expected the ", plan_counts_.numel(), " planned counts on the host");
+  const at::Tensor c = host_counts.contiguous();
+  const int64_t* e = c.data_ptr<int64_t>();
+  for (auto& p : planned_) {
+    if (!p.send_keep.defined() || p.counted) continue;
+    p.counts = counts_from_ends(e);
+    p.counted = true;
+    e += 2 * P_ + 2;
+  }
+  plan_counts_ = at::Tensor();
+}
+
+at::Tensor HaloPass::extend(const at::Tensor& h_owned, const at::Tensor& prev_src, int64_t t,
+                            bool width_changed, bool all_readers, ForwardStats& st) {
+  const int64_t n = g_.num_dst;
+  at::Tensor go, go_recv;
+  Counts c;
+  if (size_t(t) < planned_.size() && planned_[size_t(t)].send_keep.defined()) {
+    Planned& p = planned_[size_t(t)];
+    TORCH_CHECK(p.counted, "HaloPass::extend: layer ", t, " was planned but its counts never set");
+    go = p.send_keep;
+    go_recv = p.recv_keep;
+    c = p.counts;
+  } else {
+    std::tie(go, go_recv) = keep_masks(t, width_changed, all_readers);
+    c = counts(go, go_recv);
+  }
   // The previous layer's halo rows are this layer's frozen copies when the widths agree.
   const at::Tensor prev = prev_src.size(0) == g_.num_src && prev_src.size(1) == h_owned.size(1)
                               ? prev_src.slice(0, n)
                               : at::Tensor();
-  return exchange(h_owned, prev, go, go_recv, t, st);
+  return exchange(h_owned, prev, go, go_recv, c, t, st);
 }
 
 at::Tensor HaloPass::inner_rows(int64_t t) {
@@ -266,7 +329,8 @@ at::Tensor HaloPass::inner_rows(int64_t t) {
 
 at::Tensor HaloPass::inner_fill(const at::Tensor& a_src, int64_t t, ForwardStats& st) {
   const at::Tensor keep = peer_reads(t).index_select(0, send_key_);
-  return exchange(a_src.slice(0, 0, g_.num_dst), at::Tensor(), keep, halo_reads(t), t, st);
+  const at::Tensor recv_keep = halo_reads(t);
+  return exchange(a_src.slice(0, 0, g_.num_dst), at::Tensor(), keep, recv_keep, counts(keep, recv_keep), t, st);
 }
 
 at::Tensor HaloPass::batch_norm(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,

@@ -5,6 +5,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <utility>
 #include <vector>
 
 #include "adgnn/gnn.h"
@@ -20,6 +21,16 @@ class HaloPass {
   // surrogate band). Exchanged once per pass, so both ends of every halo row agree on which rows
   // change and which are read; `all` (plain models) skips the exchange.
   void set_computed(const at::Tensor& comp_owned, bool all);
+
+  // After set_computed: which rows every later exchange moves (layers t = 2..L; input_changed[t]:
+  // layer t-1 changed every row's width or value, all_readers as in extend), decided now so that
+  // their sizes reach the host in one copy instead of one device wait per layer. plan_counts()
+  // is that copy's device side (undefined when the sizes are known without it: plain models);
+  // the caller copies it to the host, with whatever else it needs, and hands it to
+  // set_plan_counts before the first extend.
+  void plan(const std::vector<bool>& input_changed, bool all_readers);
+  at::Tensor plan_counts() const { return plan_counts_; }
+  void set_plan_counts(const at::Tensor& host_counts);
 
   // The input rows of layer t >= 2: h_owned (h^(t-1) on the owned rows) followed by the halo
   // rows, those that changed at their owner since they were last received and that a row
@@ -51,11 +62,18 @@ class HaloPass {
   at::Tensor halo_reads(int64_t t) const;
   // Which entries of the send list (all peers) and which halo rows take part: this exchange.
   // Returns the source rows [h_owned; halo] of the next layer.
+  using Counts = std::pair<std::vector<int64_t>, std::vector<int64_t>>;  // rows per peer: send, receive
   at::Tensor exchange(const at::Tensor& h_owned, const at::Tensor& prev_halo, const at::Tensor& send_keep,
-                      const at::Tensor& recv_keep, int64_t t, ForwardStats& st);
+                      const at::Tensor& recv_keep, const Counts& counts, int64_t t, ForwardStats& st);
+  // The masks of extend(t): which send-list entries go, which halo rows are received (updates
+  // the dirty state: called once per layer, in layer order).
+  std::pair<at::Tensor, at::Tensor> keep_masks(int64_t t, bool width_changed, bool all_readers);
+  // Running sums of the masks at the peers' boundaries ([2P + 2] int64, on the device), and the
+  // counts they give.
+  at::Tensor count_ends(const at::Tensor& send_keep, const at::Tensor& recv_keep) const;
+  Counts counts_from_ends(const int64_t* ends) const;
   // Rows of each peer in a mask over the send list / the halo rows (one host copy).
-  std::pair<std::vector<int64_t>, std::vector<int64_t>> counts(const at::Tensor& send_keep,
-                                                               const at::Tensor& recv_keep) const;
+  Counts counts(const at::Tensor& send_keep, const at::Tensor& recv_keep) const;
 
   const MessageGraph& g_;
   int P_;
@@ -69,6 +87,14 @@ class HaloPass {
   std::vector<int64_t> send_offset_;  // [P + 1]
   at::Tensor dirty_send_;  // over send_all_
   at::Tensor dirty_recv_;               // over the halo rows
+  // plan(): per layer t, the masks and (once set_plan_counts ran) the counts of its exchange.
+  struct Planned {
+    at::Tensor send_keep, recv_keep;
+    Counts counts;
+    bool counted = false;
+  };
+  std::vector<Planned> planned_;
+  at::Tensor plan_counts_;
 };
 
 }  // namespace adgnn::detail

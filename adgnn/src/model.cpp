@@ -229,6 +229,13 @@ struct Model::Impl {
            heuristic_rowptr.numel() == g.rowptr.numel() && heuristic_d_plus.size(0) == g.num_dst;
   }
 
+  // The fast variant's normalised depth benefit: a function of the graph alone (the min-max
+  // included), so computed on the first pass over a graph (d+'s key) and reused: no per-step
+  // reductions, host reads or (distributed) allreduce.
+  at::Tensor fast_eps;
+  // forward() leaves ForwardStats' device counts for the caller to settle (set_defer_stats).
+  bool defer_stats = false;
+
   bool adaptive() const { return cfg.variant != "plain"; }
 
   static at::Tensor degree_bucket(const at::Tensor& deg) {
@@ -301,6 +308,17 @@ struct Model::Impl {
   at::Tensor depth_benefit(const MessageGraph& g, const at::Tensor& z_src, bool training,
                            const at::Tensor& labels, const at::Tensor& train_mask,
                            at::Tensor& reg_loss) {
+    const bool fixed = cfg.variant == "ad_fast";
+    if (fixed && fast_eps.defined() && cached_for(g) && fast_eps.scalar_type() == theta_a.scalar_type())
+      return fast_eps;
+    at::Tensor eps = compute_depth_benefit(g, z_src, training, labels, train_mask, reg_loss);
+    if (fixed) fast_eps = eps.detach();
+    return eps;
+  }
+
+  at::Tensor compute_depth_benefit(const MessageGraph& g, const at::Tensor& z_src, bool training,
+                                   const at::Tensor& labels, const at::Tensor& train_mask,
+                                   at::Tensor& reg_loss) {
     const int64_t n = g.num_dst;
     const at::Tensor all = torch::arange(n, g.rowptr.options());
     const at::Tensor deg = g.degree.slice(0, 0, n);
@@ -462,6 +480,14 @@ Model::Model(Model&&) noexcept = default;
 Model& Model::operator=(Model&&) noexcept = default;
 
 const ModelConfig& Model::config() const { return impl_->cfg; }
+void Model::set_defer_stats(bool on) { impl_->defer_stats = on; }
+
+void ForwardStats::settle() {
+  if (!pending_edges.defined()) return;
+  const at::Tensor counts = pending_edges.to(torch::kCPU).contiguous();
+  edges_processed.assign(counts.data_ptr<int64_t>(), counts.data_ptr<int64_t>() + counts.numel());
+  pending_edges = at::Tensor();
+}
 
 std::vector<std::pair<std::string, at::Tensor>> Model::named_parameters() const {
   const Impl& m = *impl_;
@@ -560,6 +586,14 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
     depth = torch::full({n}, L, torch::dtype(torch::kInt64).device(x.device()));
     if (pass) pass->set_computed({}, true);
   }
+  if (pass) {  // every exchange's rows, decided now: their sizes come back with the row lists
+    std::vector<bool> input_changed(size_t(L + 1), false);
+    for (int64_t t = 2; t <= L; ++t) {
+      const Layer& prev = *m.layers[size_t(t - 2)];
+      input_changed[size_t(t)] = t - 1 == 1 || prev.in_dim() != prev.out_dim();
+    }
+    pass->plan(input_changed, c.backbone == "mixhop");
+  }
 
   // Every layer's row lists (computed, active, surrogate band; frozen at width-changing layers)
   // from one nonzero over the stacked masks and one host copy of their sizes: on a GPU each
@@ -583,7 +617,12 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
       }
     }
     const at::Tensor stacked = torch::stack(masks);
-    const at::Tensor sizes = stacked.sum(1).to(torch::kCPU).contiguous();
+    // One host copy: the lists' sizes and the halo exchanges' (a rank of a distributed run).
+    at::Tensor sizes = stacked.sum(1);
+    const at::Tensor halo_counts = pass ? pass->plan_counts() : at::Tensor();
+    if (halo_counts.defined()) sizes = torch::cat({sizes, halo_counts});
+    sizes = sizes.to(torch::kCPU).contiguous();
+    if (halo_counts.defined()) pass->set_plan_counts(sizes.slice(0, int64_t(lists.size())));
     const at::Tensor rows = stacked.nonzero().select(1, 1).contiguous();  // by mask, then row
     const int64_t* size = sizes.data_ptr<int64_t>();
     int64_t offset = 0;
@@ -592,6 +631,8 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
       *lists[k] = rows.narrow(0, offset, count);
       offset += count;
     }
+  } else if (pass && pass->plan_counts().defined()) {
+    pass->set_plan_counts(pass->plan_counts().to(torch::kCPU));
   }
 
   std::vector<at::Tensor> edges;  // per layer, on the device until the end of the pass
@@ -723,10 +764,8 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
     h_dst = next;
     out.layer_outputs.push_back(h_dst);
   }
-  {
-    const at::Tensor counts = torch::stack(edges).to(torch::kCPU).contiguous();
-    out.stats.edges_processed.assign(counts.data_ptr<int64_t>(), counts.data_ptr<int64_t>() + counts.numel());
-  }
+  out.stats.pending_edges = torch::stack(edges);
+  if (!m.defer_stats) out.stats.settle();
   out.logits = pass ? pass->finish(h_dst) : h_dst;
   out.depth = depth;
   out.eps = eps;

@@ -6,15 +6,25 @@
 // still waiting for a peer) and throws CommError; every later call then throws CommError too.
 // CUDA and NCCL return codes become CommError with cudaGetErrorString / ncclGetErrorString. The
 // CUDA runtime API only: this file needs no nvcc.
+//
+// Deferred mode (set_deferred): an operation records an event on our stream after its work and
+// makes the legacy default stream wait for it, instead of polling until it completes; a
+// watchdog thread polls the events in order and aborts the communicator when one is not done by
+// its deadline (or NCCL reports an asynchronous error). The mutex serialises the watchdog's
+// abort with the operations' NCCL calls, so that no call ever uses an aborted communicator.
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdint>
 #include <cstring>
+#include <deque>
+#include <mutex>
 #include <thread>
+#include <vector>
 
 #include "adgnn/comm.h"
 #include "fmt/format.h"
@@ -127,8 +137,22 @@ class NcclCommunicator final : public Communicator {
   void broadcast(void* data, int64_t bytes, int root) override;
   void exchange(const void* send, const std::vector<int64_t>& send_counts, void* recv,
                 const std::vector<int64_t>& recv_counts, int64_t row_bytes) override;
+  void set_deferred(bool on) override;
+  bool deferred() const override { return deferred_; }
+  void synchronize() override;
 
  private:
+  // An enqueued operation of deferred mode: its completion event and deadline.
+  struct Pending {
+    cudaEvent_t done = nullptr;
+    Clock::time_point deadline;
+    std::string what;
+  };
+  // The end of an operation: waits for it (blocking mode) or hands it to the watchdog.
+  void complete(const std::string& what, Clock::time_point deadline);
+  void watchdog();
+  // Under mu_: remembers why, aborts, releases the pending events (the watchdog's failures).
+  void break_locked(const std::string& msg);
   CommError error(const std::string& what) const { return CommError(rank_, host_, what); }
   void check_usable(const char* call) const;
   // Makes device_ current for one operation (restored when the guard goes).
@@ -163,6 +187,15 @@ class NcclCommunicator final : public Communicator {
   cudaEvent_t ready_ = nullptr;     // recorded on the legacy default stream before each operation
   int32_t* scratch_ = nullptr;      // one device int for the barrier
   std::string broken_;              // the failure that made this communicator unusable
+  // Deferred mode. mu_ guards comm_ (against the watchdog's abort), broken_, pending_ and
+  // free_events_; recursive, since fail() runs inside operations that hold it.
+  bool deferred_ = false;
+  mutable std::recursive_mutex mu_;
+  std::condition_variable_any cv_;
+  std::deque<Pending> pending_;
+  std::vector<cudaEvent_t> free_events_;
+  std::thread watchdog_;
+  bool stop_ = false;
 };
 
 NcclCommunicator::NcclCommunicator(Communicator& bootstrap, int device)
@@ -240,6 +273,14 @@ NcclCommunicator::NcclCommunicator(Communicator& bootstrap, int device)
 
 NcclCommunicator::~NcclCommunicator() {
   DeviceGuard guard(device_);
+  if (watchdog_.joinable()) {
+    {
+      std::lock_guard<std::recursive_mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    watchdog_.join();
+  }
   if (comm_ != nullptr) {
     // Finalize flushes what is still in flight; the communicator is then destroyed without
     // blocking. A peer that never finalizes (it failed) makes us abort after the grace time.
@@ -265,6 +306,10 @@ NcclCommunicator::~NcclCommunicator() {
 }
 
 void NcclCommunicator::release() {
+  for (const Pending& p : pending_) cudaEventDestroy(p.done);
+  for (cudaEvent_t e : free_events_) cudaEventDestroy(e);
+  pending_.clear();
+  free_events_.clear();
   if (scratch_ != nullptr) cudaFree(scratch_);
   if (ready_ != nullptr) cudaEventDestroy(ready_);
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
@@ -281,12 +326,23 @@ void NcclCommunicator::abort_comm() {
 }
 
 void NcclCommunicator::fail(const std::string& msg) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
   abort_comm();
   if (broken_.empty()) broken_ = msg;
   throw error(msg);
 }
 
+void NcclCommunicator::break_locked(const std::string& msg) {
+  abort_comm();
+  if (broken_.empty()) broken_ = msg;
+  // The aborted kernels end, so the events complete; they are simply not waited for any more.
+  for (const Pending& p : pending_) free_events_.push_back(p.done);
+  pending_.clear();
+  cv_.notify_all();
+}
+
 void NcclCommunicator::check_usable(const char* call) const {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
   if (!broken_.empty())
     throw error(fmt::format("{}: communicator unusable after an earlier failure ({})", call,
                             broken_));
@@ -381,7 +437,91 @@ void NcclCommunicator::order_after_default_stream(const std::string& what) {
   cuda(cudaStreamWaitEvent(stream_, ready_, 0), "cudaStreamWaitEvent", what);
 }
 
+void NcclCommunicator::set_deferred(bool on) {
+  if (deferred_ && !on) synchronize();  // blocking from now on: nothing may still be in flight
+  deferred_ = on;
+  if (on && !watchdog_.joinable()) watchdog_ = std::thread([this] { watchdog(); });
+}
+
+void NcclCommunicator::complete(const std::string& what, Clock::time_point deadline) {
+  if (!deferred_) {
+    wait_stream(what, deadline);
+    return;
+  }
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  cudaEvent_t done = nullptr;
+  if (!free_events_.empty()) {
+    done = free_events_.back();
+    free_events_.pop_back();
+  } else {
+    cuda(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), "cudaEventCreateWithFlags", what);
+  }
+  const cudaError_t rec = cudaEventRecord(done, stream_);
+  if (rec != cudaSuccess) free_events_.push_back(done);
+  cuda(rec, "cudaEventRecord", what);
+  // Everything queued later on the default stream (and the blocking streams) waits for it.
+  const cudaError_t wait = cudaStreamWaitEvent(cudaStreamLegacy, done, 0);
+  pending_.push_back(Pending{done, deadline, what});
+  cuda(wait, "cudaStreamWaitEvent (default stream)", what);
+  cv_.notify_all();
+}
+
+void NcclCommunicator::watchdog() {
+  if (cudaSetDevice(device_) != cudaSuccess) cudaGetLastError();
+  std::unique_lock<std::recursive_mutex> lock(mu_);
+  int64_t spin = 0;
+  auto since = Clock::now();
+  while (!stop_) {
+    if (pending_.empty()) {
+      cv_.wait(lock, [&] { return stop_ || !pending_.empty(); });
+      spin = 0;
+      since = Clock::now();
+      continue;
+    }
+    const Pending front = pending_.front();
+    const cudaError_t q = cudaEventQuery(front.done);
+    if (q == cudaSuccess) {
+      pending_.pop_front();
+      free_events_.push_back(front.done);
+      cv_.notify_all();
+      spin = 0;
+      since = Clock::now();
+      continue;
+    }
+    if (q != cudaErrorNotReady) {
+      cudaGetLastError();
+      break_locked(fmt::format("{} failed: cudaEventQuery: {}", front.what, cuda_error_string(q)));
+      continue;
+    }
+    ncclResult_t state = ncclSuccess;
+    if (comm_ != nullptr && ncclCommGetAsyncError(comm_, &state) == ncclSuccess && state != ncclSuccess &&
+        state != ncclInProgress) {
+      break_locked(fmt::format("{} failed: {}", front.what, nccl_error_string(state, comm_)));
+      continue;
+    }
+    const auto now = Clock::now();
+    if (now >= front.deadline) {
+      break_locked(fmt::format("{} timed out after {:g} s (NCCL communicator aborted)", front.what, timeout_));
+      continue;
+    }
+    // Poll again after the back-off, without holding the lock meanwhile.
+    lock.unlock();
+    backoff(spin++, now - since);
+    if (spin >= 64) std::this_thread::sleep_for(std::chrono::microseconds(20));
+    lock.lock();
+  }
+}
+
+void NcclCommunicator::synchronize() {
+  std::unique_lock<std::recursive_mutex> lock(mu_);
+  // The watchdog retires the events in order; it also enforces every operation's deadline, so
+  // this wait ends (with the failure recorded in broken_) even if a peer never answers.
+  cv_.wait(lock, [&] { return pending_.empty() || !broken_.empty(); });
+  if (!broken_.empty()) throw error(broken_);
+}
+
 void NcclCommunicator::barrier() {
+  std::lock_guard<std::recursive_mutex> lock(mu_);  // no abort by the watchdog meanwhile
   check_usable("barrier");
   DeviceGuard guard(device_);
   enter(guard, "barrier");
@@ -393,6 +533,7 @@ void NcclCommunicator::barrier() {
 }
 
 void NcclCommunicator::allreduce(void* data, int64_t count, DType dt, ReduceOp op) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);  // no abort by the watchdog meanwhile
   check_usable("allreduce");
   bool type_ok = false, op_ok = false;
   const ncclDataType_t type = nccl_type(dt, &type_ok);
@@ -410,10 +551,11 @@ void NcclCommunicator::allreduce(void* data, int64_t count, DType dt, ReduceOp o
   order_after_default_stream(what);
   nccl(ncclAllReduce(data, data, static_cast<size_t>(count), type, nop, comm_, stream_),
        "ncclAllReduce", what, deadline);
-  wait_stream(what, deadline);
+  complete(what, deadline);
 }
 
 void NcclCommunicator::broadcast(void* data, int64_t bytes, int root) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);  // no abort by the watchdog meanwhile
   check_usable("broadcast");
   if (root < 0 || root >= size_)
     throw error(fmt::format("broadcast: root {} outside [0, {})", root, size_));
@@ -429,12 +571,13 @@ void NcclCommunicator::broadcast(void* data, int64_t bytes, int root) {
   order_after_default_stream(what);
   nccl(ncclBroadcast(data, data, static_cast<size_t>(bytes), ncclUint8, root, comm_, stream_),
        "ncclBroadcast", what, deadline);
-  wait_stream(what, deadline);
+  complete(what, deadline);
 }
 
 void NcclCommunicator::exchange(const void* send, const std::vector<int64_t>& send_counts,
                                 void* recv, const std::vector<int64_t>& recv_counts,
                                 int64_t row_bytes) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);  // no abort by the watchdog meanwhile
   check_usable("exchange");
   const ExchangePlan plan = plan_exchange(send, send_counts, recv, recv_counts, row_bytes);
   const std::vector<int64_t>& send_off = plan.send_off;
@@ -496,7 +639,7 @@ void NcclCommunicator::exchange(const void* send, const std::vector<int64_t>& se
     }
     nccl(ncclGroupEnd(), "ncclGroupEnd", what, deadline);
   }
-  wait_stream(what, deadline);
+  complete(what, deadline);
 }
 
 }  // namespace

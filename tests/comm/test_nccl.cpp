@@ -455,6 +455,87 @@ TEST_F(Nccl, ExchangeTimeoutAbortsTheCommunicator) {
   run_exchange(*c, [](int s, int d) { return static_cast<int64_t>((s + d) % 3); });
 }
 
+TEST_F(Nccl, DeferredOperationsAreOrderedOnTheDefaultStream) {
+  // The host does not wait for the operations; every result is read through the legacy default
+  // stream (the downloads' cudaMemcpy), which the communicator made wait for them.
+  auto d = adgnn::make_nccl_communicator(*boot, device_);
+  d->set_timeout(60);
+  d->set_deferred(true);
+  EXPECT_TRUE(d->deferred());
+  check_allreduce<float>(*d, DType::F32, 1 << 18, 0.5f);
+  check_allreduce<double>(*d, DType::F64, 1000, 0.25);
+  run_exchange(*d, [](int s, int t) { return static_cast<int64_t>((s + t) % 3); });
+  run_exchange(*d, [](int s, int t) { return static_cast<int64_t>(s == t ? 0 : 1000 + s); });
+  // Several operations queued back to back before any read: an allreduce of the exchange's
+  // output sees the exchange, and the host only waits in the download.
+  const int64_t n = 4096;
+  std::vector<int64_t> sc(size, n), rc(size, n);
+  std::vector<float> mine(static_cast<size_t>(n * size));
+  for (int p = 0; p < size; ++p)
+    for (int64_t i = 0; i < n; ++i) mine[size_t(p * n + i)] = float(rank * 10 + p) + float(i) / n;
+  DeviceBuffer<float> out(mine), in(static_cast<size_t>(n * size));
+  d->exchange(out.get(), sc, in.get(), rc, sizeof(float));
+  d->allreduce(in.get(), n * size, DType::F32, ReduceOp::Sum);
+  const std::vector<float> got = in.download();
+  int64_t bad = 0;
+  for (int p = 0; p < size; ++p)
+    for (int64_t i = 0; i < n; ++i) {
+      // Block p on every rank r came from rank p (its value p * 10 + r); summed over r.
+      float want = 0;
+      for (int r = 0; r < size; ++r) want += float(p * 10 + r) + float(i) / n;
+      if (got[size_t(p * n + i)] != want && bad++ < 5)
+        ADD_FAILURE() << "block " << p << " element " << i << ": " << got[size_t(p * n + i)] << " != " << want;
+    }
+  EXPECT_EQ(bad, 0);
+  d->synchronize();
+  d->set_deferred(false);
+  EXPECT_FALSE(d->deferred());
+  d->barrier();
+  EXPECT_TRUE(everywhere(true));
+}
+
+TEST_F(Nccl, DeferredTimeoutAbortsAndSurfacesInSynchronize) {
+  if (size < 2) GTEST_SKIP() << "needs a peer that stays silent";
+  // As ExchangeTimeoutAbortsTheCommunicator, deferred: rank 0's exchange returns at once, its
+  // watchdog aborts the communicator after 0.5 s, and synchronize() reports it.
+  auto late = adgnn::make_nccl_communicator(*boot, device_);
+  late->set_timeout(rank == 0 ? 0.5 : 5);
+  late->set_deferred(true);
+  std::vector<int64_t> sc(size, 0), rc(size, 0);
+  if (rank == 0) rc[1] = 1;
+  DeviceBuffer<int64_t> in(2);
+  if (rank == 0) {
+    const auto t0 = std::chrono::steady_clock::now();
+    late->exchange(nullptr, sc, in.get(), rc, 2 * sizeof(int64_t));
+    EXPECT_LT(seconds_since(t0), 0.4);  // enqueued, not waited for
+    try {
+      late->synchronize();
+      ADD_FAILURE() << "no CommError";
+    } catch (const CommError& e) {
+      const double waited = seconds_since(t0);
+      EXPECT_GE(waited, 0.45);
+      EXPECT_LT(waited, 10.0);
+      const std::string msg = e.what();
+      EXPECT_TRUE(contains(msg, "rank 0 on host " + late->host() + ": ")) << msg;
+      EXPECT_TRUE(contains(msg, "timed out after 0.5 s")) << msg;
+      EXPECT_TRUE(contains(msg, "1 rows in from 1 peers")) << msg;
+    }
+    try {
+      late->allreduce(in.get(), 2, DType::I64, ReduceOp::Sum);
+      ADD_FAILURE() << "no CommError";
+    } catch (const CommError& e) {
+      EXPECT_TRUE(contains(e.what(), "unusable")) << e.what();
+    }
+  } else {
+    late->exchange(nullptr, sc, nullptr, rc, 2 * sizeof(int64_t));
+    late->synchronize();
+  }
+  boot->barrier();
+  late.reset();
+  c->barrier();
+  run_exchange(*c, [](int s, int d) { return static_cast<int64_t>((s + d) % 3); });
+}
+
 TEST_F(Nccl, HealthyAtTheEnd) {
   check_allreduce<double>(*c, DType::F64, 513, 1.0);
   run_exchange(*c, [](int s, int d) { return static_cast<int64_t>((2 * s + d) % 3); });

@@ -219,6 +219,7 @@ RunResult train_run(const Graph& g, const TrainConfig& cfg_in, int64_t run, Comm
   const bool lead = !comm || comm->rank() == 0;
 
   Model model(cfg.model);
+  model.set_defer_stats(true);  // settled after the step (its device wait is there anyway)
   const c10::Device device(cfg.model.device);
   const c10::ScalarType dtype = cfg.model.float64 ? torch::kFloat64 : torch::kFloat32;
   // This rank's nodes (P = 1: all of them) and the transport to the others.
@@ -227,6 +228,9 @@ RunResult train_run(const Graph& g, const TrainConfig& cfg_in, int64_t run, Comm
   MessageGraph& mg = pt.graph;
   std::shared_ptr<RankTransport> transport;
   if (comm) mg.transport = transport = make_rank_transport(*comm, comm->device_memory());
+  // NCCL: the halo exchanges and allreduces are stream-ordered, the host does not wait for them
+  // (a watchdog enforces the timeout); the host waits once per step, for the metrics.
+  if (comm && comm->device_memory()) comm->set_deferred(true);
   const at::Tensor x = pt.x.to(dtype);
   const int64_t n = mg.num_dst;
 
@@ -348,6 +352,7 @@ RunResult train_run(const Graph& g, const TrainConfig& cfg_in, int64_t run, Comm
     if (device.is_cuda()) torch::cuda::synchronize();
     const double train_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - te).count();
     if (profiler && epoch >= first_profiled) profiler->end(train_ms);
+    fw.stats.settle();
     const std::vector<double> losses = sum_ranks({loss.item<double>(), fw.reg_loss.item<double>()});
     // Per-layer counts summed over the ranks, in one reduction.
     {
@@ -478,6 +483,7 @@ RunResult train_run(const Graph& g, const TrainConfig& cfg_in, int64_t run, Comm
     arrays["degree"] = to_array(gather(mg.degree.slice(0, 0, n).to(torch::kInt64)));
     if (lead) write_arrays_h5(run_path(cfg.predictions, run), arrays, {{"config", fingerprint}});
   }
+  if (comm) comm->set_deferred(false);  // waits for the last operations; throws a failure among them
   return res;
 }
 

@@ -64,6 +64,7 @@ void host_allreduce(Communicator& comm, void* data, int64_t count, DType dt, Red
   at::Tensor dev = host.to(torch::kCUDA);
   comm.allreduce(dev.data_ptr(), count, dt, op);
   host.copy_(dev);
+  comm.synchronize();  // deferred mode: a failed reduction throws here, not later
 }
 
 void host_broadcast(Communicator& comm, void* data, int64_t bytes, int root) {
@@ -72,6 +73,7 @@ void host_broadcast(Communicator& comm, void* data, int64_t bytes, int root) {
   at::Tensor dev = host.to(torch::kCUDA);
   comm.broadcast(dev.data_ptr(), bytes, root);
   host.copy_(dev);
+  comm.synchronize();
 }
 
 std::shared_ptr<RankTransport> make_rank_transport(Communicator& comm, bool device_memory) {

@@ -146,6 +146,11 @@ struct ForwardStats {
   std::vector<int64_t> active_rows;     // per layer: rows fully updated (active)
   std::vector<int64_t> computed_rows;   // per layer: rows aggregated (active + surrogate band)
   std::vector<int64_t> edges_processed; // per layer: CSR entries read by those rows
+  // With Model::set_defer_stats(true), edges_processed stays empty and its counts stay on the
+  // device here until settle() copies them (a device wait the caller places where it waits
+  // anyway, e.g. after the optimizer step).
+  at::Tensor pending_edges;
+  void settle();
   // Distributed runs, per layer t (the exchange of its input; layer 1 reads static features):
   // halo rows sent by this rank, and what a full halo exchange would send; bytes likewise.
   std::vector<int64_t> halo_rows, halo_rows_full, halo_bytes, halo_bytes_full;
@@ -177,6 +182,10 @@ class Model {
                         const at::Tensor& labels = {}, const at::Tensor& train_mask = {});
 
   const ModelConfig& config() const;
+  // Whether forward() leaves its per-layer edge counts on the device (ForwardStats::settle):
+  // off by default; the trainer and the benchmark turn it on, so that a training step's only
+  // device waits are the ones it cannot avoid.
+  void set_defer_stats(bool on);
   // Named parameters in a fixed order; theta's are named "theta.*" (no weight decay).
   std::vector<std::pair<std::string, at::Tensor>> named_parameters() const;
   // Non-learned state saved in checkpoints (BatchNorm running statistics).

@@ -61,6 +61,19 @@ class Communicator {
   virtual void exchange(const void* send, const std::vector<int64_t>& send_counts, void* recv,
                         const std::vector<int64_t>& recv_counts, int64_t row_bytes) = 0;
 
+  // Device-memory communicators (NCCL) can defer completion: allreduce, broadcast and exchange
+  // then return once their work is enqueued, and work queued afterwards on the legacy default
+  // CUDA stream (PyTorch's default stream) runs after it, so tensors used there see the result
+  // while the host runs on. A watchdog thread aborts the communicator when an operation is not
+  // done within timeout(); the next call, or synchronize(), throws the CommError that names it.
+  // Off by default; no effect on host-memory communicators (MPI), which complete every
+  // operation before returning.
+  virtual void set_deferred(bool on) { (void)on; }
+  virtual bool deferred() const { return false; }
+  // Waits (up to the timeout) until every enqueued operation has completed, and throws the
+  // CommError of one that failed. Returns at once where operations complete before returning.
+  virtual void synchronize() {}
+
   // Every wait fails with CommError after this many seconds (> 0; infinity disables). Default
   // 300 s, or $ADGNN_COMM_TIMEOUT when set.
   void set_timeout(double seconds);
