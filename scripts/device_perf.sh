@@ -7,7 +7,7 @@
 # GAT / GATv2 bench on Photo, a Kineto profile of the depth-4 GCN / AD-GCN_fast steps, and
 # AD-GCN_fast with --compact on (v10's comparison; gpu_bench runs the CUDA default, off).
 # Logs and tables go to /tmp/adgnn_perf, and as perf.tgz into $OUT when set (the device tool);
-# SKIP_BUILD=1 uses build-gpu as it is.
+# SKIP_BUILD=1 uses build-gpu as it is; QUICK=1 skips the --compact on and GAT / Photo runs.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 RESULT=${OUT:-}  # the device tool's folder: everything comes back as one tarball (8 files at most)
@@ -22,12 +22,15 @@ if [ -z "${SKIP_BUILD:-}" ]; then
   # shellcheck source=device_env.sh
   source scripts/device_env.sh && ensure_gpu_configure "$OUT" || exit 1
   adgnn_gpu_configure build-gpu >"$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }
-  cmake --build build-gpu -j"$(nproc)" --target adgnn dist_tests cuda_tests >"$OUT/build.log" 2>&1 || {
+  cmake --build build-gpu -j"$(nproc)" --target adgnn dist_tests cuda_tests nccl_tests >"$OUT/build.log" 2>&1 || {
     grep -B2 -A12 error "$OUT/build.log" | head -60; exit 1; }
   elapsed "built"
 fi
 CUDA_VISIBLE_DEVICES=0 build-gpu/tests/cuda_tests --gtest_color=no >"$OUT/cuda_tests.log" 2>&1
 elapsed "cuda_tests: exit $?; $(grep -E '^\[  (PASSED|FAILED)' "$OUT/cuda_tests.log" | tr '\n' ' ')"
+timeout 300 mpirun --allow-run-as-root --oversubscribe -n "$ngpu" build-gpu/tests/nccl_tests --gtest_color=no \
+  >"$OUT/nccl_tests_np$ngpu.log" 2>&1
+elapsed "nccl_tests, $ngpu ranks: exit $?; $(grep -E '^\[  (PASSED|FAILED)' "$OUT/nccl_tests_np$ngpu.log" | sort | uniq -c | tr '\n' ' ')"
 ADGNN_DIST_DEVICE=cuda timeout 300 mpirun --allow-run-as-root --oversubscribe -n "$ngpu" build-gpu/tests/dist_tests \
   --gtest_color=no >"$OUT/dist_tests_np$ngpu.log" 2>&1
 elapsed "dist_tests on CUDA + NCCL, $ngpu ranks: exit $?; $(grep -E '^\[  (PASSED|FAILED)' "$OUT/dist_tests_np$ngpu.log" | sort | uniq -c | tr '\n' ' ')"
@@ -40,6 +43,7 @@ CUDA_VISIBLE_DEVICES=0 build-gpu/adgnn bench --dataset /tmp/adgnn_bench/arxiv-sc
   --variants plain,ad_fast,ad --depths 4 --steps 20 --warmup 5 --profile 3 --breakdown --device cuda \
   --json "$OUT/profile_d4.json" >"$OUT/profile_d4.md" 2>&1
 elapsed "profile depth 4: exit $?"
+if [ -z "${QUICK:-}" ]; then
 # v10: AD's compact deeper-layer input off (the CUDA default) against on, same binary and card.
 CUDA_VISIBLE_DEVICES=0 build-gpu/adgnn bench --dataset /tmp/adgnn_bench/arxiv-scale.h5 --backbones gcn \
   --variants ad_fast --depths 4,8 --steps 30 --warmup 5 --compact on --device cuda \
@@ -51,4 +55,5 @@ if [ -n "${ADGNN_DATA:-}" ]; then
     >"$OUT/bench_gat_photo.md" 2>&1
   elapsed "GAT / GATv2 on Photo: exit $?"
 fi
+fi  # QUICK
 [ -n "$RESULT" ] && tar czf "$RESULT/perf.tgz" -C /tmp adgnn_perf && elapsed "logs in $RESULT/perf.tgz"

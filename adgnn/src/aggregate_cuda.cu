@@ -66,6 +66,23 @@ __device__ void add_entries(typename Pack<T, V>::type& acc, int64_t begin, int64
       a = w ? w[eid ? eid[p] : p] : T(1);
     }
     const int n = int(end - b < width ? end - b : width);
+    if (pos) {
+      // The backward over a transpose when few rows were computed (AD's deeper layers): most
+      // entries are skipped; where fewer than a quarter of this chunk's are computed, only those
+      // are gathered, in entry order (the sum below, without its additions of zero).
+      const unsigned bits = __ballot_sync(mask, c >= 0) >> ((threadIdx.x % 32) / width * width);
+      unsigned hits = width == 32 ? bits : bits & ((1u << width) - 1u);
+      if (__popc(hits) * 4 < n) {
+        while (hits) {
+          const int j = __ffs(hits) - 1;
+          hits &= hits - 1;
+          const int32_t cj = __shfl_sync(mask, c, j, width);
+          const T aj = __shfl_sync(mask, a, j, width);
+          if (v < vecs) P::fma(acc, aj, xv[int64_t(cj) * vecs + v]);
+        }
+        continue;
+      }
+    }
     constexpr int U = 8;
     int j = 0;
     for (; j + U <= n; j += U) {

@@ -152,10 +152,12 @@ class CsrAggregate : public torch::autograd::Function<CsrAggregate> {
       return cache ? cached_transpose(rowptr, col, x.size(0)) : kernels::transpose_entries(rowptr, col, x.size(0));
     };
     at::Tensor grad_x, grad_w;
-    // A few computed rows (AD's deeper layers): regroup their entries rather than scan the
-    // transpose (whose cost is every entry of the graph).
+    // A few computed rows (AD's deeper layers) on the CPU: regroup their entries rather than
+    // scan the transpose (whose cost is every entry of the graph). Not on the GPU: the regrouping
+    // waits for the device twice (its sizes), which left it idle at every deeper layer of the
+    // backward; the transposed kernel skips the entries of rows not computed without gathering.
     const bool few_rows = rows.defined() && rows.numel() * 8 < rowptr.numel() - 1;
-    if (few_rows && ctx->needs_input_grad(3)) {
+    if (few_rows && !x.is_cuda() && ctx->needs_input_grad(3)) {
       grad_x = backward_x_few_rows(rowptr, col, weight, g, rows, x.size(0), self_w);
       if (weight.defined() && ctx->needs_input_grad(2)) {
 #ifdef ADGNN_HAVE_CUDA_KERNELS

@@ -497,10 +497,16 @@ TEST_F(Nccl, DeferredOperationsAreOrderedOnTheDefaultStream) {
 TEST_F(Nccl, DeferredTimeoutAbortsAndSurfacesInSynchronize) {
   if (size < 2) GTEST_SKIP() << "needs a peer that stays silent";
   // As ExchangeTimeoutAbortsTheCommunicator, deferred: rank 0's exchange returns at once, its
-  // watchdog aborts the communicator after 0.5 s, and synchronize() reports it.
+  // watchdog aborts the communicator after 0.5 s, and synchronize() reports it. One exchange
+  // between every pair first: NCCL connects peers on their first exchange, and a peer that
+  // never connects keeps ncclGroupEnd itself in progress (the blocking path's timeout).
   auto late = adgnn::make_nccl_communicator(*boot, device_);
-  late->set_timeout(rank == 0 ? 0.5 : 5);
+  late->set_timeout(60);
   late->set_deferred(true);
+  run_exchange(*late, [](int s, int t) { return static_cast<int64_t>(s == t ? 0 : 1); });
+  late->synchronize();
+  boot->barrier();
+  late->set_timeout(rank == 0 ? 0.5 : 5);
   std::vector<int64_t> sc(size, 0), rc(size, 0);
   if (rank == 0) rc[1] = 1;
   DeviceBuffer<int64_t> in(2);
