@@ -83,25 +83,27 @@ at::Tensor cached_long_rows(const at::Tensor& rowptr, const at::Tensor& col) {
 // sort keeps each source's entries in row order), are summed per source, instead of scanning the
 // whole transpose for the computed ones: the neighbour sums of the transposed kernel, in its
 // order, then the self term (a separate product here, so the last bit may differ from it).
+// entries (>= 0): the entry count of `rows`, known on the host, so that no size waits for the
+// device: every source row gets a (possibly empty) segment, and the kernel writes every row.
 at::Tensor backward_x_few_rows(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& w,
                                const at::Tensor& g, const at::Tensor& rows, int64_t num_src,
-                               const at::Tensor& self_w) {
-  const detail::EdgeList e = detail::edges_of_rows(rowptr, col, rows);
+                               const at::Tensor& self_w, int64_t entries) {
+  const detail::EdgeList e = detail::edges_of_rows(rowptr, col, rows, entries);
   const at::Tensor &out_row = e.dst_local, &entry = e.edge, &src = e.src;
   const at::Tensor perm = std::get<1>(torch::sort(src, /*stable=*/true, /*dim=*/0, /*descending=*/false));
-  const auto [sources, inverse, per_source] = torch::unique_consecutive(src.index_select(0, perm), false, true);
+  // Segments per source row (integer counts: any order gives the same).
+  const at::Tensor per_source = torch::zeros({num_src}, src.options()).index_add_(0, src, torch::ones_like(src));
   const at::Tensor ptr = torch::cat({torch::zeros({1}, rowptr.options()), per_source.cumsum(0)});
   const at::Tensor idx = out_row.index_select(0, perm).to(torch::kInt32);
   const at::Tensor eid = entry.index_select(0, perm);
-  at::Tensor sums;
+  at::Tensor grad_x;
   if (g.is_cuda()) {
 #ifdef ADGNN_HAVE_CUDA_KERNELS
-    sums = kernels::aggregate_entries_cuda(ptr, idx, eid, w, g);
+    grad_x = kernels::aggregate_entries_cuda(ptr, idx, eid, w, g);
 #endif
   } else {
-    sums = kernels::aggregate_entries_cpu(ptr, idx, eid, w, g);
+    grad_x = kernels::aggregate_entries_cpu(ptr, idx, eid, w, g);
   }
-  at::Tensor grad_x = torch::zeros({num_src, g.size(1)}, g.options()).index_copy_(0, sources, sums);
   // Rows are unique: one addition per row, a deterministic order.
   if (self_w.defined()) grad_x.index_add_(0, rows, g * self_w.unsqueeze(1));
   return grad_x;
@@ -115,9 +117,10 @@ class CsrAggregate : public torch::autograd::Function<CsrAggregate> {
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& rowptr,
                             const at::Tensor& col, const at::Tensor& weight_in, const at::Tensor& x,
                             const at::Tensor& rows_in, const at::Tensor& self_in, bool has_weight,
-                            bool has_rows, bool has_self, bool cache_csr) {
+                            bool has_rows, bool has_self, bool cache_csr, int64_t rows_entries) {
     ctx->save_for_backward({rowptr, col, weight_in, x, rows_in, self_in});
     ctx->saved_data["cache_csr"] = cache_csr;
+    ctx->saved_data["rows_entries"] = rows_entries;
     ctx->saved_data["has_weight"] = has_weight;
     ctx->saved_data["has_rows"] = has_rows;
     ctx->saved_data["has_self"] = has_self;
@@ -152,13 +155,15 @@ class CsrAggregate : public torch::autograd::Function<CsrAggregate> {
       return cache ? cached_transpose(rowptr, col, x.size(0)) : kernels::transpose_entries(rowptr, col, x.size(0));
     };
     at::Tensor grad_x, grad_w;
-    // A few computed rows (AD's deeper layers) on the CPU: regroup their entries rather than
-    // scan the transpose (whose cost is every entry of the graph). Not on the GPU: the regrouping
-    // waits for the device twice (its sizes), which left it idle at every deeper layer of the
-    // backward; the transposed kernel skips the entries of rows not computed without gathering.
+    // A few computed rows (AD's deeper layers): regroup their entries rather than scan the
+    // transpose (whose cost is every entry of the graph: 3 x 4 ms per products-scale step). On
+    // the GPU only when the caller gave their entry count: the regrouping's sizes would
+    // otherwise wait for the device, which idled at every deeper layer of the backward; without
+    // it the transposed kernel skips the entries of rows not computed (cheap on small graphs).
+    const int64_t entries = ctx->saved_data["rows_entries"].toInt();
     const bool few_rows = rows.defined() && rows.numel() * 8 < rowptr.numel() - 1;
-    if (few_rows && !x.is_cuda() && ctx->needs_input_grad(3)) {
-      grad_x = backward_x_few_rows(rowptr, col, weight, g, rows, x.size(0), self_w);
+    if (few_rows && (!x.is_cuda() || entries >= 0) && ctx->needs_input_grad(3)) {
+      grad_x = backward_x_few_rows(rowptr, col, weight, g, rows, x.size(0), self_w, entries);
       if (weight.defined() && ctx->needs_input_grad(2)) {
 #ifdef ADGNN_HAVE_CUDA_KERNELS
         if (x.is_cuda()) grad_w = kernels::aggregate_backward_w_cuda(rowptr, col, x, g, rows);
@@ -181,7 +186,7 @@ class CsrAggregate : public torch::autograd::Function<CsrAggregate> {
         grad_w = kernels::aggregate_backward_w_cpu(rowptr, col, x, g, rows);
     }
     return {at::Tensor(), at::Tensor(), grad_w, grad_x, at::Tensor(), at::Tensor(),
-            at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+            at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
@@ -303,7 +308,8 @@ TransientCsrScope::~TransientCsrScope() { transient_csr = previous_; }
 }  // namespace detail
 
 at::Tensor csr_aggregate(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& weight,
-                         const at::Tensor& x, const at::Tensor& rows, const at::Tensor& self_weight) {
+                         const at::Tensor& x, const at::Tensor& rows, const at::Tensor& self_weight,
+                         int64_t rows_entries) {
   TORCH_CHECK(rowptr.scalar_type() == torch::kInt64 && col.scalar_type() == torch::kInt32,
               "csr_aggregate: rowptr must be int64 and col int32");
   TORCH_CHECK(x.dim() == 2, "csr_aggregate: x must be [nodes, features]");
@@ -323,7 +329,7 @@ at::Tensor csr_aggregate(const at::Tensor& rowptr, const at::Tensor& col, const 
   return CsrAggregate::apply(rowptr.contiguous(), col.contiguous(), wc.defined() ? wc : none, xc,
                              rows.defined() ? rows.contiguous() : torch::empty({0}, rowptr.options()),
                              sc.defined() ? sc : none, wc.defined(), rows.defined(), sc.defined(),
-                             /*cache_csr=*/!transient_csr);
+                             /*cache_csr=*/!transient_csr, rows.defined() ? rows_entries : int64_t(-1));
 }
 
 int64_t peak_device_memory(c10::Device device) {

@@ -13,11 +13,13 @@ namespace adgnn::detail {
 
 namespace F = torch::nn::functional;
 
-EdgeList edges_of_rows(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& rows) {
+EdgeList edges_of_rows(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& rows,
+                       int64_t entries) {
   EdgeList e;
   const at::Tensor begin = rowptr.index_select(0, rows);
   const at::Tensor counts = rowptr.index_select(0, rows + 1) - begin;
-  e.dst_local = torch::repeat_interleave(counts);
+  e.dst_local = entries >= 0 ? at::repeat_interleave(counts, std::optional<int64_t>(entries))
+                             : torch::repeat_interleave(counts);
   const at::Tensor first = (counts.cumsum(0) - counts).index_select(0, e.dst_local);
   e.edge = begin.index_select(0, e.dst_local) +
            (torch::arange(e.dst_local.numel(), rowptr.options()) - first);
@@ -103,8 +105,9 @@ class GcnLayer : public Layer {
     const at::Tensor self_w = gcn_self_weight(g, rows, h.scalar_type());
     // Aggregate at the narrower width: transform first where the layer narrows (the classifier),
     // else aggregate first (only the chosen rows are transformed).
-    if (out_dim_ < in_dim_) return csr_aggregate(g.rowptr, g.col, g.gcn_weight, h.mm(w_), rows, self_w) + b_;
-    return torch::addmm(b_, csr_aggregate(g.rowptr, g.col, g.gcn_weight, h, rows, self_w), w_);
+    if (out_dim_ < in_dim_)
+      return csr_aggregate(g.rowptr, g.col, g.gcn_weight, h.mm(w_), rows, self_w, rows_entries_) + b_;
+    return torch::addmm(b_, csr_aggregate(g.rowptr, g.col, g.gcn_weight, h, rows, self_w, rows_entries_), w_);
   }
   at::Tensor self_only(const at::Tensor& h_rows) override { return torch::addmm(b_, h_rows, w_); }
   at::Tensor input_transform(const at::Tensor& h) override { return h.mm(w_); }
@@ -123,7 +126,7 @@ class SageLayer : public Layer {
   }
   at::Tensor forward(const MessageGraph& g, const at::Tensor& h, const at::Tensor& rows) override {
     const at::Tensor deg = g.degree.index_select(0, rows).clamp_min(1).unsqueeze(1).to(h.scalar_type());
-    const at::Tensor mean = csr_aggregate(g.rowptr, g.col, {}, h, rows) / deg;
+    const at::Tensor mean = csr_aggregate(g.rowptr, g.col, {}, h, rows, {}, rows_entries_) / deg;
     return torch::addmm(bl_, mean, wl_) + self_rows(g, h, rows).mm(wr_);
   }
   at::Tensor self_only(const at::Tensor& h_rows) override { return torch::addmm(bl_, h_rows, wr_); }
@@ -171,7 +174,7 @@ class GatLayer : public Layer {
     b_ = zeros("bias", out_dim_);
   }
   at::Tensor forward(const MessageGraph& g, const at::Tensor& h, const at::Tensor& rows) override {
-    const EdgeList e = edges_of_rows(g.rowptr, g.col, rows);
+    const EdgeList e = edges_of_rows(g.rowptr, g.col, rows, rows_entries_);
     const Needed n = needed_rows(g, e, rows);
     const at::Tensor z = (n.graph_csr ? h : h.index_select(0, n.rows)).mm(w_).view({-1, heads_, c_});
     const at::Tensor a_s = (z * att_src_).sum(-1), a_d = (z * att_dst_).sum(-1);
@@ -211,7 +214,7 @@ class Gatv2Layer : public Layer {
     b_ = zeros("bias", out_dim_);
   }
   at::Tensor forward(const MessageGraph& g, const at::Tensor& h, const at::Tensor& rows) override {
-    const EdgeList e = edges_of_rows(g.rowptr, g.col, rows);
+    const EdgeList e = edges_of_rows(g.rowptr, g.col, rows, rows_entries_);
     const Needed n = needed_rows(g, e, rows);
     const at::Tensor hn = n.graph_csr ? h : h.index_select(0, n.rows);
     const at::Tensor xl = torch::addmm(bl_, hn, wl_).view({-1, heads_, c_});

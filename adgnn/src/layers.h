@@ -22,7 +22,9 @@ class HaloPass;
 struct EdgeList {
   at::Tensor dst_local, edge, src;
 };
-EdgeList edges_of_rows(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& rows);
+// entries >= 0: their count, known on the host (no device wait for the size).
+EdgeList edges_of_rows(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& rows,
+                       int64_t entries = -1);
 
 // The rows of z at every entry of the CSR (every row computed): z[col[k]] (by_column) or z[r] for
 // the entry's own row r. Backward sums each row's gradient over its entries with the aggregation
@@ -83,6 +85,10 @@ class Layer {
     halo_stats_ = stats;
   }
 
+  // The CSR entries of the next forward's rows in g.rowptr, when the model knows it on the host
+  // (-1: unknown); csr_aggregate's rows_entries.
+  void set_rows_entries(int64_t entries) { rows_entries_ = entries; }
+
   int64_t in_dim() const { return in_dim_; }
   int64_t out_dim() const { return out_dim_; }
   std::vector<std::pair<std::string, at::Tensor>>& params() { return params_; }
@@ -102,6 +108,7 @@ class Layer {
   HaloPass* halo_ = nullptr;
   int64_t halo_layer_ = 0;
   ForwardStats* halo_stats_ = nullptr;
+  int64_t rows_entries_ = -1;
 };
 
 struct LayerOptions {

@@ -604,6 +604,7 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
   };
   std::vector<at::Tensor> comp_list(size_t(L + 1)), act_list(size_t(L + 1)), band_list(size_t(L + 1)),
       frozen_list(size_t(L + 1));
+  std::vector<int64_t> comp_entries(size_t(L + 1), -1);  // per layer: CSR entries of comp_list
   if (m.adaptive() || c.degree_threshold > 0) {
     std::vector<at::Tensor> masks;
     std::vector<at::Tensor*> lists;
@@ -617,14 +618,21 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
       }
     }
     const at::Tensor stacked = torch::stack(masks);
-    // One host copy: the lists' sizes and the halo exchanges' (a rank of a distributed run).
-    at::Tensor sizes = stacked.sum(1);
+    // One host copy: the lists' sizes, each layer's CSR entries of its computed rows (the
+    // aggregation's backward sizes its buffers with them instead of waiting for the device) and
+    // the halo exchanges' sizes (a rank of a distributed run).
+    const at::Tensor row_entries = g.rowptr.slice(0, 1, n + 1) - g.rowptr.slice(0, 0, n);
+    std::vector<at::Tensor> entries;
+    for (int64_t t = 1; t <= L; ++t)
+      entries.push_back((active[size_t(t)] | band[size_t(t)]).to(torch::kInt64).mul(row_entries).sum().unsqueeze(0));
+    at::Tensor sizes = torch::cat({stacked.sum(1), torch::cat(entries)});
     const at::Tensor halo_counts = pass ? pass->plan_counts() : at::Tensor();
     if (halo_counts.defined()) sizes = torch::cat({sizes, halo_counts});
     sizes = sizes.to(torch::kCPU).contiguous();
-    if (halo_counts.defined()) pass->set_plan_counts(sizes.slice(0, int64_t(lists.size())));
+    if (halo_counts.defined()) pass->set_plan_counts(sizes.slice(0, int64_t(lists.size()) + L));
     const at::Tensor rows = stacked.nonzero().select(1, 1).contiguous();  // by mask, then row
     const int64_t* size = sizes.data_ptr<int64_t>();
+    for (int64_t t = 1; t <= L; ++t) comp_entries[size_t(t)] = size[int64_t(lists.size()) + t - 1];
     int64_t offset = 0;
     for (size_t k = 0; k < lists.size(); ++k) {
       const int64_t count = size[k];
@@ -715,7 +723,9 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
       upd = layer.forward(*compact, hin, compact_rows);
     } else {
       RECORD_USER_SCOPE("aggregate");
+      layer.set_rows_entries(comp_entries[size_t(t)]);
       upd = layer.forward(g, hin, comp_rows);
+      layer.set_rows_entries(-1);
     }
     layer.set_halo(nullptr, 0, nullptr);
     const bool has_band = band_rows.numel() > 0;

@@ -34,9 +34,12 @@ GraphTensors to_tensors(const Graph& g, c10::Device device);
 // is undefined. weight (one value per CSR entry) may be undefined (all ones). Differentiable in
 // x and weight; CPU and CUDA kernels are deterministic (no atomics), float32 and float64. The
 // backward reads the CSR's transpose, built on first use and cached per CSR.
+// rows_entries: the number of CSR entries in `rows`, when the caller knows it on the host (AD's
+// model does, from its one host copy per pass): the backward of a few rows then regroups their
+// entries without waiting for the device; -1: unknown (the GPU then scans the transpose).
 at::Tensor csr_aggregate(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& weight,
                          const at::Tensor& x, const at::Tensor& rows = {},
-                         const at::Tensor& self_weight = {});
+                         const at::Tensor& self_weight = {}, int64_t rows_entries = -1);
 
 // Whether this build has the CUDA kernels (ADGNN_CUDA=ON).
 bool cuda_kernels_built();
