@@ -156,13 +156,16 @@ class CsrAggregate : public torch::autograd::Function<CsrAggregate> {
     };
     at::Tensor grad_x, grad_w;
     // A few computed rows (AD's deeper layers): regroup their entries rather than scan the
-    // transpose (whose cost is every entry of the graph: 3 x 4 ms per products-scale step). On
-    // the GPU only when the caller gave their entry count: the regrouping's sizes would
-    // otherwise wait for the device, which idled at every deeper layer of the backward; without
-    // it the transposed kernel skips the entries of rows not computed (cheap on small graphs).
+    // transpose, whose cost is every entry of the graph. On the GPU only where the caller gave
+    // their entry count (else the regrouping's sizes wait for the device, which then idles at
+    // every deeper layer of the backward) and the graph is large: the scan skips the entries of
+    // rows not computed, and measured faster on arxiv-scale (2.3 M entries: 6.8 against 10.0
+    // ms per depth-4 AD-GCN_fast step), slower on products-scale (31 M entries per rank of four:
+    // 42.5 against 38.0 ms; 124 M on one GPU: 89.4 against 76.0 ms; H200, performance.md v17).
     const int64_t entries = ctx->saved_data["rows_entries"].toInt();
     const bool few_rows = rows.defined() && rows.numel() * 8 < rowptr.numel() - 1;
-    if (few_rows && (!x.is_cuda() || entries >= 0) && ctx->needs_input_grad(3)) {
+    const bool regroup = !x.is_cuda() || (entries >= 0 && col.numel() >= kernels::regroup_min_entries());
+    if (few_rows && regroup && ctx->needs_input_grad(3)) {
       grad_x = backward_x_few_rows(rowptr, col, weight, g, rows, x.size(0), self_w, entries);
       if (weight.defined() && ctx->needs_input_grad(2)) {
 #ifdef ADGNN_HAVE_CUDA_KERNELS
@@ -251,6 +254,11 @@ at::Tensor entry_rows(const at::Tensor& rowptr, const at::Tensor& col, const at:
 }  // namespace detail
 
 namespace kernels {
+int64_t& regroup_min_entries() {
+  static int64_t min_entries = kRegroupMinEntries;
+  return min_entries;
+}
+
 at::Tensor long_rows_of(const at::Tensor& rowptr) {
   const at::Tensor counts = rowptr.slice(0, 1) - rowptr.slice(0, 0, -1);
   return (counts >= kLongRow).nonzero().squeeze(1);

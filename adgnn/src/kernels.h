@@ -44,6 +44,13 @@ struct Transposed {
 // rest of the GPU idled, which bounded AD's few-row calls (docs/performance.md, v15).
 constexpr int64_t kLongRow = 1024;
 
+// The GPU backward of a few computed rows regroups their entries (given their count) on graphs
+// with at least this many CSR entries, and scans the transpose on smaller ones (measured:
+// docs/performance.md, v17).
+constexpr int64_t kRegroupMinEntries = int64_t(1) << 23;
+// The threshold in use (kRegroupMinEntries; tests lower it to run the regrouping on small graphs).
+int64_t& regroup_min_entries();
+
 // The rows of a CSR with >= kLongRow entries, int64 on rowptr's device (waits for the device once).
 at::Tensor long_rows_of(const at::Tensor& rowptr);
 
