@@ -9,6 +9,8 @@
 #include <fstream>
 #include <stdexcept>
 
+#include "adgnn/loaders.h"
+
 namespace fixtures {
 
 namespace {
@@ -111,6 +113,26 @@ std::string data_dir() {
   const char* env = std::getenv("ADGNN_DATA");
   std::string d = env && *env ? env : ADGNN_TEST_DATA;
   return std::filesystem::is_directory(d) ? d : "";
+}
+
+void expect_same_content(const adgnn::Graph& a, const adgnn::Graph& b) {
+  EXPECT_EQ(a.num_nodes, b.num_nodes);
+  EXPECT_EQ(a.num_classes, b.num_classes);
+  EXPECT_EQ(a.adj.indptr, b.adj.indptr);
+  EXPECT_EQ(a.adj.indices, b.adj.indices);
+  EXPECT_EQ(a.features.sparse, b.features.sparse);
+  EXPECT_EQ(a.features.dense, b.features.dense);
+  EXPECT_EQ(a.features.csr.indptr, b.features.csr.indptr);
+  EXPECT_EQ(a.features.csr.indices, b.features.csr.indices);
+  EXPECT_EQ(a.features.csr.values, b.features.csr.values);
+  EXPECT_EQ(a.labels, b.labels);
+  ASSERT_EQ(a.splits.size(), b.splits.size());
+  for (size_t k = 0; k < a.splits.size(); ++k) {
+    EXPECT_EQ(a.splits[k].name, b.splits[k].name);
+    EXPECT_EQ(a.splits[k].train, b.splits[k].train);
+    EXPECT_EQ(a.splits[k].val, b.splits[k].val);
+    EXPECT_EQ(a.splits[k].test, b.splits[k].test);
+  }
 }
 
 }  // namespace fixtures

@@ -7,7 +7,15 @@
 #include <utility>
 #include <vector>
 
+namespace adgnn {
+struct Graph;
+}
+
 namespace fixtures {
+
+// gtest expectations that two graphs hold the same nodes, edges (in stored order), features,
+// labels and every split (names and sources aside).
+void expect_same_content(const adgnn::Graph& a, const adgnn::Graph& b);
 
 std::string npy_raw(const std::string& descr, const std::vector<int64_t>& shape,
                     const std::string& data, bool fortran = false);

@@ -65,19 +65,7 @@ void expect_equal(const adgnn::Graph& a, const adgnn::Graph& b) {
   EXPECT_EQ(a.source, b.source);
   EXPECT_EQ(a.source_sha256, b.source_sha256);
   EXPECT_EQ(a.directed, b.directed);
-  EXPECT_EQ(a.num_nodes, b.num_nodes);
-  EXPECT_EQ(a.num_classes, b.num_classes);
-  EXPECT_EQ(a.adj.indptr, b.adj.indptr);
-  EXPECT_EQ(a.adj.indices, b.adj.indices);
-  EXPECT_EQ(a.features.sparse, b.features.sparse);
-  EXPECT_EQ(a.features.dense, b.features.dense);
-  EXPECT_EQ(a.features.csr.indptr, b.features.csr.indptr);
-  EXPECT_EQ(a.features.csr.indices, b.features.csr.indices);
-  EXPECT_EQ(a.features.csr.values, b.features.csr.values);
-  EXPECT_EQ(a.labels, b.labels);
-  ASSERT_EQ(a.splits.size(), b.splits.size());
-  EXPECT_EQ(a.splits[0].train, b.splits[0].train);
-  EXPECT_EQ(a.splits[0].test, b.splits[0].test);
+  fixtures::expect_same_content(a, b);
 }
 
 TEST(H5Graph, RoundTripDenseChunkedWithThreads) {

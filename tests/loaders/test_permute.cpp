@@ -30,23 +30,6 @@ std::vector<int64_t> inverse(const std::vector<int64_t>& order) {
   return inv;
 }
 
-void expect_same_graph(const Graph& a, const Graph& b) {
-  EXPECT_EQ(a.num_nodes, b.num_nodes);
-  EXPECT_EQ(a.adj.indptr, b.adj.indptr);
-  EXPECT_EQ(a.adj.indices, b.adj.indices);
-  EXPECT_EQ(a.features.sparse, b.features.sparse);
-  EXPECT_EQ(a.features.dense, b.features.dense);
-  EXPECT_EQ(a.features.csr.indptr, b.features.csr.indptr);
-  EXPECT_EQ(a.features.csr.indices, b.features.csr.indices);
-  EXPECT_EQ(a.features.csr.values, b.features.csr.values);
-  EXPECT_EQ(a.labels, b.labels);
-  ASSERT_EQ(a.splits.size(), b.splits.size());
-  for (size_t k = 0; k < a.splits.size(); ++k) {
-    EXPECT_EQ(a.splits[k].train, b.splits[k].train);
-    EXPECT_EQ(a.splits[k].val, b.splits[k].val);
-    EXPECT_EQ(a.splits[k].test, b.splits[k].test);
-  }
-}
 
 }  // namespace
 
@@ -85,7 +68,7 @@ TEST(PermuteNodes, EveryArrayFollowsItsNode) {
     EXPECT_EQ(a.degree_max, b.degree_max);
     // The inverse order gives the graph back, and original_id composes to the identity.
     const Graph back = adgnn::permute_nodes(h, new_of);
-    expect_same_graph(back, g);
+    fixtures::expect_same_content(back, g);
     std::vector<int64_t> identity(static_cast<size_t>(n));
     std::iota(identity.begin(), identity.end(), int64_t{0});
     EXPECT_EQ(back.original_id, identity);
@@ -99,7 +82,7 @@ TEST(PermuteNodes, OriginalIdSurvivesTheH5RoundTripAndIsChecked) {
   adgnn::write_graph_h5(h, dir + "/p.h5");
   const Graph r = adgnn::read_graph_h5(dir + "/p.h5");
   EXPECT_EQ(r.original_id, h.original_id);
-  expect_same_graph(r, h);
+  fixtures::expect_same_content(r, h);
   adgnn::write_graph_h5(g, dir + "/g.h5");  // never renumbered: no /original_id
   EXPECT_TRUE(adgnn::read_graph_h5(dir + "/g.h5").original_id.empty());
   Graph bad = h;
