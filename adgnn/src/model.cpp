@@ -608,8 +608,10 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
   if (m.adaptive() || c.degree_threshold > 0) {
     std::vector<at::Tensor> masks;
     std::vector<at::Tensor*> lists;
+    std::vector<int64_t> comp_mask_index;  // per layer: its computed-rows mask among `masks`
     for (int64_t t = 1; t <= L; ++t) {
       const at::Tensor &act = active[size_t(t)], &bnd = band[size_t(t)];
+      comp_mask_index.push_back(int64_t(masks.size()));
       masks.insert(masks.end(), {act | bnd, act, bnd});
       lists.insert(lists.end(), {&comp_list[size_t(t)], &act_list[size_t(t)], &band_list[size_t(t)]});
       if (width_changes(t)) {
@@ -622,10 +624,9 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
     // aggregation's backward sizes its buffers with them instead of waiting for the device) and
     // the halo exchanges' sizes (a rank of a distributed run).
     const at::Tensor row_entries = g.rowptr.slice(0, 1, n + 1) - g.rowptr.slice(0, 0, n);
-    std::vector<at::Tensor> entries;
-    for (int64_t t = 1; t <= L; ++t)
-      entries.push_back((active[size_t(t)] | band[size_t(t)]).to(torch::kInt64).mul(row_entries).sum().unsqueeze(0));
-    at::Tensor sizes = torch::cat({stacked.sum(1), torch::cat(entries)});
+    const at::Tensor comp_masks = stacked.index_select(0, torch::tensor(comp_mask_index, torch::kInt64).to(stacked.device()));
+    const at::Tensor entries = comp_masks.to(torch::kInt64).mul(row_entries.unsqueeze(0)).sum(1);
+    at::Tensor sizes = torch::cat({stacked.sum(1), entries});
     const at::Tensor halo_counts = pass ? pass->plan_counts() : at::Tensor();
     if (halo_counts.defined()) sizes = torch::cat({sizes, halo_counts});
     sizes = sizes.to(torch::kCPU).contiguous();
