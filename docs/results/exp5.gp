@@ -3,16 +3,16 @@ set output 'exp5.png'
 set grid
 set key outside right
 $plain << EOD
-4 7093.8
-8 14512.0
+4 4701.4
+8 10061.6
 EOD
 $ad << EOD
 4 41911.5
 8 46802.2
 EOD
 $ad_fast << EOD
-4 3112.4
-8 7478.5
+4 2075.6
+8 2591.4
 EOD
 set xlabel 'depth'
 set ylabel 'ms per epoch'
