@@ -737,7 +737,13 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
     at::Tensor next, frozen_band;  // frozen_band: the band rows' values had they stayed inactive
     {  // the rows that keep their value (or take the self-only one)
       RECORD_USER_SCOPE("frozen rows");
-      if (width_change) {
+      // Every row active and none in the band (layer 1 whenever tau(1) is 0: lambda = 0): the
+      // update is the output, in row order; no gather (and no scatter in the backward).
+      const bool all_active = act_rows.numel() == n && !has_band;
+      if (all_active) {
+        upd = post(upd);
+        next = upd;
+      } else if (width_change) {
         // Inactive rows at width-changing layers: the layer with the self term only.
         const at::Tensor& frozen_rows = frozen_list[size_t(t)];
         at::Tensor self = layer.self_only(hin.index_select(0, frozen_rows));
