@@ -104,8 +104,11 @@ class GcnLayer : public Layer {
   at::Tensor forward(const MessageGraph& g, const at::Tensor& h, const at::Tensor& rows) override {
     const at::Tensor self_w = gcn_self_weight(g, rows, h.scalar_type());
     // Aggregate at the narrower width: transform first where the layer narrows (the classifier),
-    // else aggregate first (only the chosen rows are transformed).
-    if (out_dim_ < in_dim_)
+    // else aggregate first (only the chosen rows are transformed). Not when few rows are computed
+    // (AD's deeper layers): transforming every source row (a rank's halo included) and its two
+    // backward products would then cost more than aggregating the few rows' entries wider.
+    const bool few_rows = rows.numel() * 8 < g.num_dst;
+    if (out_dim_ < in_dim_ && !few_rows)
       return csr_aggregate(g.rowptr, g.col, g.gcn_weight, h.mm(w_), rows, self_w, rows_entries_) + b_;
     return torch::addmm(b_, csr_aggregate(g.rowptr, g.col, g.gcn_weight, h, rows, self_w, rows_entries_), w_);
   }
