@@ -83,8 +83,8 @@ at::Tensor cached_long_rows(const at::Tensor& rowptr, const at::Tensor& col) {
 // sort keeps each source's entries in row order), are summed per source, instead of scanning the
 // whole transpose for the computed ones: the neighbour sums of the transposed kernel, in its
 // order, then the self term (a separate product here, so the last bit may differ from it).
-// entries (>= 0): the entry count of `rows`, known on the host, so that no size waits for the
-// device: every source row gets a (possibly empty) segment, and the kernel writes every row.
+// Every source row gets a segment (possibly empty) and the kernel writes every row, so no size
+// depends on the data but the entry count, which `entries` (>= 0) gives from the host.
 at::Tensor backward_x_few_rows(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& w,
                                const at::Tensor& g, const at::Tensor& rows, int64_t num_src,
                                const at::Tensor& self_w, int64_t entries) {
@@ -161,7 +161,7 @@ class CsrAggregate : public torch::autograd::Function<CsrAggregate> {
     // every deeper layer of the backward) and the graph is large: the scan skips the entries of
     // rows not computed, and measured faster on arxiv-scale (2.3 M entries: 6.8 against 10.0
     // ms per depth-4 AD-GCN_fast step), slower on products-scale (31 M entries per rank of four:
-    // 42.5 against 38.0 ms; 124 M on one GPU: 89.4 against 76.0 ms; H200, performance.md v17).
+    // 42.5 against 38.0 ms; 124 M on one GPU: 89.4 against 76.0 ms; H200, performance.md v18-v20).
     const int64_t entries = ctx->saved_data["rows_entries"].toInt();
     const bool few_rows = rows.defined() && rows.numel() * 8 < rowptr.numel() - 1;
     const bool regroup = !x.is_cuda() || (entries >= 0 && col.numel() >= kernels::regroup_min_entries());

@@ -46,7 +46,7 @@ constexpr int64_t kLongRow = 1024;
 
 // The GPU backward of a few computed rows regroups their entries (given their count) on graphs
 // with at least this many CSR entries, and scans the transpose on smaller ones (measured:
-// docs/performance.md, v17).
+// docs/performance.md, v18-v20).
 constexpr int64_t kRegroupMinEntries = int64_t(1) << 23;
 // The threshold in use (kRegroupMinEntries; tests lower it to run the regrouping on small graphs).
 int64_t& regroup_min_entries();

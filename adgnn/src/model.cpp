@@ -640,8 +640,6 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
       *lists[k] = rows.narrow(0, offset, count);
       offset += count;
     }
-  } else if (pass && pass->plan_counts().defined()) {
-    pass->set_plan_counts(pass->plan_counts().to(torch::kCPU));
   }
 
   std::vector<at::Tensor> edges;  // per layer, on the device until the end of the pass
