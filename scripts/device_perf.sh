@@ -43,6 +43,10 @@ CUDA_VISIBLE_DEVICES=0 build-gpu/adgnn bench --dataset /tmp/adgnn_bench/arxiv-sc
   --variants plain,ad_fast,ad --depths 4 --steps 20 --warmup 5 --profile 3 --breakdown --device cuda \
   --json "$OUT/profile_d4.json" >"$OUT/profile_d4.md" 2>&1
 elapsed "profile depth 4: exit $?"
+# The SpMM kernels alone against the card's copy bandwidth and matmul rate (performance.md floors).
+CUDA_VISIBLE_DEVICES=0 build-gpu/adgnn bench --dataset /tmp/adgnn_bench/arxiv-scale.h5 --backbones gcn \
+  --variants plain --depths 4 --steps 10 --warmup 3 --kernels --device cuda >"$OUT/kernels.md" 2>&1
+elapsed "kernels: exit $?"
 if [ -z "${QUICK:-}" ]; then
 # v10: AD's compact deeper-layer input off (the CUDA default) against on, same binary and card.
 CUDA_VISIBLE_DEVICES=0 build-gpu/adgnn bench --dataset /tmp/adgnn_bench/arxiv-scale.h5 --backbones gcn \
