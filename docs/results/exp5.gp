@@ -3,16 +3,16 @@ set output 'exp5.png'
 set grid
 set key outside right
 $plain << EOD
-4 4701.4
-8 10061.6
+4 14.2
+8 28.9
 EOD
 $ad << EOD
-4 41911.5
-8 46802.2
+4 55.3
+8 62.3
 EOD
 $ad_fast << EOD
-4 2075.6
-8 2591.4
+4 11.5
+8 21.3
 EOD
 set xlabel 'depth'
 set ylabel 'ms per epoch'
