@@ -225,12 +225,20 @@ __global__ void edge_dots(const int64_t* __restrict__ rowptr, const int32_t* __r
 // Threads (32 x 8): a warp walks one row's columns (coalesced), so the row's key is hashed once
 // per thread and row, and no element index is divided by the width (64-bit division per element
 // made the first version of this kernel compute-bound: 10 ms per products-scale step).
+// flags (null: every row): rows with flag 0 are not read (forward: left unwritten; the gradient:
+// zero).
 template <typename T>
 __global__ void dropout_apply_rows(const T* __restrict__ x, const int64_t* __restrict__ gid, int64_t rows,
                                    int64_t cols, uint64_t key, uint64_t threshold, T scale,
+                                   const uint8_t* __restrict__ flags, bool zero_unflagged,
                                    T* __restrict__ out) {
   const int64_t r = int64_t(blockIdx.x) * blockDim.y + threadIdx.y;
   if (r >= rows) return;
+  if (flags != nullptr && flags[r] == 0) {
+    if (zero_unflagged)
+      for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) out[r * cols + c] = T(0);
+    return;
+  }
   const uint64_t row_key = mix64(key ^ uint64_t(gid[r]));
   const T* xr = x + r * cols;
   T* outr = out + r * cols;
@@ -301,8 +309,14 @@ void launch_spmm(const int64_t* ptr, const int32_t* idx, const int64_t* eid, con
 }  // namespace
 
 at::Tensor dropout_apply_cuda(const at::Tensor& x, const at::Tensor& gid, uint64_t key, uint64_t threshold,
-                              float scale) {
+                              float scale, const at::Tensor& row_flags, bool zero_unflagged) {
   const at::Tensor xc = x.contiguous();
+  const uint8_t* flags = nullptr;
+  if (row_flags.defined()) {
+    TORCH_CHECK(row_flags.is_cuda() && row_flags.scalar_type() == at::kByte && row_flags.numel() == xc.size(0),
+                "dropout_apply_cuda: row_flags must be a CUDA uint8 tensor with one entry per row");
+    flags = row_flags.data_ptr<uint8_t>();
+  }
   const int64_t rows = xc.size(0), cols = xc.size(1);
   at::Tensor out = at::empty_like(xc);
   if (rows * cols == 0) return out;
@@ -311,7 +325,7 @@ at::Tensor dropout_apply_cuda(const at::Tensor& x, const at::Tensor& gid, uint64
   AT_DISPATCH_FLOATING_TYPES(xc.scalar_type(), "dropout_apply_cuda", [&] {
     dropout_apply_rows<scalar_t><<<blocks, threads, 0, at::cuda::getCurrentCUDAStream()>>>(
         xc.data_ptr<scalar_t>(), gid.data_ptr<int64_t>(), rows, cols, key, threshold,
-        static_cast<scalar_t>(scale), out.data_ptr<scalar_t>());
+        static_cast<scalar_t>(scale), flags, zero_unflagged, out.data_ptr<scalar_t>());
   });
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return out;

@@ -87,8 +87,10 @@ at::Tensor aggregate_cuda(const at::Tensor& rowptr, const at::Tensor& col, const
                           const at::Tensor& x, const at::Tensor& rows, const at::Tensor& self_w,
                           const at::Tensor& long_rows = {});
 // x[r, c] * (scale when mix64(mix64(key ^ gid[r]) + c) >= threshold, else 0); gid on x's device.
+// row_flags (uint8, one per row; undefined: every row): rows flagged 0 are left unwritten, or
+// zeroed with zero_unflagged.
 at::Tensor dropout_apply_cuda(const at::Tensor& x, const at::Tensor& gid, uint64_t key, uint64_t threshold,
-                              float scale);
+                              float scale, const at::Tensor& row_flags = {}, bool zero_unflagged = false);
 #endif
 
 }  // namespace adgnn::kernels

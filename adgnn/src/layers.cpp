@@ -38,6 +38,11 @@ at::Tensor Layer::rows_read(const MessageGraph& g, const at::Tensor& rows) const
   return std::get<0>(torch::_unique(torch::cat({rows, e.src}), /*sorted=*/true));
 }
 
+at::Tensor Layer::read_flags(const MessageGraph& g, const at::Tensor& rows, int64_t entries) const {
+  const EdgeList e = edges_of_rows(g.rowptr, g.col, rows, entries);
+  return torch::zeros({g.num_src}, g.rowptr.options().dtype(torch::kUInt8)).index_fill_(0, rows, 1).index_fill_(0, e.src, 1);
+}
+
 at::Tensor Layer::add(const std::string& name, at::Tensor t) {
   t = t.to(device_, dtype_);  // initialised on the CPU generator, so every device starts identically
   t.set_requires_grad(true);
@@ -280,6 +285,7 @@ class MixHopLayer : public Layer {
   }
   // Two hops, and on a rank the rows peers read: every row.
   at::Tensor rows_read(const MessageGraph&, const at::Tensor&) const override { return {}; }
+  at::Tensor read_flags(const MessageGraph&, const at::Tensor&, int64_t) const override { return {}; }
 
  private:
   // The destination rows whose A h the second hop reads: `rows`, their neighbours that are
@@ -330,6 +336,14 @@ class DirGnnLayer : public Layer {
     const at::Tensor in = edges_of_rows(g.in_rowptr, g.in_col, rows).src;
     const at::Tensor out = edges_of_rows(g.out_rowptr, g.out_col, rows).src;
     return std::get<0>(torch::_unique(torch::cat({rows, in, out}), /*sorted=*/true));
+  }
+  at::Tensor read_flags(const MessageGraph& g, const at::Tensor& rows, int64_t) const override {
+    const at::Tensor in = edges_of_rows(g.in_rowptr, g.in_col, rows).src;
+    const at::Tensor out = edges_of_rows(g.out_rowptr, g.out_col, rows).src;
+    return torch::zeros({g.num_src}, g.rowptr.options().dtype(torch::kUInt8))
+        .index_fill_(0, rows, 1)
+        .index_fill_(0, in, 1)
+        .index_fill_(0, out, 1);
   }
   at::Tensor edges_read(const MessageGraph& g, const at::Tensor& rows) const override {
     if (rows.numel() == 0) return torch::zeros({}, g.rowptr.options());

@@ -76,6 +76,9 @@ class Layer {
   // The source rows of h that forward(g, h, rows) reads (sorted, unique), or undefined when that
   // is not a small set to compute (MixHop's two hops): the rows and their neighbours.
   virtual at::Tensor rows_read(const MessageGraph& g, const at::Tensor& rows) const;
+  // The same set as one uint8 flag per source row, without sorting or a device wait (`entries`:
+  // the rows' CSR entries in g.rowptr, -1 unknown); undefined where rows_read is.
+  virtual at::Tensor read_flags(const MessageGraph& g, const at::Tensor& rows, int64_t entries) const;
 
   // On a rank of a distributed run, the current pass and layer number (MixHop's second hop
   // exchanges its inner power); null in the one-process run.

@@ -4,7 +4,9 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <optional>
 
 #include "adgnn/gnn.h"
@@ -140,11 +142,15 @@ namespace {
 
 // h * mask with the mask computed in place (forward and, for the gradient, again in backward):
 // storing a [rows, cols] mask cost a write, two reads and its memory at every layer.
+// row_flags (uint8 per row, undefined: every row): rows flagged 0 are read by nobody. The forward
+// leaves them unset (CUDA: unwritten; CPU: NaN, so that a read shows in the tests), the gradient
+// is zero there.
 at::Tensor apply_mask(const at::Tensor& h, const at::Tensor& gid, uint64_t key, uint64_t threshold,
-                      float keep_scale) {
+                      float keep_scale, const at::Tensor& flags_or_empty, bool gradient) {
+  const at::Tensor row_flags = flags_or_empty.numel() > 0 ? flags_or_empty : at::Tensor();
   if (h.is_cuda()) {
 #ifdef ADGNN_HAVE_CUDA_KERNELS
-    return kernels::dropout_apply_cuda(h, gid, key, threshold, keep_scale);
+    return kernels::dropout_apply_cuda(h, gid, key, threshold, keep_scale, row_flags, gradient);
 #else
     TORCH_CHECK(false, "dropout on CUDA needs the CUDA kernels (configure with -DADGNN_CUDA=ON)");
 #endif
@@ -154,12 +160,19 @@ at::Tensor apply_mask(const at::Tensor& h, const at::Tensor& gid, uint64_t key, 
   const int64_t rows = x.size(0), cols = x.size(1);
   at::Tensor out = torch::empty_like(x);
   const int64_t* g = gid.data_ptr<int64_t>();
+  const at::Tensor flags_c = row_flags.defined() ? row_flags.contiguous() : at::Tensor();
+  const uint8_t* flags = flags_c.defined() ? flags_c.data_ptr<uint8_t>() : nullptr;
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "dropout_rows", [&] {
     const scalar_t* in = x.data_ptr<scalar_t>();
     scalar_t* o = out.data_ptr<scalar_t>();
     const auto scale = static_cast<scalar_t>(keep_scale);
+    const auto unread = gradient ? scalar_t(0) : std::numeric_limits<scalar_t>::quiet_NaN();
     at::parallel_for(0, rows, 256, [&](int64_t b, int64_t e) {
       for (int64_t r = b; r < e; ++r) {
+        if (flags != nullptr && flags[r] == 0) {
+          std::fill(o + r * cols, o + (r + 1) * cols, unread);
+          continue;
+        }
         const uint64_t row_key = mix64(key ^ uint64_t(g[r]));
         for (int64_t c = 0; c < cols; ++c)
           o[r * cols + c] = in[r * cols + c] * (mix64(row_key + uint64_t(c)) >= threshold ? scale : scalar_t(0));
@@ -172,37 +185,42 @@ at::Tensor apply_mask(const at::Tensor& h, const at::Tensor& gid, uint64_t key, 
 class DropoutRowsFn : public torch::autograd::Function<DropoutRowsFn> {
  public:
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& h, const at::Tensor& gid,
-                            int64_t key, int64_t threshold, double keep_scale) {
-    ctx->save_for_backward({gid});
+                            int64_t key, int64_t threshold, double keep_scale, const at::Tensor& row_flags) {
+    ctx->save_for_backward({gid, row_flags});
     ctx->saved_data["key"] = key;
     ctx->saved_data["threshold"] = threshold;
     ctx->saved_data["scale"] = keep_scale;
-    return apply_mask(h, gid, uint64_t(key), uint64_t(threshold), float(keep_scale));
+    return apply_mask(h, gid, uint64_t(key), uint64_t(threshold), float(keep_scale), row_flags, false);
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
-    const at::Tensor gid = ctx->get_saved_variables()[0];
-    const at::Tensor g = apply_mask(grads[0], gid, uint64_t(ctx->saved_data["key"].toInt()),
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor g = apply_mask(grads[0], saved[0], uint64_t(ctx->saved_data["key"].toInt()),
                                     uint64_t(ctx->saved_data["threshold"].toInt()),
-                                    float(ctx->saved_data["scale"].toDouble()));
-    return {g, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+                                    float(ctx->saved_data["scale"].toDouble()), saved[1], true);
+    return {g, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
 }  // namespace
 
 at::Tensor dropout_rows(const at::Tensor& h, const at::Tensor& global_id, double p, uint64_t seed,
-                        int64_t epoch, int64_t layer) {
+                        int64_t epoch, int64_t layer, const at::Tensor& row_flags) {
   using kernels::mix64;
   if (p <= 0) return h;
   TORCH_CHECK(p < 1, "dropout must be below 1");
+  TORCH_CHECK(!row_flags.defined() || (row_flags.scalar_type() == torch::kUInt8 && row_flags.dim() == 1 &&
+                                       row_flags.numel() == h.size(0) && row_flags.device() == h.device()),
+              "dropout_rows: row_flags must be uint8 with one entry per row, on h's device");
   const uint64_t key = mix64(seed ^ mix64(uint64_t(epoch) * 0x100000001b3ULL ^ mix64(uint64_t(layer))));
   const float keep_scale = float(1.0 / (1.0 - p));
   const uint64_t threshold = uint64_t(p * 18446744073709551616.0);
   const at::Tensor gid = global_id.slice(0, 0, h.size(0)).to(h.device()).contiguous();
-  // The 64-bit key and threshold travel through autograd's int64 slots bit for bit.
-  return DropoutRowsFn::apply(h, gid, int64_t(key), int64_t(threshold), double(keep_scale));
+  // The 64-bit key and threshold travel through autograd's int64 slots bit for bit; no flags
+  // travel as an empty tensor (autograd's inputs must be defined).
+  const at::Tensor flags = row_flags.defined() ? row_flags : torch::empty({0}, h.options().dtype(torch::kUInt8));
+  return DropoutRowsFn::apply(h, gid, int64_t(key), int64_t(threshold), double(keep_scale), flags);
 }
 
 // ---- the model -----------------------------------------------------------------------------------
@@ -675,7 +693,12 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
       const bool compact_ok = c.compact_deep_layers == "on" || (c.compact_deep_layers == "auto" && h_src.is_cpu());
       if (few && !reads_frozen && compact_ok) read = layer.rows_read(g, comp_rows);
       if (!read.defined()) {
-        hin = dropout_rows(h_src, g.global_id, c.dropout, c.seed, epoch, t);
+        // The same rows as flags: a full-size input whose unread rows stay unset (no pass over
+        // them; a rank holds ~4x its own rows on products-scale, docs/benchmarks.md).
+        const at::Tensor flags = few && !reads_frozen && c.dropout_rows_read
+                                     ? layer.read_flags(g, comp_rows, comp_entries[size_t(t)])
+                                     : at::Tensor();
+        hin = dropout_rows(h_src, g.global_id, c.dropout, c.seed, epoch, t, flags);
         return;
       }
       hin = dropout_rows(h_src.index_select(0, read), g.global_id.index_select(0, read), c.dropout, c.seed, epoch, t);

@@ -219,6 +219,25 @@ TEST(Cuda, DropoutMasksEqualTheCpuOnes) {
   }
 }
 
+// Row flags on the GPU: flagged rows and every gradient equal the CPU's (unflagged rows: the
+// forward leaves them unset, the gradient is zero).
+TEST(Cuda, DropoutRowFlagsEqualTheCpu) {
+  REQUIRE_GPU();
+  const at::Tensor ids = torch::arange(100, 1101, torch::kInt64);
+  const at::Tensor flags = (torch::arange(1001) % 7 < 2).to(torch::kUInt8);
+  const at::Tensor flagged = flags.to(torch::kBool);
+  const at::Tensor x = torch::randn({1001, 37});
+  const at::Tensor probe = torch::randn({1001, 37}) * flagged.unsqueeze(1);
+  at::Tensor xc = x.clone().requires_grad_(true), xg = x.cuda().requires_grad_(true);
+  const at::Tensor oc = adgnn::dropout_rows(xc, ids, 0.3, 11, 7, 2, flags);
+  const at::Tensor og = adgnn::dropout_rows(xg, ids.cuda(), 0.3, 11, 7, 2, flags.cuda());
+  EXPECT_TRUE(torch::equal(oc.detach().index({flagged}), og.detach().cpu().index({flagged})));
+  (oc.index({flagged}) * probe.index({flagged})).sum().backward();
+  (og.index({flagged.cuda()}) * probe.cuda().index({flagged.cuda()})).sum().backward();
+  EXPECT_TRUE(torch::equal(xc.grad(), xg.grad().cpu()));
+  EXPECT_EQ(xg.grad().cpu().index({~flagged}).abs().sum().item<float>(), 0.0f);
+}
+
 class CudaModel : public ::testing::TestWithParam<std::pair<std::string, std::string>> {};
 
 TEST_P(CudaModel, ForwardAndGradientsMatchCpu) {

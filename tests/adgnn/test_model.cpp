@@ -318,25 +318,48 @@ TEST(Dropout, GradientIsTheMaskAndDoubleUsesTheSameBits) {
   EXPECT_GT((mask == 0).sum().item<int64_t>(), 0);
 }
 
-// AD's deeper layers drop out only the rows their computed rows read, and compute those rows on
-// a compact graph of them: logits equal those of dropout over every source row on the whole
-// graph bit for bit, and every gradient within float rounding (the backward sums in another
-// order), for each way of reading (one CSR, attention, DirGNN's two directions, MixHop's two
-// hops), and the restricted path ran.
+// Row flags: the flagged rows get the full dropout's values and gradient; the others are NaN
+// (read by nobody) with a zero gradient.
+TEST(Dropout, RowFlagsComputeOnlyTheFlaggedRows) {
+  const at::Tensor ids = torch::arange(3, 43, torch::kInt64);
+  const at::Tensor flags = (torch::arange(40) % 3 == 1).to(torch::kUInt8);
+  const at::Tensor flagged = flags.to(torch::kBool);
+  for (auto dtype : {torch::kFloat32, torch::kFloat64}) {
+    const at::Tensor h = (torch::rand({40, 6}, torch::dtype(dtype)) + 0.5).requires_grad_(true);
+    const at::Tensor full = adgnn::dropout_rows(h.detach(), ids, 0.4, 8, 1, 2);
+    const at::Tensor out = adgnn::dropout_rows(h, ids, 0.4, 8, 1, 2, flags);
+    EXPECT_TRUE(torch::equal(out.detach().index({flagged}), full.index({flagged}))) << dtype;
+    EXPECT_TRUE(out.detach().index({~flagged}).isnan().all().item<bool>()) << dtype;
+    const at::Tensor probe = torch::randn({40, 6}, torch::dtype(dtype));
+    const at::Tensor mask = adgnn::dropout_rows(torch::ones({40, 6}, torch::dtype(dtype)), ids, 0.4, 8, 1, 2);
+    (out.index({flagged}) * probe.index({flagged})).sum().backward();
+    EXPECT_TRUE(torch::equal(h.grad(), probe * mask * flagged.unsqueeze(1).to(dtype))) << dtype;
+  }
+  EXPECT_THROW(adgnn::dropout_rows(torch::ones({40, 6}), ids, 0.4, 8, 1, 2, flags.slice(0, 0, 39)), c10::Error);
+}
+
+// AD's deeper layers drop out only the rows their computed rows read: on a compact graph of them
+// (compact on) or flagged in the full-size input (compact off). Logits equal those of dropout
+// over every source row on the whole graph bit for bit (so no NaN of an unread row was read), and
+// every gradient within float rounding (the backward sums in another order), for each way of
+// reading (one CSR, attention, DirGNN's two directions, MixHop's two hops), and the restricted
+// path ran.
 TEST(Dropout, RowsReadOnlyEqualsEveryRow) {
   const auto g = csbm(400, 0.5, 1);
   const auto t = adgnn::to_tensors(g, torch::kCPU);
   const auto mg = adgnn::message_graph(t);
   const at::Tensor train = torch::rand({400}) < 0.5;
-  for (const char* backbone : {"gcn", "gat", "dirgnn", "mixhop"}) {
+  for (const char* backbone : {"gcn", "sage", "gat", "gatv2", "dirgnn", "mixhop"}) {
     auto cfg = config("ad_fast", 4, g);
     cfg.backbone = backbone;
     cfg.dropout = 0.5;
     cfg.theta_init = -2;
     std::vector<at::Tensor> logits, grads;
     int64_t few = 0;
-    for (bool every : {true, false}) {
-      cfg.compact_deep_layers = every ? "off" : "on";
+    for (const char* mode : {"every row", "compact", "flags"}) {
+      const std::string m = mode;
+      cfg.compact_deep_layers = m == "compact" ? "on" : "off";
+      cfg.dropout_rows_read = m == "flags";
       adgnn::Model model(cfg);  // same seed: same parameters
       const at::Tensor x = t.x.clone().requires_grad_(true);
       const auto out = model.forward(mg, x, true, 7, t.y, train);
@@ -349,12 +372,15 @@ TEST(Dropout, RowsReadOnlyEqualsEveryRow) {
       for (size_t l = 1; l + 1 < out.stats.computed_rows.size(); ++l) few += out.stats.computed_rows[l] * 4 < 400;
     }
     SCOPED_TRACE(backbone);
-    EXPECT_GT(few, 0) << "no layer computed few rows: the restricted path did not run";
+    EXPECT_GT(few, 0) << "no layer computed few rows: the restricted paths did not run";
     EXPECT_TRUE(torch::equal(logits[0], logits[1]));
-    ASSERT_EQ(grads.size() % 2, 0u);
-    const size_t half = grads.size() / 2;
-    for (size_t i = 0; i < half; ++i)
-      EXPECT_TRUE(torch::allclose(grads[i], grads[half + i], 1e-5, 1e-7)) << "gradient " << i;
+    EXPECT_TRUE(torch::equal(logits[0], logits[2]));
+    ASSERT_EQ(grads.size() % 3, 0u);
+    const size_t third = grads.size() / 3;
+    for (size_t i = 0; i < third; ++i) {
+      EXPECT_TRUE(torch::allclose(grads[i], grads[third + i], 1e-5, 1e-7)) << "compact, gradient " << i;
+      EXPECT_TRUE(torch::allclose(grads[i], grads[2 * third + i], 1e-5, 1e-7)) << "flags, gradient " << i;
+    }
   }
 }
 

@@ -158,10 +158,12 @@ adgnn::GraphPart metis_part(const adgnn::Graph& g, int parts, int rank) {
 }
 
 // Logits, loss and every parameter gradient of the P-rank run equal the one-process run's.
+// dist_cfg: the ranks' configuration where it differs from the reference's (another code path
+// for the same function).
 void expect_equivalent(Dist& t, const adgnn::Graph& g, const adgnn::ModelConfig& cfg,
-                       const adgnn::GraphPart& part, int steps) {
+                       const adgnn::GraphPart& part, int steps, const adgnn::ModelConfig* dist_cfg = nullptr) {
   const StepResult ref = run_steps(g, cfg, whole(g), nullptr, nullptr, t.device, steps);
-  const StepResult dist = run_steps(g, cfg, part, t.comm.get(), t.xcomm, t.device, steps);
+  const StepResult dist = run_steps(g, dist_cfg ? *dist_cfg : cfg, part, t.comm.get(), t.xcomm, t.device, steps);
   const at::Tensor owned = torch::tensor(std::vector<int64_t>(part.global_id.begin(), part.global_id.begin() + part.num_owned));
   double worst = 0;
   for (int s = 0; s < steps; ++s) {
@@ -225,6 +227,30 @@ TEST_F(Dist, BatchNormAndAdSharpMatchTheOneProcessRun) {
     adgnn::ModelConfig cfg = model_config(g, "gcn", variant);
     cfg.batchnorm = true;
     expect_equivalent(*this, g, cfg, metis_part(g, size, rank), 3);
+  }
+}
+
+// AD's deeper layers computing few rows drop out only the rows those read (flagged in the
+// [owned; halo] input, the others left unset: the GPU's default), against the one-process run
+// dropping out every row: same logits, loss and gradients, halo rows included.
+TEST_F(Dist, DropoutOfTheRowsReadMatchesTheOneProcessRun) {
+  const adgnn::Graph g = test_graph(240, 3);
+  for (const std::string backbone : {"gcn", "sage", "gat", "dirgnn"}) {
+    SCOPED_TRACE(backbone);
+    adgnn::ModelConfig ref = model_config(g, backbone, "ad_fast");
+    ref.layers = 4;
+    ref.normalisation = "linear";  // nearly binary depths: layers 2-3 compute few rows
+    ref.compact_deep_layers = "off";
+    ref.dropout_rows_read = false;
+    adgnn::ModelConfig flags = ref;
+    flags.dropout_rows_read = true;
+    {  // the flagged path runs: a middle layer computes fewer than a quarter of the rows
+      adgnn::Model m(ref);
+      const auto t = adgnn::to_tensors(g, torch::kCPU);
+      const auto out = m.forward(adgnn::message_graph(t), t.x.to(torch::kFloat64), false, 1, {}, {});
+      EXPECT_LT(std::min(out.stats.computed_rows[1], out.stats.computed_rows[2]) * 4, g.num_nodes);
+    }
+    expect_equivalent(*this, g, ref, metis_part(g, size, rank), 3, &flags);
   }
 }
 

@@ -142,6 +142,10 @@ struct ModelConfig {
   // scale 1947 -> 1160 ms); on the H200 the step became host-bound (docs/performance.md, v9).
   // "on" / "off": always / never ("off" is also the reference of the tests).
   std::string compact_deep_layers = "auto";
+  // Without the compact input, AD's deeper layers drop out only the rows their few computed rows
+  // read (flagged per row: no sort, no device wait) instead of every source row; the values are
+  // the same. false: every row (the tests' reference).
+  bool dropout_rows_read = true;
 };
 
 // What one forward pass computed, besides the logits.
@@ -201,8 +205,10 @@ class Model {
 };
 
 // Counter-based dropout: the mask entry (row, column) depends only on (seed, epoch, layer,
-// global id of the row, column), never on the partition or thread count.
+// global id of the row, column), never on the partition or thread count. row_flags (uint8, one
+// per row, on h's device): only rows flagged nonzero are computed; the others must not be read
+// (their values are unset: NaN on the CPU) and get a zero gradient.
 at::Tensor dropout_rows(const at::Tensor& h, const at::Tensor& global_id, double p, uint64_t seed,
-                        int64_t epoch, int64_t layer);
+                        int64_t epoch, int64_t layer, const at::Tensor& row_flags = {});
 
 }  // namespace adgnn
