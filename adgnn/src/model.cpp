@@ -682,10 +682,11 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
     // out only the rows that are read gives them the values of the full-tensor dropout. At AD's
     // deeper layers (training), whose few computed rows read few rows, those rows become a
     // compact input with a graph of their own (restrict_to): no pass over every source row.
-    // Width-changing layers read every frozen row; MixHop's two hops read every row.
+    // Width-changing layers also read their frozen rows (frozen_rows; undefined: every row, as
+    // plain layers); MixHop's two hops read every row.
     std::optional<MessageGraph> compact;
     at::Tensor compact_rows;
-    auto drop_input = [&](const at::Tensor& comp_rows, bool reads_frozen) {
+    auto drop_input = [&](const at::Tensor& comp_rows, bool reads_frozen, const at::Tensor& frozen_rows) {
       if (!training || t == 1) return;
       RECORD_USER_SCOPE("dropout");
       at::Tensor read;
@@ -693,11 +694,14 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
       const bool compact_ok = c.compact_deep_layers == "on" || (c.compact_deep_layers == "auto" && h_src.is_cpu());
       if (few && !reads_frozen && compact_ok) read = layer.rows_read(g, comp_rows);
       if (!read.defined()) {
-        // The same rows as flags: a full-size input whose unread rows stay unset (no pass over
-        // them; a rank holds ~4x its own rows on products-scale, docs/benchmarks.md).
-        const at::Tensor flags = few && !reads_frozen && c.dropout_rows_read
-                                     ? layer.read_flags(g, comp_rows, comp_entries[size_t(t)])
-                                     : at::Tensor();
+        // The same rows as flags, plus any frozen rows: a full-size input whose unread rows
+        // stay unset (no pass over them; a rank holds ~4x its own rows on products-scale, and
+        // frozen rows are owned ones, docs/benchmarks.md).
+        at::Tensor flags;
+        if (few && c.dropout_rows_read && (!reads_frozen || frozen_rows.defined())) {
+          flags = layer.read_flags(g, comp_rows, comp_entries[size_t(t)]);
+          if (flags.defined() && reads_frozen) flags.index_fill_(0, frozen_rows, 1);
+        }
         hin = dropout_rows(h_src, g.global_id, c.dropout, c.seed, epoch, t, flags);
         return;
       }
@@ -718,7 +722,7 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
     };
 
     if (!m.adaptive() && c.degree_threshold <= 0) {
-      drop_input({}, true);
+      drop_input({}, true, {});
       const at::Tensor upd = post(layer.forward(g, hin, all_rows));
       out.stats.active_rows.push_back(n);
       out.stats.computed_rows.push_back(n);
@@ -737,7 +741,7 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
     out.stats.computed_rows.push_back(comp_rows.numel());
     edges.push_back(layer.edges_read(g, comp_rows));
 
-    drop_input(comp_rows, width_change);
+    drop_input(comp_rows, width_change, width_change ? frozen_list[size_t(t)] : at::Tensor());
     at::Tensor upd;
     if (compact) {
       RECORD_USER_SCOPE("aggregate (compact)");

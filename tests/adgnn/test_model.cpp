@@ -339,7 +339,8 @@ TEST(Dropout, RowFlagsComputeOnlyTheFlaggedRows) {
 }
 
 // AD's deeper layers drop out only the rows their computed rows read: on a compact graph of them
-// (compact on) or flagged in the full-size input (compact off). Logits equal those of dropout
+// (compact on) or flagged in the full-size input (compact off; the classifier, which also reads
+// its frozen rows, flags those too). Logits equal those of dropout
 // over every source row on the whole graph bit for bit (so no NaN of an unread row was read), and
 // every gradient within float rounding (the backward sums in another order), for each way of
 // reading (one CSR, attention, DirGNN's two directions, MixHop's two hops), and the restricted
@@ -355,7 +356,7 @@ TEST(Dropout, RowsReadOnlyEqualsEveryRow) {
     cfg.dropout = 0.5;
     cfg.theta_init = -2;
     std::vector<at::Tensor> logits, grads;
-    int64_t few = 0;
+    int64_t few = 0, few_classifier = 0;
     for (const char* mode : {"every row", "compact", "flags"}) {
       const std::string m = mode;
       cfg.compact_deep_layers = m == "compact" ? "on" : "off";
@@ -370,9 +371,11 @@ TEST(Dropout, RowsReadOnlyEqualsEveryRow) {
       for (const auto& p : model.named_parameters())
         if (p.second.grad().defined()) grads.push_back(p.second.grad());
       for (size_t l = 1; l + 1 < out.stats.computed_rows.size(); ++l) few += out.stats.computed_rows[l] * 4 < 400;
+      few_classifier += out.stats.computed_rows.back() * 4 < 400;  // flags + its frozen rows
     }
     SCOPED_TRACE(backbone);
     EXPECT_GT(few, 0) << "no layer computed few rows: the restricted paths did not run";
+    EXPECT_GT(few_classifier, 0) << "the classifier computed many rows: its flagged path did not run";
     EXPECT_TRUE(torch::equal(logits[0], logits[1]));
     EXPECT_TRUE(torch::equal(logits[0], logits[2]));
     ASSERT_EQ(grads.size() % 3, 0u);

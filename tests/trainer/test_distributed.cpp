@@ -249,6 +249,7 @@ TEST_F(Dist, DropoutOfTheRowsReadMatchesTheOneProcessRun) {
       const auto t = adgnn::to_tensors(g, torch::kCPU);
       const auto out = m.forward(adgnn::message_graph(t), t.x.to(torch::kFloat64), false, 1, {}, {});
       EXPECT_LT(std::min(out.stats.computed_rows[1], out.stats.computed_rows[2]) * 4, g.num_nodes);
+      EXPECT_LT(out.stats.computed_rows[3] * 4, g.num_nodes);  // the classifier: flags + frozen rows
     }
     expect_equivalent(*this, g, ref, metis_part(g, size, rank), 3, &flags);
   }
