@@ -857,12 +857,18 @@ def exp5_report(a, raw):
             "peak or peak RSS (max over ranks).\n\n| model | depth | ranks | runs | parameters K (paper) | ms/epoch (paper) | "
             "accuracy % (paper) | peak GiB |\n|---|---:|---:|---:|---|---|---|---:|\n" + "\n".join(md) + "\n")
     write_text(os.path.join(a.out, "exp5.md"), text)
-    p0 = min((r[4] for r in rows), default=1)  # the fewest ranks measured (normally 1)
-    data = {v: [(r[3], r[7]) for r in rows if r[2] == v and r[4] == p0] for v in EXP5_VARIANTS}
-    gp = png_head("exp5.png", 800, 500) + "".join(dat_block(v, data[v]) for v in data) + \
-        f"set xlabel 'depth'\nset ylabel 'ms per epoch'\nset title 'Exp-5: time per epoch ({p0} rank(s))'\n" \
-        "set xtics (4, 8)\nplot $plain u 1:2 w lp title 'GCN', $ad u 1:2 w lp title 'AD-GCN', " \
-        "$ad_fast u 1:2 w lp title 'AD-GCN_fast'\n"
+    # One curve per model and rank count (solid: the fewest ranks, normally 1; dashed: more).
+    ranks = sorted({r[4] for r in rows}) or [1]
+    labels = {"plain": "GCN", "ad": "AD-GCN", "ad_fast": "AD-GCN_fast"}
+    blocks, curves = "", []
+    for k, P in enumerate(ranks):
+        for c, v in enumerate(EXP5_VARIANTS):
+            blocks += dat_block(f"{v}_P{P}", [(r[3], r[7]) for r in rows if r[2] == v and r[4] == P])
+            curves.append(f"${v}_P{P} u 1:2 w lp lc {c + 1} dt {1 if k == 0 else 2} "
+                          f"title '{labels[v]}, {P} rank{'s' if P > 1 else ''}'")
+    gp = png_head("exp5.png", 800, 500) + blocks + \
+        "set xlabel 'depth'\nset ylabel 'ms per epoch'\nset title 'Exp-5: time per epoch'\n" \
+        "set xtics (4, 8)\nplot " + ", ".join(curves) + "\n"
     gnuplot(a, os.path.join(a.out, "exp5.gp"), gp)
 
 
