@@ -11,7 +11,7 @@
 # $OUT/results_raw.tgz (unpack it in the repository root; experiments.py --report-only then
 # writes the tables), the logs as $OUT/experiments.log.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
 T0=$(date +%s)
 LIMIT=${LIMIT_S:-560}
 RESULT=${OUT:-/tmp/adgnn_experiments}

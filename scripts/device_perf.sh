@@ -9,7 +9,7 @@
 # Logs and tables go to /tmp/adgnn_perf, and as perf.tgz into $OUT when set (the device tool);
 # SKIP_BUILD=1 uses build-gpu as it is; QUICK=1 skips the --compact on and GAT / Photo runs.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
 RESULT=${OUT:-}  # the device tool's folder: everything comes back as one tarball (8 files at most)
 OUT=/tmp/adgnn_perf
 mkdir -p "$OUT"
