@@ -225,14 +225,17 @@ at::Tensor HaloPass::exchange(const at::Tensor& h_owned, const at::Tensor& prev_
     n_send += send_counts[size_t(p)];
     n_recv += recv_counts[size_t(p)];
   }
-  const at::Tensor recv_idx = n_recv == g_.num_halo() ? torch::arange(n_recv, send_all_.options())
-                                                      : torch::nonzero_static(recv_keep, n_recv).squeeze(1);
+  at::Tensor recv_idx = n_recv == g_.num_halo() ? torch::arange(n_recv, send_all_.options())
+                                                : torch::nonzero_static(recv_keep, n_recv).squeeze(1);
+  // Compact inputs (set_compact_halo): the received rows' positions among the held halo rows.
+  const bool compact = compact_pos_.defined() && t >= 2;
+  if (compact) recv_idx = compact_pos_.index_select(0, recv_idx);
   const at::Tensor sidx = n_send == full ? send_all_
                                          : send_all_.index_select(0, torch::nonzero_static(send_keep, n_send).squeeze(1));
   const auto out = HaloExchangeFn::apply(h_owned.contiguous(),
                                          prev_halo.defined() ? prev_halo : torch::empty({0}, h_owned.options()),
                                          token_, sidx, recv_idx, send_counts, recv_counts,
-                                         g_.num_halo(), prev_halo.defined(),
+                                         compact ? compact_rows_ : g_.num_halo(), prev_halo.defined(),
                                          reinterpret_cast<int64_t>(g_.transport.get()));
   token_ = out[1];
   const size_t k = size_t(t - 1);
@@ -284,6 +287,19 @@ void HaloPass::plan(const std::vector<bool>& input_changed, bool all_readers) {
   plan_counts_ = ends.empty() ? at::Tensor() : torch::cat(ends);
 }
 
+at::Tensor HaloPass::halo_read_after_first_layer(int64_t layers) const {
+  at::Tensor read = torch::zeros({g_.num_halo()}, g_.degree.options().dtype(torch::kBool));
+  for (int64_t t = 2; t <= layers; ++t) read.logical_or_(halo_reads(t));
+  return read;
+}
+
+void HaloPass::set_compact_halo(const at::Tensor& halo_pos, int64_t compact_rows) {
+  TORCH_CHECK(halo_pos.numel() == g_.num_halo() && compact_rows >= 0 && compact_rows <= g_.num_halo(),
+              "HaloPass::set_compact_halo: one position per halo row and at most every halo row");
+  compact_pos_ = halo_pos;
+  compact_rows_ = compact_rows;
+}
+
 void HaloPass::set_plan_counts(const at::Tensor& host_counts) {
   if (!plan_counts_.defined()) return;
   TORCH_CHECK(host_counts.is_cpu() && host_counts.scalar_type() == torch::kInt64 &&
@@ -315,8 +331,10 @@ at::Tensor HaloPass::extend(const at::Tensor& h_owned, const at::Tensor& prev_sr
     std::tie(go, go_recv) = keep_masks(t, width_changed, all_readers);
     c = counts(go, go_recv);
   }
-  // The previous layer's halo rows are this layer's frozen copies when the widths agree.
-  const at::Tensor prev = prev_src.size(0) == g_.num_src && prev_src.size(1) == h_owned.size(1)
+  // The previous layer's halo rows are this layer's frozen copies when the widths agree (and,
+  // with compact inputs, when it held the compact rows: layer 1's input holds every halo row).
+  const int64_t held = compact_pos_.defined() ? n + compact_rows_ : g_.num_src;
+  const at::Tensor prev = prev_src.size(0) == held && prev_src.size(1) == h_owned.size(1)
                               ? prev_src.slice(0, n)
                               : at::Tensor();
   return exchange(h_owned, prev, go, go_recv, c, t, st);
@@ -328,6 +346,7 @@ at::Tensor HaloPass::inner_rows(int64_t t) {
 }
 
 at::Tensor HaloPass::inner_fill(const at::Tensor& a_src, int64_t t, ForwardStats& st) {
+  TORCH_CHECK(!compact_pos_.defined(), "HaloPass::inner_fill: MixHop's inner power needs every halo row");
   const at::Tensor keep = peer_reads(t).index_select(0, send_key_);
   const at::Tensor recv_keep = halo_reads(t);
   return exchange(a_src.slice(0, 0, g_.num_dst), at::Tensor(), keep, recv_keep, counts(keep, recv_keep), t, st);

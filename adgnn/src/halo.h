@@ -32,6 +32,14 @@ class HaloPass {
   at::Tensor plan_counts() const { return plan_counts_; }
   void set_plan_counts(const at::Tensor& host_counts);
 
+  // After set_computed: the halo rows (bool over the halo) that a row computed at some layer
+  // t >= 2 reads; every row an exchange of those layers receives is one of them.
+  at::Tensor halo_read_after_first_layer(int64_t layers) const;
+  // The inputs of layers t >= 2 hold only those halo rows (compact_rows of them, in halo
+  // order): halo_pos maps a halo row to its position among them (-1: not held). Call before
+  // the first extend; extend then returns [h_owned; compact_rows rows].
+  void set_compact_halo(const at::Tensor& halo_pos, int64_t compact_rows);
+
   // The input rows of layer t >= 2: h_owned (h^(t-1) on the owned rows) followed by the halo
   // rows, those that changed at their owner since they were last received and that a row
   // computed here at layer t reads are received; the others keep their last copy from prev_src.
@@ -95,6 +103,8 @@ class HaloPass {
   };
   std::vector<Planned> planned_;
   at::Tensor plan_counts_;
+  at::Tensor compact_pos_;       // set_compact_halo; undefined: layers >= 2 hold every halo row
+  int64_t compact_rows_ = -1;
 };
 
 }  // namespace adgnn::detail

@@ -74,6 +74,34 @@ MessageGraph restrict_to(const MessageGraph& g, const at::Tensor& rows, const at
   return s;
 }
 
+// A rank's graph for layers >= 2 when those read only `rows` of its halo rows (bool mask,
+// `count` of them): the same owned rows and CSR entries, the source rows [owned; those halo rows]
+// (docs/distributed.md). Columns of other halo rows, which no computed row reads, point at row 0.
+// halo_pos: each halo row's position among the kept ones, -1 for the others.
+MessageGraph compact_halo_graph(const MessageGraph& g, const at::Tensor& rows, int64_t count, at::Tensor& halo_pos) {
+  const int64_t n = g.num_dst;
+  const auto idx = g.rowptr.options();
+  const at::Tensor kept = torch::nonzero_static(rows, count).squeeze(1);  // size known: no wait
+  halo_pos = torch::full({g.num_halo()}, -1, idx).index_put_({kept}, torch::arange(count, idx));
+  const at::Tensor column = torch::cat({torch::arange(n, idx), torch::where(halo_pos >= 0, halo_pos + n, 0)});
+  auto remap = [&](const at::Tensor& col) {
+    return col.defined() ? column.index_select(0, col.to(torch::kInt64)).to(col.scalar_type()) : col;
+  };
+  const at::Tensor source = torch::cat({torch::arange(n, idx), kept + n});
+  auto rows_of = [&](const at::Tensor& v) { return v.defined() ? v.index_select(0, source) : v; };
+  MessageGraph c = g;
+  c.num_src = n + count;
+  c.col = remap(g.col);
+  c.in_col = remap(g.in_col);
+  c.out_col = remap(g.out_col);
+  c.degree = rows_of(g.degree);
+  c.in_degree = rows_of(g.in_degree);
+  c.out_degree = rows_of(g.out_degree);
+  c.global_id = rows_of(g.global_id);
+  // The halo bookkeeping stays the full graph's (HaloPass reads it from g).
+  return c;
+}
+
 template <typename T>
 at::Tensor vec_tensor(const std::vector<T>& v, c10::ScalarType type) {
   return torch::from_blob(const_cast<T*>(v.data()), {int64_t(v.size())}, type).clone();
@@ -445,6 +473,8 @@ Model::Model(const ModelConfig& cfg) : impl_(std::make_unique<Impl>()) {
   detail::check_heuristic(cfg.same_label_heuristic);
   if (cfg.compact_deep_layers != "auto" && cfg.compact_deep_layers != "on" && cfg.compact_deep_layers != "off")
     throw InputError("--compact " + cfg.compact_deep_layers + ": expected auto, on or off");
+  if (cfg.compact_halo != "auto" && cfg.compact_halo != "on" && cfg.compact_halo != "off")
+    throw InputError("--compact-halo " + cfg.compact_halo + ": expected auto, on or off");
   if (cfg.degree_threshold < 0) throw InputError("--degree-threshold: must be >= 0");
   if (cfg.degree_threshold > 0 && cfg.variant != "plain")
     throw InputError("--degree-threshold: only with --variant plain (Exp-2's case study)");
@@ -623,6 +653,7 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
   std::vector<at::Tensor> comp_list(size_t(L + 1)), act_list(size_t(L + 1)), band_list(size_t(L + 1)),
       frozen_list(size_t(L + 1));
   std::vector<int64_t> comp_entries(size_t(L + 1), -1);  // per layer: CSR entries of comp_list
+  std::optional<MessageGraph> deep_graph;  // a rank's graph for layers >= 2 (compact halo rows)
   if (m.adaptive() || c.degree_threshold > 0) {
     std::vector<at::Tensor> masks;
     std::vector<at::Tensor*> lists;
@@ -645,13 +676,34 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
     const at::Tensor comp_masks = stacked.index_select(0, torch::tensor(comp_mask_index, torch::kInt64).to(stacked.device()));
     const at::Tensor entries = comp_masks.to(torch::kInt64).mul(row_entries.unsqueeze(0)).sum(1);
     at::Tensor sizes = torch::cat({stacked.sum(1), entries});
+    // Compact halo inputs for layers >= 2 (docs/distributed.md): the count of halo rows they
+    // read. "auto" only where the backward of few rows regroups their entries (the CPU; on a GPU
+    // from kRegroupMinEntries), so that the per-pass graph needs no transpose.
+    const bool try_compact_halo =
+        pass && L >= 2 && g.num_halo() > 0 && c.backbone != "mixhop" &&
+        (c.compact_halo == "on" ||
+         (c.compact_halo == "auto" && (x.is_cpu() || g.col.numel() >= kernels::regroup_min_entries())));
+    const at::Tensor halo_read = try_compact_halo ? pass->halo_read_after_first_layer(L) : at::Tensor();
+    if (try_compact_halo) sizes = torch::cat({sizes, halo_read.sum().to(torch::kInt64).view({1})});
+    const int64_t counts_at = int64_t(lists.size()) + L + (try_compact_halo ? 1 : 0);
     const at::Tensor halo_counts = pass ? pass->plan_counts() : at::Tensor();
     if (halo_counts.defined()) sizes = torch::cat({sizes, halo_counts});
     sizes = sizes.to(torch::kCPU).contiguous();
-    if (halo_counts.defined()) pass->set_plan_counts(sizes.slice(0, int64_t(lists.size()) + L));
+    if (halo_counts.defined()) pass->set_plan_counts(sizes.slice(0, counts_at));
     const at::Tensor rows = stacked.nonzero().select(1, 1).contiguous();  // by mask, then row
     const int64_t* size = sizes.data_ptr<int64_t>();
     for (int64_t t = 1; t <= L; ++t) comp_entries[size_t(t)] = size[int64_t(lists.size()) + t - 1];
+    if (try_compact_halo) {
+      const int64_t held = size[int64_t(lists.size()) + L];
+      bool few_deep = true;  // every layer >= 2 computes few rows (the backward's regrouping)
+      for (int64_t t = 2; t <= L; ++t) few_deep = few_deep && size[comp_mask_index[size_t(t - 1)]] * 8 < n;
+      if (c.compact_halo == "on" || (held * 4 < g.num_halo() && few_deep)) {
+        at::Tensor halo_pos;
+        deep_graph.emplace(compact_halo_graph(g, halo_read, held, halo_pos));
+        pass->set_compact_halo(halo_pos, held);
+        out.stats.deep_halo_rows = held;
+      }
+    }
     int64_t offset = 0;
     for (size_t k = 0; k < lists.size(); ++k) {
       const int64_t count = size[k];
@@ -665,6 +717,7 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
     // Profiler scopes (adgnn train --profile): per layer, and its parts.
     RECORD_USER_SCOPE(t == 1 ? "layer 1" : t == 2 ? "layer 2" : t == 3 ? "layer 3" : "layer 4+");
     Layer& layer = *m.layers[t - 1];
+    const MessageGraph& gl = t >= 2 && deep_graph ? *deep_graph : g;  // this layer's source rows
     const bool last = t == L;
     const bool width_change = width_changes(t);
     if (t > 1) {
@@ -692,21 +745,21 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
       at::Tensor read;
       const bool few = comp_rows.defined() && comp_rows.numel() > 0 && comp_rows.numel() * 4 < n;
       const bool compact_ok = c.compact_deep_layers == "on" || (c.compact_deep_layers == "auto" && h_src.is_cpu());
-      if (few && !reads_frozen && compact_ok) read = layer.rows_read(g, comp_rows);
+      if (few && !reads_frozen && compact_ok) read = layer.rows_read(gl, comp_rows);
       if (!read.defined()) {
         // The same rows as flags, plus any frozen rows: a full-size input whose unread rows
         // stay unset (no pass over them; a rank holds ~4x its own rows on products-scale, and
         // frozen rows are owned ones, docs/benchmarks.md).
         at::Tensor flags;
         if (few && c.dropout_rows_read && (!reads_frozen || frozen_rows.defined())) {
-          flags = layer.read_flags(g, comp_rows, comp_entries[size_t(t)]);
+          flags = layer.read_flags(gl, comp_rows, comp_entries[size_t(t)]);
           if (flags.defined() && reads_frozen) flags.index_fill_(0, frozen_rows, 1);
         }
-        hin = dropout_rows(h_src, g.global_id, c.dropout, c.seed, epoch, t, flags);
+        hin = dropout_rows(h_src, gl.global_id, c.dropout, c.seed, epoch, t, flags);
         return;
       }
-      hin = dropout_rows(h_src.index_select(0, read), g.global_id.index_select(0, read), c.dropout, c.seed, epoch, t);
-      compact = restrict_to(g, comp_rows, read, c.backbone == "dirgnn");
+      hin = dropout_rows(h_src.index_select(0, read), gl.global_id.index_select(0, read), c.dropout, c.seed, epoch, t);
+      compact = restrict_to(gl, comp_rows, read, c.backbone == "dirgnn");
       compact_rows = torch::searchsorted(read, comp_rows);
     };
     layer.set_halo(pass.get(), t, &out.stats);
@@ -723,10 +776,10 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
 
     if (!m.adaptive() && c.degree_threshold <= 0) {
       drop_input({}, true, {});
-      const at::Tensor upd = post(layer.forward(g, hin, all_rows));
+      const at::Tensor upd = post(layer.forward(gl, hin, all_rows));
       out.stats.active_rows.push_back(n);
       out.stats.computed_rows.push_back(n);
-      edges.push_back(layer.edges_read(g, all_rows));
+      edges.push_back(layer.edges_read(gl, all_rows));
       layer.set_halo(nullptr, 0, nullptr);
       h_dst = upd;
       out.layer_outputs.push_back(h_dst);
@@ -739,7 +792,7 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
                      &band_rows = band_list[size_t(t)];
     out.stats.active_rows.push_back(act_rows.numel());
     out.stats.computed_rows.push_back(comp_rows.numel());
-    edges.push_back(layer.edges_read(g, comp_rows));
+    edges.push_back(layer.edges_read(gl, comp_rows));
 
     drop_input(comp_rows, width_change, width_change ? frozen_list[size_t(t)] : at::Tensor());
     at::Tensor upd;
@@ -750,7 +803,7 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
     } else {
       RECORD_USER_SCOPE("aggregate");
       layer.set_rows_entries(comp_entries[size_t(t)]);
-      upd = layer.forward(g, hin, comp_rows);
+      upd = layer.forward(gl, hin, comp_rows);
       layer.set_rows_entries(-1);
     }
     layer.set_halo(nullptr, 0, nullptr);

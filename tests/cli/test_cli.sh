@@ -85,7 +85,8 @@ printf 'model: gcn\nhiden: 3\n' >"$tmp/bad.yaml"
 expect_error "unknown key 'hiden'" "$adgnn" train --config "$tmp/bad.yaml" --dataset csbm:demo
 expect_error "--splits geom-gcn" "$adgnn" train csbm:demo --splits geom-gcn --epochs 1
 expect_error "--compact sometimes" "$adgnn" train csbm:demo --variant ad_fast --compact sometimes --epochs 1
-printf 'variant: ad_fast\ncompact: off\nepochs: 2\n' >"$tmp/compact.yaml"
+expect_error "--compact-halo sometimes" "$adgnn" train csbm:demo --variant ad_fast --compact-halo sometimes --epochs 1
+printf 'variant: ad_fast\ncompact: off\ncompact_halo: off\nepochs: 2\n' >"$tmp/compact.yaml"
 expect_ok "$adgnn" train --config "$tmp/compact.yaml" --dataset csbm:demo --no-progress
 expect_ok "$adgnn" train csbm:demo --model gcn --variant plain,ad_fast --epochs 3 --no-progress
 grep -q "AD-GCN_fast" "$tmp/out" && ok || bad "train output lacks AD-GCN_fast"

@@ -363,11 +363,14 @@ RunResult train_run(const Graph& g, const TrainConfig& cfg_in, int64_t run, Comm
       for (auto* v : {&st.active_rows, &st.computed_rows, &st.edges_processed, &st.halo_rows,
                       &st.halo_rows_full, &st.halo_bytes, &st.halo_bytes_full})
         flat.insert(flat.end(), v->begin(), v->end());
+      // Halo rows held by layers >= 2 (every halo row where they were not compacted).
+      flat.push_back(st.deep_halo_rows >= 0 ? st.deep_halo_rows : mg.num_halo());
       flat = sum_ranks_i(flat);
       size_t k = 0;
       for (auto* v : {&st.active_rows, &st.computed_rows, &st.edges_processed, &st.halo_rows,
                       &st.halo_rows_full, &st.halo_bytes, &st.halo_bytes_full})
         for (auto& e : *v) e = flat[k++];
+      st.deep_halo_rows = flat[k];
       last_stats = st;
     }
 
@@ -408,6 +411,7 @@ RunResult train_run(const Graph& g, const TrainConfig& cfg_in, int64_t run, Comm
         j["halo_rows_full"] = last_stats.halo_rows_full;
         j["halo_bytes"] = last_stats.halo_bytes;
         j["halo_bytes_full"] = last_stats.halo_bytes_full;
+        j["deep_halo_rows"] = last_stats.deep_halo_rows;  // summed over ranks
       }
       metrics << j.dump() << '\n';
       metrics.flush();

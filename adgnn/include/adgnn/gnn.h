@@ -146,6 +146,13 @@ struct ModelConfig {
   // read (flagged per row: no sort, no device wait) instead of every source row; the values are
   // the same. false: every row (the tests' reference).
   bool dropout_rows_read = true;
+  // A rank of a distributed AD run: layers >= 2 hold only the halo rows that a row computed
+  // there reads (docs/distributed.md), instead of every halo row. "auto": where fewer than a
+  // quarter of the halo rows are read, every layer >= 2 computes fewer than 1/8 of the rows,
+  // and their backward regroups their entries (the CPU; a GPU from 2^23 entries per rank), so
+  // the per-pass graph needs no transpose; "on" / "off": whenever possible / never (MixHop
+  // never: its second hop reads every row).
+  std::string compact_halo = "auto";
 };
 
 // What one forward pass computed, besides the logits.
@@ -161,6 +168,8 @@ struct ForwardStats {
   // Distributed runs, per layer t (the exchange of its input; layer 1 reads static features):
   // halo rows sent by this rank, and what a full halo exchange would send; bytes likewise.
   std::vector<int64_t> halo_rows, halo_rows_full, halo_bytes, halo_bytes_full;
+  // Halo rows that layers >= 2 held (ModelConfig::compact_halo); -1: every halo row.
+  int64_t deep_halo_rows = -1;
 };
 
 struct ForwardOutput {
