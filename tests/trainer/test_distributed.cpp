@@ -278,7 +278,17 @@ TEST_F(Dist, CompactHaloMatchesTheOneProcessRun) {
         adgnn::Model m(compact);
         adgnn::PartTensors pt = adgnn::part_tensors(part, device, torch::kFloat64);
         if (xcomm) pt.graph.transport = adgnn::make_rank_transport(*xcomm, xcomm->device_memory());
-        const auto out = m.forward(pt.graph, pt.x.to(torch::kFloat64), true, 1, {}, {});
+        const at::Tensor x = pt.x.to(torch::kFloat64);
+        const auto out = m.forward(pt.graph, x, true, 1, {}, {});
+        {  // evaluation (no dropout, no band) too: the same logits as without compaction
+          torch::NoGradGuard no_grad;
+          adgnn::ModelConfig full = compact;
+          full.compact_halo = "off";
+          adgnn::Model m_full(full);
+          const at::Tensor a = m.forward(pt.graph, x, false, 2, {}, {}).logits;
+          const at::Tensor b = m_full.forward(pt.graph, x, false, 2, {}, {}).logits;
+          if (a.numel() > 0) EXPECT_LT(rel_diff(a, b), kRel) << "evaluation logits";
+        }
         if (size > 1 && pt.graph.num_halo() > 0) {
           EXPECT_GE(out.stats.deep_halo_rows, 0);
           EXPECT_LE(out.stats.deep_halo_rows, pt.graph.num_halo());
