@@ -5,6 +5,8 @@
 # distributed benchmark on the arxiv-scale and products-scale graphs. Logs go to $OUT.
 # COMPACT_RANKS="1 4" adds products-scale depth-4 runs with AD's compact deeper-layer input
 # forced on (`--compact on`; CUDA's default is off, docs/performance.md v10) on those rank counts.
+# FULL_HALO_RANKS="4" adds products-scale depth-4 runs with `--compact-halo off` (every halo row
+# at every layer, the layout before v25; docs/distributed.md) on those rank counts.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/adgnn_device}
@@ -37,6 +39,12 @@ for L in ${PRODUCTS_LAYERS:-4 8}; do
     bash scripts/bench_distributed.sh /tmp/products.h5 2>&1 | head -c 20000 | tee "$OUT/products_l$L.md"
   echo "elapsed: $(( $(date +%s) - t0 )) s"
 done
+if [ -n "${FULL_HALO_RANKS:-}" ]; then
+  ADGNN=build-gpu/adgnn DEVICE=cuda RANKS="$FULL_HALO_RANKS" LAYERS=4 EPOCHS=${EPOCHS:-20} EXTRA_FLAGS="--compact-halo off" \
+    OUT_DIR="$OUT/products_l4_full_halo" bash scripts/bench_distributed.sh /tmp/products.h5 2>&1 | head -c 20000 |
+    tee "$OUT/products_l4_full_halo.md"
+  echo "elapsed: $(( $(date +%s) - t0 )) s"
+fi
 if [ -n "${COMPACT_RANKS:-}" ]; then
   ADGNN=build-gpu/adgnn DEVICE=cuda RANKS="$COMPACT_RANKS" LAYERS=4 EPOCHS=${EPOCHS:-20} EXTRA_FLAGS="--compact on" \
     OUT_DIR="$OUT/products_l4_compact" bash scripts/bench_distributed.sh /tmp/products.h5 2>&1 | head -c 20000 |
