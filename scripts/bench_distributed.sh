@@ -31,8 +31,8 @@ threads=$([ "$device" = cpu ] && echo "--threads 1" || echo "")
 
 echo "graph $graph; device $device; hidden $hidden; $epochs epochs (median train step after 5 warm-up); partition $partition; ${EXTRA_FLAGS:+flags $EXTRA_FLAGS; }$(date -u +%F)"
 echo
-echo "| ranks | layers | model | train step (ms) | speedup | halo rows sent per layer | full halo rows per layer | halo MiB sent / full (all layers) | peak mem (GiB, max rank) | test acc |"
-echo "|---:|---:|---|---:|---:|---|---|---|---:|---:|"
+echo "| ranks | layers | model | train step (ms) | speedup | halo rows sent per layer | full halo rows per layer | halo MiB sent / full (all layers) | halo rows held by layers >= 2 | peak mem (GiB, max rank) | test acc |"
+echo "|---:|---:|---|---:|---:|---|---|---|---:|---:|---:|"
 for L in $layers_list; do
   for P in $ranks_list; do
     tag="p${P}_l${L}"
@@ -66,6 +66,8 @@ for L in layers:
             mib = lambda k: sum(last.get(k, [])) / 2**20
             halo = f"{mib('halo_bytes'):.1f} / {mib('halo_bytes_full'):.1f}" if sent else "–"
             label = "GCN" if v == "plain" else "AD-GCN_fast"
-            print(f"| {P} | {L} | {label} | {step:.1f} | {base[(L, v)] / step:.2f} | {sent or '–'} | {full or '–'} | {halo} | "
+            held = last.get("deep_halo_rows")  # summed over ranks (--compact-halo)
+            held = f"{held:,}" if held is not None and sent else "–"
+            print(f"| {P} | {L} | {label} | {step:.1f} | {base[(L, v)] / step:.2f} | {sent or '–'} | {full or '–'} | {halo} | {held} | "
                   f"{run.get('peak_memory_bytes', 0) / 2**30:.2f} | {100 * summary['test_mean']:.2f} |")
 PY
