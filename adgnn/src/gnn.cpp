@@ -71,11 +71,12 @@ kernels::Transposed cached_transpose(const at::Tensor& rowptr, const at::Tensor&
 }
 
 #ifdef ADGNN_HAVE_CUDA_KERNELS
-// The long rows of the aggregated CSRs on the GPU (kernels::kLongRow), found once per CSR (one
-// device wait).
-at::Tensor cached_long_rows(const at::Tensor& rowptr, const at::Tensor& col) {
+// The long rows of the aggregated CSRs on the GPU (kernels::kLongRow), found once per row
+// pointer (one device wait). Keyed by rowptr alone: a rank's per-pass graph with compact halo
+// columns (docs/distributed.md) shares the graph's rows, so it finds them without a wait.
+at::Tensor cached_long_rows(const at::Tensor& rowptr) {
   static CsrCache<at::Tensor> cache;
-  return cache.get(rowptr, col, 0, [&] { return kernels::long_rows_of(rowptr); });
+  return cache.get(rowptr, rowptr, 0, [&] { return kernels::long_rows_of(rowptr); });
 }
 #endif
 
@@ -132,7 +133,7 @@ class CsrAggregate : public torch::autograd::Function<CsrAggregate> {
       // A CSR built for this call only is not searched for long rows (that would wait for the
       // device every call); its rows are all summed by single warps.
       return kernels::aggregate_cuda(rowptr, col, weight, x, rows, self_w,
-                                     cache_csr ? cached_long_rows(rowptr, col) : at::Tensor());
+                                     cache_csr ? cached_long_rows(rowptr) : at::Tensor());
 #else
       TORCH_CHECK(false, "csr_aggregate: this build has no CUDA kernels (configure with -DADGNN_CUDA=ON)");
 #endif
