@@ -228,7 +228,7 @@ at::Tensor HaloPass::exchange(const at::Tensor& h_owned, const at::Tensor& prev_
   at::Tensor recv_idx = n_recv == g_.num_halo() ? torch::arange(n_recv, send_all_.options())
                                                 : torch::nonzero_static(recv_keep, n_recv).squeeze(1);
   // Compact inputs (set_compact_halo): the received rows' positions among the held halo rows.
-  const bool compact = compact_pos_.defined() && t >= 2;
+  const bool compact = compact_pos_.defined();
   if (compact) recv_idx = compact_pos_.index_select(0, recv_idx);
   const at::Tensor sidx = n_send == full ? send_all_
                                          : send_all_.index_select(0, torch::nonzero_static(send_keep, n_send).squeeze(1));

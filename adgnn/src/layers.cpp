@@ -33,14 +33,22 @@ at::Tensor Layer::edges_read(const MessageGraph& g, const at::Tensor& rows) cons
   return (g.rowptr.index_select(0, rows + 1) - g.rowptr.index_select(0, rows)).sum();
 }
 
+std::vector<at::Tensor> Layer::read_sources(const MessageGraph& g, const at::Tensor& rows, int64_t entries) const {
+  return {rows, edges_of_rows(g.rowptr, g.col, rows, entries).src};
+}
+
 at::Tensor Layer::rows_read(const MessageGraph& g, const at::Tensor& rows) const {
-  const EdgeList e = edges_of_rows(g.rowptr, g.col, rows);
-  return std::get<0>(torch::_unique(torch::cat({rows, e.src}), /*sorted=*/true));
+  const std::vector<at::Tensor> sources = read_sources(g, rows, -1);
+  if (sources.empty()) return {};
+  return std::get<0>(torch::_unique(torch::cat(sources), /*sorted=*/true));
 }
 
 at::Tensor Layer::read_flags(const MessageGraph& g, const at::Tensor& rows, int64_t entries) const {
-  const EdgeList e = edges_of_rows(g.rowptr, g.col, rows, entries);
-  return torch::zeros({g.num_src}, g.rowptr.options().dtype(torch::kUInt8)).index_fill_(0, rows, 1).index_fill_(0, e.src, 1);
+  const std::vector<at::Tensor> sources = read_sources(g, rows, entries);
+  if (sources.empty()) return {};
+  at::Tensor flags = torch::zeros({g.num_src}, g.rowptr.options().dtype(torch::kUInt8));
+  for (const at::Tensor& s : sources) flags.index_fill_(0, s, 1);
+  return flags;
 }
 
 at::Tensor Layer::add(const std::string& name, at::Tensor t) {
@@ -284,8 +292,7 @@ class MixHopLayer : public Layer {
     return Layer::edges_read(g, rows) + Layer::edges_read(g, first_hop_rows(g, rows));
   }
   // Two hops, and on a rank the rows peers read: every row.
-  at::Tensor rows_read(const MessageGraph&, const at::Tensor&) const override { return {}; }
-  at::Tensor read_flags(const MessageGraph&, const at::Tensor&, int64_t) const override { return {}; }
+  std::vector<at::Tensor> read_sources(const MessageGraph&, const at::Tensor&, int64_t) const override { return {}; }
 
  private:
   // The destination rows whose A h the second hop reads: `rows`, their neighbours that are
@@ -332,18 +339,8 @@ class DirGnnLayer : public Layer {
     return alpha_ * b_out_ + (1 - alpha_) * b_in_ + torch::addmm(b_root_, h_rows, w_root_);
   }
   at::Tensor input_transform(const at::Tensor& h) override { return h.mm(w_in_); }
-  at::Tensor rows_read(const MessageGraph& g, const at::Tensor& rows) const override {
-    const at::Tensor in = edges_of_rows(g.in_rowptr, g.in_col, rows).src;
-    const at::Tensor out = edges_of_rows(g.out_rowptr, g.out_col, rows).src;
-    return std::get<0>(torch::_unique(torch::cat({rows, in, out}), /*sorted=*/true));
-  }
-  at::Tensor read_flags(const MessageGraph& g, const at::Tensor& rows, int64_t) const override {
-    const at::Tensor in = edges_of_rows(g.in_rowptr, g.in_col, rows).src;
-    const at::Tensor out = edges_of_rows(g.out_rowptr, g.out_col, rows).src;
-    return torch::zeros({g.num_src}, g.rowptr.options().dtype(torch::kUInt8))
-        .index_fill_(0, rows, 1)
-        .index_fill_(0, in, 1)
-        .index_fill_(0, out, 1);
+  std::vector<at::Tensor> read_sources(const MessageGraph& g, const at::Tensor& rows, int64_t) const override {
+    return {rows, edges_of_rows(g.in_rowptr, g.in_col, rows).src, edges_of_rows(g.out_rowptr, g.out_col, rows).src};
   }
   at::Tensor edges_read(const MessageGraph& g, const at::Tensor& rows) const override {
     if (rows.numel() == 0) return torch::zeros({}, g.rowptr.options());

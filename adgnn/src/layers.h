@@ -73,12 +73,14 @@ class Layer {
   // CSR entries read when computing `rows` (reported per layer), as a 0-dim int64 tensor on the
   // graph's device: the model copies every layer's count to the host once, after the last layer.
   virtual at::Tensor edges_read(const MessageGraph& g, const at::Tensor& rows) const;
-  // The source rows of h that forward(g, h, rows) reads (sorted, unique), or undefined when that
-  // is not a small set to compute (MixHop's two hops): the rows and their neighbours.
-  virtual at::Tensor rows_read(const MessageGraph& g, const at::Tensor& rows) const;
-  // The same set as one uint8 flag per source row, without sorting or a device wait (`entries`:
-  // the rows' CSR entries in g.rowptr, -1 unknown); undefined where rows_read is.
-  virtual at::Tensor read_flags(const MessageGraph& g, const at::Tensor& rows, int64_t entries) const;
+  // The source rows of h that forward(g, h, rows) reads: the rows and their neighbours, as lists
+  // that may repeat rows (`entries`: the rows' CSR entries in g.rowptr, -1 unknown), or none
+  // when that is not a small set to compute (MixHop's two hops).
+  virtual std::vector<at::Tensor> read_sources(const MessageGraph& g, const at::Tensor& rows, int64_t entries) const;
+  // That set sorted and unique, or undefined where read_sources gives none.
+  at::Tensor rows_read(const MessageGraph& g, const at::Tensor& rows) const;
+  // The same set as one uint8 flag per source row, without sorting or a device wait.
+  at::Tensor read_flags(const MessageGraph& g, const at::Tensor& rows, int64_t entries) const;
 
   // On a rank of a distributed run, the current pass and layer number (MixHop's second hop
   // exchanges its inner power); null in the one-process run.
