@@ -15,6 +15,7 @@
 #include "adgnn/gnn.h"
 #include "adgnn/loaders.h"
 #include "adgnn/profile.h"
+#include "adgnn/trainer.h"
 #include "commands.h"
 #include "fmt/format.h"
 #include "nlohmann/json.hpp"
@@ -120,9 +121,7 @@ BenchRow bench_model(const MessageGraph& mg, const at::Tensor& x, const at::Tens
   reset_peak_device_memory(dev);
   Model model(mc);
   model.set_defer_stats(true);  // no device wait between forward and backward
-  std::vector<at::Tensor> params;
-  for (auto& [name, p] : model.named_parameters()) params.push_back(p);
-  torch::optim::Adam opt(params, torch::optim::AdamOptions(f.lr).weight_decay(f.weight_decay));
+  FlatAdam opt({{model.named_parameters(), f.weight_decay}}, f.lr);
   const at::Tensor labels = y;
   const at::Tensor mask = torch::zeros({mg.num_dst}, torch::dtype(torch::kBool).device(dev)).index_fill(0, train_idx, true);
   const at::Tensor y_train = y.index_select(0, train_idx);
@@ -141,7 +140,7 @@ BenchRow bench_model(const MessageGraph& mg, const at::Tensor& x, const at::Tens
     opt.zero_grad();
     ForwardOutput out = model.forward(mg, x, /*training=*/true, step, labels, mask);
     const at::Tensor loss =
-        torch::nn::functional::cross_entropy(out.logits.index_select(0, train_idx), y_train) + out.reg_loss;
+        cross_entropy_sum(out.logits, train_idx, y_train) / double(train_idx.numel()) + out.reg_loss;
     if (f.breakdown) sync(dev);
     const auto t1 = Clock::now();
     loss.backward();

@@ -120,9 +120,7 @@ StepResult run_steps(const adgnn::Graph& g, adgnn::ModelConfig cfg, const adgnn:
   const at::Tensor y_src = labels_all.index_select(0, gid);
   const int64_t n_train = (torch::arange(g.num_nodes) % 3 != 0).sum().item<int64_t>();
   const at::Tensor train_idx = train_src.slice(0, 0, n).nonzero().squeeze(1);
-  std::vector<at::Tensor> params;
-  for (auto& [name, p] : model.named_parameters()) params.push_back(p);
-  torch::optim::Adam opt(params, torch::optim::AdamOptions(0.01).weight_decay(5e-4));
+  adgnn::FlatAdam opt({{model.named_parameters(), 5e-4}}, 0.01);  // the trainer's optimizer
   StepResult r;
   for (int s = 1; s <= steps; ++s) {
     adgnn::ForwardOutput fw = model.forward(pt.graph, x, true, s, y_src, train_src);
@@ -134,14 +132,14 @@ StepResult run_steps(const adgnn::Graph& g, adgnn::ModelConfig cfg, const adgnn:
         fw.reg_loss;
     opt.zero_grad();
     loss.backward();
-    if (tr) adgnn::allreduce_gradients(model, *tr);
+    if (tr) adgnn::allreduce_gradients(opt, *tr);
     double l = loss.item<double>();
     if (comm) comm->allreduce(&l, 1, adgnn::DType::F64, adgnn::ReduceOp::Sum);
     r.loss.push_back(l);
     r.logits.push_back(fw.logits.detach().to(torch::kCPU));
     std::map<std::string, at::Tensor> gr;
     for (auto& [name, p] : model.named_parameters())
-      gr[name] = (p.grad().defined() ? p.grad() : torch::zeros_like(p)).to(torch::kCPU);
+      gr[name] = p.grad().to(torch::kCPU, /*non_blocking=*/false, /*copy=*/true);  // a view of the optimizer's buffer
     r.grads.push_back(gr);
     opt.step();
   }

@@ -102,27 +102,19 @@ struct Checkpoint {
   double best_val = -1, best_test = 0, best_train = 0;
 };
 
-void save_checkpoint(const std::string& path, const Model& model, torch::optim::Optimizer& opt,
-                     const Checkpoint& c, const std::string& fingerprint) {
+void save_checkpoint(const std::string& path, const Model& model, const FlatAdam& opt, const Checkpoint& c,
+                     const std::string& fingerprint) {
   std::map<std::string, H5Array> arrays;
   for (const auto& [name, p] : model.named_parameters()) arrays["param/" + name] = to_array(p);
   for (const auto& [name, b] : model.named_buffers()) arrays["buffer/" + name] = to_array(b);
-  torch::serialize::OutputArchive archive;
-  opt.save(archive);
-  std::ostringstream os;
-  archive.save_to(os);
-  const std::string blob = os.str();
-  H5Array o;
-  o.dtype = "u8";
-  o.shape = {int64_t(blob.size())};
-  o.bytes = blob;
-  arrays["optimizer"] = std::move(o);
+  for (const auto& [name, s] : opt.named_state()) arrays["adam/" + name] = to_array(s);
   std::map<std::string, std::string> attrs{
       {"format", "adgnn-checkpoint"},
       {"config", fingerprint},
       {"epoch", std::to_string(c.epoch)},
       {"best_epoch", std::to_string(c.best_epoch)},
       {"stopped", std::to_string(c.stopped)},
+      {"adam_steps", std::to_string(opt.steps())},
   };
   // Doubles travel as exact hex floats, so a resumed run compares against the same best value.
   char buf[64];
@@ -133,8 +125,39 @@ void save_checkpoint(const std::string& path, const Model& model, torch::optim::
   write_arrays_h5(path, arrays, attrs);
 }
 
-Checkpoint load_checkpoint(const std::string& path, Model& model, torch::optim::Optimizer& opt,
-                           const std::string& fingerprint) {
+// Checkpoints written before FlatAdam (v26) hold torch::optim::Adam's archive: read it through a
+// torch Adam over the same parameters, and copy its moments and step count.
+void load_torch_adam_state(const std::string& path, const std::string& blob, Model& model, FlatAdam& opt) {
+  std::vector<at::Tensor> decay, no_decay;
+  for (const auto& [name, p] : model.named_parameters()) (name.rfind("theta.", 0) == 0 ? no_decay : decay).push_back(p);
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(decay);
+  if (!no_decay.empty()) groups.emplace_back(no_decay);
+  torch::optim::Adam legacy(groups, torch::optim::AdamOptions(1e-3));
+  torch::serialize::InputArchive archive;
+  std::istringstream is(blob);
+  try {
+    archive.load_from(is);
+    legacy.load(archive);
+  } catch (const c10::Error& e) {
+    throw InputError(path + ": unreadable optimizer state (" + std::string(e.what_without_backtrace()) + ")");
+  }
+  std::map<std::string, at::Tensor> state;
+  for (auto& [name, s] : opt.named_state()) state[name] = s;
+  int64_t steps = 0;
+  torch::NoGradGuard guard;
+  for (const auto& [name, p] : model.named_parameters()) {
+    auto it = legacy.state().find(p.unsafeGetTensorImpl());
+    if (it == legacy.state().end()) continue;  // never stepped: zero moments
+    auto& s = static_cast<torch::optim::AdamParamState&>(*it->second);
+    state.at("exp_avg/" + name).copy_(s.exp_avg());
+    state.at("exp_avg_sq/" + name).copy_(s.exp_avg_sq());
+    steps = std::max<int64_t>(steps, s.step());
+  }
+  opt.set_steps(steps);
+}
+
+Checkpoint load_checkpoint(const std::string& path, Model& model, FlatAdam& opt, const std::string& fingerprint) {
   std::map<std::string, std::string> attrs;
   auto arrays = read_arrays_h5(path, &attrs);
   if (attrs["format"] != "adgnn-checkpoint")
@@ -152,12 +175,17 @@ Checkpoint load_checkpoint(const std::string& path, Model& model, torch::optim::
     if (it == arrays.end()) throw InputError(path + ": missing buffer " + name);
     from_array(it->second, b, path + "[" + name + "]");
   }
-  auto it = arrays.find("optimizer");
-  if (it == arrays.end()) throw InputError(path + ": missing optimizer state");
-  torch::serialize::InputArchive archive;
-  std::istringstream is(it->second.bytes);
-  archive.load_from(is);
-  opt.load(archive);
+  if (auto legacy = arrays.find("optimizer"); legacy != arrays.end()) {
+    load_torch_adam_state(path, legacy->second.bytes, model, opt);
+  } else {
+    for (auto& [name, s] : opt.named_state()) {
+      auto it = arrays.find("adam/" + name);
+      if (it == arrays.end()) throw InputError(path + ": missing optimizer state " + name);
+      from_array(it->second, s, path + "[adam/" + name + "]");
+    }
+    if (attrs.count("adam_steps") == 0) throw InputError(path + ": missing optimizer step count");
+    opt.set_steps(std::stoll(attrs["adam_steps"]));
+  }
   Checkpoint c;
   c.epoch = std::stoll(attrs["epoch"]);
   c.best_epoch = std::stoll(attrs["best_epoch"]);
@@ -251,6 +279,7 @@ RunResult train_run(const Graph& g, const TrainConfig& cfg_in, int64_t run, Comm
   if (n_train == 0)
     throw InputError("--splits " + cfg.splits + ": run " + std::to_string(run) + " has no training nodes");
   const at::Tensor train_idx = masks.train.nonzero().squeeze(1);
+  const at::Tensor y_train = y.index_select(0, train_idx);
 
   // Sums over the ranks (small host vectors: metrics, accuracies, histograms).
   auto sum_ranks = [&](std::vector<double> v) {
@@ -272,16 +301,10 @@ RunResult train_run(const Graph& g, const TrainConfig& cfg_in, int64_t run, Comm
     return c;
   };
 
-  std::vector<at::Tensor> decay, no_decay;
+  FlatAdam::Group decay{{}, cfg.weight_decay}, no_decay{{}, 0.0};
   for (const auto& [name, p] : model.named_parameters())
-    (name.rfind("theta.", 0) == 0 ? no_decay : decay).push_back(p);
-  std::vector<torch::optim::OptimizerParamGroup> groups;
-  groups.emplace_back(decay, std::make_unique<torch::optim::AdamOptions>(
-                                 torch::optim::AdamOptions(cfg.lr).weight_decay(cfg.weight_decay)));
-  if (!no_decay.empty())
-    groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamOptions>(
-                                      torch::optim::AdamOptions(cfg.lr).weight_decay(0)));
-  torch::optim::Adam opt(groups, torch::optim::AdamOptions(cfg.lr));
+    (name.rfind("theta.", 0) == 0 ? no_decay : decay).params.emplace_back(name, p);
+  FlatAdam opt({decay, no_decay}, cfg.lr);
 
   const std::string ckpt = run_path(cfg.checkpoint, run);
   // Everything that changes the trajectory, except --epochs: a finished run can be extended.
@@ -330,10 +353,7 @@ RunResult train_run(const Graph& g, const TrainConfig& cfg_in, int64_t run, Comm
     {
       RECORD_USER_SCOPE("loss");
       // The mean over every rank's training nodes: each rank's sum over the global count.
-      const at::Tensor ce = torch::nn::functional::cross_entropy(
-                                fw.logits.index_select(0, train_idx), y.index_select(0, train_idx),
-                                torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum)) /
-                            double(n_train);
+      const at::Tensor ce = cross_entropy_sum(fw.logits, train_idx, y_train) / double(n_train);
       loss = ce + fw.reg_loss;
     }
     opt.zero_grad();
@@ -343,7 +363,7 @@ RunResult train_run(const Graph& g, const TrainConfig& cfg_in, int64_t run, Comm
     }
     if (transport) {
       RECORD_USER_SCOPE("allreduce gradients");
-      allreduce_gradients(model, *transport);
+      allreduce_gradients(opt, *transport);
     }
     {
       RECORD_USER_SCOPE("optimizer");

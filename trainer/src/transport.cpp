@@ -1,5 +1,5 @@
-// The rank transport of the distributed forward pass over comm/'s Communicator, the parts of a
-// run's graph, and the gradient allreduce.
+// The rank transport of the distributed forward pass over comm/'s Communicator, and the parts of
+// a run's graph.
 #include <torch/torch.h>
 
 #include <vector>
@@ -128,36 +128,6 @@ GraphPart rank_part(const Graph& g, const TrainConfig& cfg, Communicator* comm) 
   cache.key = key;
   cache.owner = owner;
   return build_part(g, partition_stats(g, P, std::move(owner)), rank);
-}
-
-void allreduce_gradients(Model& model, RankTransport& transport) {
-  torch::NoGradGuard guard;
-  constexpr int64_t kBucket = int64_t(1) << 24;
-  std::vector<at::Tensor> bucket;
-  int64_t filled = 0;
-  auto flush = [&] {
-    if (bucket.empty()) return;
-    std::vector<at::Tensor> flat;
-    for (auto& g : bucket) flat.push_back(g.reshape({-1}));
-    at::Tensor buf = torch::cat(flat);
-    transport.allreduce(buf, RankTransport::Op::Sum);
-    int64_t off = 0;
-    for (auto& g : bucket) {
-      g.copy_(buf.slice(0, off, off + g.numel()).view(g.sizes()));
-      off += g.numel();
-    }
-    bucket.clear();
-    filled = 0;
-  };
-  // Same order and bucket boundaries on every rank: parameters in their fixed order, and a
-  // gradient that backward did not reach (a rank whose rows never used it) is zero, not absent.
-  for (auto& [name, p] : model.named_parameters()) {
-    if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
-    if (filled + p.numel() > kBucket) flush();
-    bucket.push_back(p.grad());
-    filled += p.numel();
-  }
-  flush();
 }
 
 }  // namespace adgnn

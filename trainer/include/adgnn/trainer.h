@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "adgnn/comm.h"
@@ -85,8 +86,50 @@ GraphPart rank_part(const Graph& g, const TrainConfig& cfg, Communicator* comm);
 // when the communicator takes device memory only (NCCL).
 void host_allreduce(Communicator& comm, void* data, int64_t count, DType dt, ReduceOp op);
 void host_broadcast(Communicator& comm, void* data, int64_t bytes, int root);
-// Sums every parameter gradient over the ranks (in buckets of at most 16 Mi elements).
-void allreduce_gradients(Model& model, RankTransport& transport);
+// Adam with L2 weight decay per group, torch::optim::Adam's update operation for operation
+// (equal results), over one flat buffer per group: the parameters become views of it (values
+// kept), their gradients views of a gradient buffer that stays defined (zero_grad fills it), so
+// a step, zero_grad and the gradient allreduce are a few kernels each, not a few per parameter.
+// Every parameter steps every time (a gradient backward did not reach counts as zero).
+class FlatAdam {
+ public:
+  struct Group {
+    std::vector<std::pair<std::string, at::Tensor>> params;  // name, parameter (same dtype, device)
+    double weight_decay = 0;
+  };
+  explicit FlatAdam(std::vector<Group> groups, double lr, double beta1 = 0.9, double beta2 = 0.999,
+                    double eps = 1e-8);
+  void zero_grad();
+  void step();
+  std::vector<at::Tensor> gradient_buffers() const;  // one per non-empty group
+  // Checkpoints: views of the moments per parameter ("exp_avg/<name>", "exp_avg_sq/<name>"),
+  // writable, and the step count (bias correction).
+  std::vector<std::pair<std::string, at::Tensor>> named_state() const;
+  int64_t steps() const { return step_; }
+  void set_steps(int64_t steps);
+
+ private:
+  struct Packed {
+    at::Tensor param, grad, exp_avg, exp_avg_sq;
+    double weight_decay = 0;
+  };
+  struct View {
+    size_t group;
+    int64_t offset;
+    std::vector<int64_t> sizes;
+  };
+  std::vector<Packed> groups_;
+  std::vector<std::string> names_;
+  std::vector<View> views_;
+  double lr_, beta1_, beta2_, eps_;
+  int64_t step_ = 0;
+};
+// Sums the optimizer's gradient buffers over the ranks (one reduction per group).
+void allreduce_gradients(FlatAdam& opt, RankTransport& transport);
+
+// The training loss summed over `rows`: sum of -log softmax(logits[r])[labels[r]] (labels: one
+// per row of `rows`). torch's nll_loss reduction runs in one CUDA block; this does not.
+at::Tensor cross_entropy_sum(const at::Tensor& logits, const at::Tensor& rows, const at::Tensor& labels);
 
 // ---- hyperparameter sweeps ------------------------------------------------------------------------
 
