@@ -10,7 +10,9 @@
 # default metis) for both models. CPU runs use one intra-op thread per rank. PROFILE_STEPS=K
 # profiles the last K epochs (`adgnn train --profile`, summaries in OUT_DIR/profile_p<P>_l<L>/);
 # the median step then leaves them out (the profiler slows the host). EXTRA_FLAGS go to every
-# `adgnn train` (e.g. EXTRA_FLAGS="--compact on").
+# `adgnn train` (e.g. EXTRA_FLAGS="--compact on"). VARIANTS (default plain,ad_fast) picks the
+# models; PARTITION_DIR/p<P>, when it exists (made by `adgnn partition -k P`), is read instead of
+# partitioning again; MPIRUN_FLAGS replaces the mpirun flags (e.g. to try CPU bindings).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 adgnn=${ADGNN:-build/adgnn}
@@ -22,6 +24,7 @@ epochs=${EPOCHS:-20}
 hidden=${HIDDEN:-128}
 partition=${PARTITION:-metis}
 profile_steps=${PROFILE_STEPS:-0}
+variants=${VARIANTS:-plain,ad_fast}
 read -r -a extra <<<"${EXTRA_FLAGS:-}"
 out=${OUT_DIR:-$(mktemp -d)}
 mkdir -p "$out"
@@ -40,22 +43,25 @@ for L in $layers_list; do
     [ "$P" -gt 1 ] && launcher=(mpirun $mpirun_flags -n "$P")
     profile=()
     [ "$profile_steps" -gt 0 ] && profile=(--profile "$out/profile_${tag}" --profile-steps "$profile_steps")
+    parts=(--partition "$partition")
+    [ -n "${PARTITION_DIR:-}" ] && [ -d "$PARTITION_DIR/p$P" ] && parts=(--partition-dir "$PARTITION_DIR/p$P")
     # Both models in one command, so rank 0 partitions once (metrics: <stem>-gcn-<variant>.jsonl).
-    "${launcher[@]}" "$adgnn" train "$graph" --model gcn --variant plain,ad_fast --device "$device" \
+    "${launcher[@]}" "$adgnn" train "$graph" --model gcn --variant "$variants" --device "$device" \
       --layers "$L" --hidden "$hidden" --epochs "$epochs" --lambda 0 --dropout 0.5 $threads \
-      --partition "$partition" --no-progress --json --metrics "$out/${tag}.jsonl" "${profile[@]}" "${extra[@]}" \
+      "${parts[@]}" --no-progress --json --metrics "$out/${tag}.jsonl" "${profile[@]}" "${extra[@]}" \
       >"$out/${tag}.json" 2>"$out/${tag}.err" || { echo "failed: $tag"; cat "$out/${tag}.err"; exit 1; }
   done
 done
-"$py" - "$out" "$ranks_list" "$layers_list" "$profile_steps" <<'PY'
+"$py" - "$out" "$ranks_list" "$layers_list" "$profile_steps" "$variants" <<'PY'
 import json, os, statistics, sys
 out, ranks, layers, prof = sys.argv[1], sys.argv[2].split(), sys.argv[3].split(), int(sys.argv[4])
+variants = sys.argv[5].split(",")
 base = {}
 for L in layers:
     for P in ranks:
-        for v in ("plain", "ad_fast"):
+        for k, v in enumerate(variants):
             rows = [json.loads(l) for l in open(f"{out}/p{P}_l{L}-gcn-{v}.jsonl")]
-            summary = json.load(open(f"{out}/p{P}_l{L}.json"))[v == "ad_fast"]
+            summary = json.load(open(f"{out}/p{P}_l{L}.json"))[k]
             run = summary["runs"][0]
             timed = rows[5:len(rows) - prof] or rows[:len(rows) - prof] or rows
             step = statistics.median([r["train_step_ms"] for r in timed])

@@ -2,8 +2,6 @@
 #include <torch/torch.h>
 
 #include <algorithm>
-#include <list>
-#include <mutex>
 
 #include "adgnn/gnn.h"
 
@@ -11,6 +9,7 @@
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #endif
+#include "csr_cache.h"
 #include "kernels.h"
 #include "layers.h"
 
@@ -29,39 +28,7 @@ at::Tensor to_tensor(const std::vector<int32_t>& v) {
       .clone();
 }
 
-// Values derived from a CSR (its transpose, its long rows), built on first use and kept for the
-// next calls (a model aggregates the same few CSRs every layer and epoch). An entry holds the CSR
-// tensors it was built from, so their storage, and hence the data pointers that identify them,
-// cannot be reused by another graph while the entry lives; the oldest of 8 entries is dropped.
-template <typename Value>
-class CsrCache {
- public:
-  template <typename Make>
-  Value get(const at::Tensor& rowptr, const at::Tensor& col, int64_t num_src, Make make) {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (auto it = entries_.begin(); it != entries_.end(); ++it) {
-      if (it->rowptr.data_ptr() == rowptr.data_ptr() && it->col.data_ptr() == col.data_ptr() &&
-          it->rowptr.numel() == rowptr.numel() && it->col.numel() == col.numel() &&
-          it->num_src == num_src && it->rowptr.device() == rowptr.device()) {
-        entries_.splice(entries_.begin(), entries_, it);
-        return it->value;
-      }
-    }
-    entries_.push_front({rowptr, col, num_src, make()});
-    if (entries_.size() > kCapacity) entries_.pop_back();
-    return entries_.front().value;
-  }
-
- private:
-  struct Entry {
-    at::Tensor rowptr, col;
-    int64_t num_src;
-    Value value;
-  };
-  static constexpr size_t kCapacity = 8;
-  std::mutex mu_;
-  std::list<Entry> entries_;
-};
+using detail::CsrCache;
 
 // The transposes of the aggregated CSRs (CPU and GPU), for the backward passes.
 kernels::Transposed cached_transpose(const at::Tensor& rowptr, const at::Tensor& col, int64_t num_src) {

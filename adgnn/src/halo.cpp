@@ -15,6 +15,8 @@
 #include <cstdint>
 #include <tuple>
 
+#include "csr_cache.h"
+
 namespace adgnn::detail {
 
 namespace {
@@ -131,23 +133,54 @@ class SyncBatchNormFn : public torch::autograd::Function<SyncBatchNormFn> {
 
 }  // namespace
 
+namespace {
+
+// A rank graph's halo bookkeeping that does not change between passes (send lists, keys over the
+// boundary entries, the peers' boundaries), built once per graph: the keys cost several passes
+// over every boundary entry (tens of millions per rank of products-scale).
+struct HaloLayout {
+  at::Tensor send_all, send_key, peer_key;
+  at::Tensor send_ends, recv_ends;  // [P + 1] offsets on the device (count_ends)
+  std::vector<int64_t> send_offset;
+};
+
+HaloLayout halo_layout(const MessageGraph& g, int P) {
+  static CsrCache<HaloLayout> cache;
+  return cache.get(g.rowptr, g.col, g.num_src, [&] {
+    HaloLayout h;
+    std::vector<at::Tensor> peers;
+    h.send_offset.push_back(0);
+    for (int p = 0; p < P; ++p) {
+      const at::Tensor& rows = g.send_rows[size_t(p)];
+      peers.push_back(torch::full({rows.numel()}, int64_t(p), rows.options()));
+      h.send_offset.push_back(h.send_offset.back() + rows.numel());
+    }
+    h.send_all = torch::cat(g.send_rows);
+    h.send_key = h.send_all * P + torch::cat(peers);
+    if (g.boundary_row.numel() > 0)
+      h.peer_key = g.boundary_row * P + g.halo_owner.index_select(0, g.boundary_halo);
+    const auto idx = g.rowptr.options().dtype(torch::kInt64);
+    h.send_ends = torch::tensor(h.send_offset, torch::kInt64).to(idx.device());
+    h.recv_ends = torch::tensor(g.recv_offset, torch::kInt64).to(idx.device());
+    return h;
+  });
+}
+
+}  // namespace
+
 HaloPass::HaloPass(const MessageGraph& g, int64_t layers)
     : g_(g), P_(g.transport->size()) {
   TORCH_CHECK(layers <= 64, "distributed models support at most 64 layers");
   const auto opts = g.degree.options();
   token_ = torch::zeros({}, opts);
   if (at::GradMode::is_enabled()) token_.requires_grad_(true);
-  std::vector<at::Tensor> peers;
-  send_offset_.push_back(0);
-  for (int p = 0; p < P_; ++p) {
-    const at::Tensor& rows = g.send_rows[size_t(p)];
-    peers.push_back(torch::full({rows.numel()}, int64_t(p), rows.options()));
-    send_offset_.push_back(send_offset_.back() + rows.numel());
-  }
-  send_all_ = torch::cat(g.send_rows);
-  send_key_ = send_all_ * P_ + torch::cat(peers);
-  if (g.boundary_row.numel() > 0)
-    peer_key_ = g.boundary_row * P_ + g.halo_owner.index_select(0, g.boundary_halo);
+  const HaloLayout h = halo_layout(g, P_);
+  send_offset_ = h.send_offset;
+  send_all_ = h.send_all;
+  send_key_ = h.send_key;
+  peer_key_ = h.peer_key;
+  send_ends_ = h.send_ends;
+  recv_ends_ = h.recv_ends;
   dirty_send_ = torch::ones({send_all_.numel()}, opts.dtype(torch::kBool));
   dirty_recv_ = torch::ones({g.num_halo()}, opts.dtype(torch::kBool));
 }
@@ -155,6 +188,7 @@ HaloPass::HaloPass(const MessageGraph& g, int64_t layers)
 void HaloPass::set_computed(const at::Tensor& comp_owned, bool all) {
   all_computed_ = all;
   comp_owned_ = comp_owned;
+  boundary_comp_owned_ = boundary_comp_halo_ = at::Tensor();
   if (all) return;
   std::vector<int64_t> send_counts(static_cast<size_t>(P_)), recv_counts(static_cast<size_t>(P_));
   for (int p = 0; p < P_; ++p) {
@@ -177,7 +211,7 @@ at::Tensor HaloPass::peer_reads(int64_t t) const {
   at::Tensor reads = torch::zeros({g_.num_dst * P_}, opts);
   if (g_.boundary_row.numel() == 0) return reads.to(torch::kBool);
   const at::Tensor hit = all_computed_ ? torch::ones({g_.boundary_halo.numel()}, opts)
-                                       : bit(comp_halo_.index_select(0, g_.boundary_halo), t).to(torch::kInt32);
+                                       : bit(boundary_comp_halo(), t).to(torch::kInt32);
   return reads.index_add_(0, peer_key_, hit).gt(0);
 }
 
@@ -186,18 +220,31 @@ at::Tensor HaloPass::halo_reads(int64_t t) const {
   at::Tensor reads = torch::zeros({g_.num_halo()}, opts);
   if (g_.boundary_row.numel() == 0) return reads.to(torch::kBool);
   const at::Tensor hit = all_computed_ ? torch::ones({g_.boundary_halo.numel()}, opts)
-                                       : bit(comp_owned_.index_select(0, g_.boundary_row), t).to(torch::kInt32);
+                                       : bit(boundary_comp_owned(), t).to(torch::kInt32);
   return reads.index_add_(0, g_.boundary_halo, hit).gt(0);
+}
+
+// The computed-layer bits at every boundary entry, gathered once per pass (every layer's masks
+// read them; a rank of products-scale has millions of boundary entries).
+const at::Tensor& HaloPass::boundary_comp_owned() const {
+  if (!boundary_comp_owned_.defined()) boundary_comp_owned_ = comp_owned_.index_select(0, g_.boundary_row);
+  return boundary_comp_owned_;
+}
+const at::Tensor& HaloPass::boundary_comp_halo() const {
+  if (!boundary_comp_halo_.defined()) boundary_comp_halo_ = comp_halo_.index_select(0, g_.boundary_halo);
+  return boundary_comp_halo_;
 }
 
 at::Tensor HaloPass::count_ends(const at::Tensor& send_keep, const at::Tensor& recv_keep) const {
   // Running sums at the peers' boundaries.
-  auto ends = [](const at::Tensor& keep, const std::vector<int64_t>& offset) {
+  // (The offsets are device tensors of the cached layout: a host tensor copied here would make
+  // the host wait for the device, twice per planned exchange.)
+  auto ends = [](const at::Tensor& keep, const at::Tensor& offset) {
     const at::Tensor csum = torch::cat({torch::zeros({1}, keep.options().dtype(torch::kInt64)),
                                         keep.to(torch::kInt64).cumsum(0)});
-    return csum.index_select(0, torch::tensor(offset, csum.options().device(torch::kCPU)).to(csum.device()));
+    return csum.index_select(0, offset);
   };
-  return torch::cat({ends(send_keep, send_offset_), ends(recv_keep, g_.recv_offset)});
+  return torch::cat({ends(send_keep, send_ends_), ends(recv_keep, recv_ends_)});
 }
 
 HaloPass::Counts HaloPass::counts_from_ends(const int64_t* e) const {
@@ -288,9 +335,16 @@ void HaloPass::plan(const std::vector<bool>& input_changed, bool all_readers) {
 }
 
 at::Tensor HaloPass::halo_read_after_first_layer(int64_t layers) const {
-  at::Tensor read = torch::zeros({g_.num_halo()}, g_.degree.options().dtype(torch::kBool));
-  for (int64_t t = 2; t <= layers; ++t) read.logical_or_(halo_reads(t));
-  return read;
+  const auto opts = g_.degree.options().dtype(torch::kInt32);
+  if (all_computed_ || g_.boundary_row.numel() == 0) {
+    at::Tensor read = torch::zeros({g_.num_halo()}, opts.dtype(torch::kBool));
+    for (int64_t t = 2; t <= layers; ++t) read.logical_or_(halo_reads(t));
+    return read;
+  }
+  // One pass: an entry counts when its row is computed at any layer 2..layers (bits 1..).
+  const int64_t deeper = layers >= 64 ? -2 : ((int64_t(1) << layers) - 1) & ~int64_t(1);
+  const at::Tensor hit = boundary_comp_owned().bitwise_and(deeper).ne(0).to(torch::kInt32);
+  return torch::zeros({g_.num_halo()}, opts).index_add_(0, g_.boundary_halo, hit).gt(0);
 }
 
 void HaloPass::set_compact_halo(const at::Tensor& halo_pos, int64_t compact_rows) {

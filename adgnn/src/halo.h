@@ -68,6 +68,8 @@ class HaloPass {
   // (owned row, peer) pairs read at layer t, as a flat bool [num_dst * P]; halo rows read here.
   at::Tensor peer_reads(int64_t t) const;
   at::Tensor halo_reads(int64_t t) const;
+  const at::Tensor& boundary_comp_owned() const;  // comp_owned_ / comp_halo_ at the boundary entries
+  const at::Tensor& boundary_comp_halo() const;
   // Which entries of the send list (all peers) and which halo rows take part: this exchange.
   // Returns the source rows [h_owned; halo] of the next layer.
   using Counts = std::pair<std::vector<int64_t>, std::vector<int64_t>>;  // rows per peer: send, receive
@@ -87,12 +89,14 @@ class HaloPass {
   int P_;
   at::Tensor token_;
   at::Tensor comp_owned_, comp_halo_;
+  mutable at::Tensor boundary_comp_owned_, boundary_comp_halo_;  // gathered on first use
   bool all_computed_ = true;
   // Every peer's send list concatenated in rank order, the peer of each entry, and the key
   // (row * P + peer) that peer_reads() is indexed by.
   at::Tensor send_all_, send_key_;
   at::Tensor peer_key_;  // (boundary row * P + owner of its halo neighbour) per boundary entry
   std::vector<int64_t> send_offset_;  // [P + 1]
+  at::Tensor send_ends_, recv_ends_;  // send_offset_ and g.recv_offset on the device
   at::Tensor dirty_send_;  // over send_all_
   at::Tensor dirty_recv_;               // over the halo rows
   // plan(): per layer t, the masks and (once set_plan_counts ran) the counts of its exchange.

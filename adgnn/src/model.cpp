@@ -673,7 +673,9 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
     // aggregation's backward sizes its buffers with them instead of waiting for the device) and
     // the halo exchanges' sizes (a rank of a distributed run).
     const at::Tensor row_entries = g.rowptr.slice(0, 1, n + 1) - g.rowptr.slice(0, 0, n);
-    const at::Tensor comp_masks = stacked.index_select(0, torch::tensor(comp_mask_index, torch::kInt64).to(stacked.device()));
+    std::vector<at::Tensor> comp_mask_list;  // (stacked again: an index tensor copied to the device would wait)
+    for (const int64_t k : comp_mask_index) comp_mask_list.push_back(masks[size_t(k)]);
+    const at::Tensor comp_masks = torch::stack(comp_mask_list);
     const at::Tensor entries = comp_masks.to(torch::kInt64).mul(row_entries.unsqueeze(0)).sum(1);
     at::Tensor sizes = torch::cat({stacked.sum(1), entries});
     // Compact halo inputs for layers >= 2 (docs/distributed.md): the count of halo rows they
