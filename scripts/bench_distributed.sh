@@ -60,8 +60,11 @@ base = {}
 for L in layers:
     for P in ranks:
         for k, v in enumerate(variants):
-            rows = [json.loads(l) for l in open(f"{out}/p{P}_l{L}-gcn-{v}.jsonl")]
-            summary = json.load(open(f"{out}/p{P}_l{L}.json"))[k]
+            # (one variant: `adgnn train` writes the metrics file as named, and one summary)
+            one = len(variants) == 1
+            rows = [json.loads(l) for l in open(f"{out}/p{P}_l{L}" + ("" if one else f"-gcn-{v}") + ".jsonl")]
+            summary = json.load(open(f"{out}/p{P}_l{L}.json"))
+            summary = summary if one and isinstance(summary, dict) else summary[k]
             run = summary["runs"][0]
             timed = rows[5:len(rows) - prof] or rows[:len(rows) - prof] or rows
             step = statistics.median([r["train_step_ms"] for r in timed])
