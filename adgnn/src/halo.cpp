@@ -142,28 +142,48 @@ struct HaloLayout {
   at::Tensor send_all, send_key, peer_key;
   at::Tensor send_ends, recv_ends;  // [P + 1] offsets on the device (count_ends)
   std::vector<int64_t> send_offset;
+  // What it was built from besides the CSR (the cache's key): held, so their storage is not reused.
+  std::vector<at::Tensor> send_rows;
+  at::Tensor halo_owner, boundary_row;
+  std::vector<int64_t> recv_offset;
+
+  bool built_from(const MessageGraph& g) const {
+    if (g.send_rows.size() != send_rows.size() || g.recv_offset != recv_offset) return false;
+    for (size_t p = 0; p < send_rows.size(); ++p)
+      if (!g.send_rows[p].is_same(send_rows[p])) return false;
+    return g.halo_owner.is_same(halo_owner) && g.boundary_row.is_same(boundary_row);
+  }
 };
 
+HaloLayout make_halo_layout(const MessageGraph& g, int P) {
+  HaloLayout h;
+  std::vector<at::Tensor> peers;
+  h.send_offset.push_back(0);
+  for (int p = 0; p < P; ++p) {
+    const at::Tensor& rows = g.send_rows[size_t(p)];
+    peers.push_back(torch::full({rows.numel()}, int64_t(p), rows.options()));
+    h.send_offset.push_back(h.send_offset.back() + rows.numel());
+  }
+  h.send_all = torch::cat(g.send_rows);
+  h.send_key = h.send_all * P + torch::cat(peers);
+  if (g.boundary_row.numel() > 0)
+    h.peer_key = g.boundary_row * P + g.halo_owner.index_select(0, g.boundary_halo);
+  const c10::Device dev = g.rowptr.device();
+  h.send_ends = torch::tensor(h.send_offset, torch::kInt64).to(dev);
+  h.recv_ends = torch::tensor(g.recv_offset, torch::kInt64).to(dev);
+  h.send_rows = g.send_rows;
+  h.halo_owner = g.halo_owner;
+  h.boundary_row = g.boundary_row;
+  h.recv_offset = g.recv_offset;
+  return h;
+}
+
+// Cached by the graph's CSR; a graph that shares the CSR with other send lists (none does
+// today: every rank graph has its own tensors) is built afresh rather than given the wrong ones.
 HaloLayout halo_layout(const MessageGraph& g, int P) {
   static CsrCache<HaloLayout> cache;
-  return cache.get(g.rowptr, g.col, g.num_src, [&] {
-    HaloLayout h;
-    std::vector<at::Tensor> peers;
-    h.send_offset.push_back(0);
-    for (int p = 0; p < P; ++p) {
-      const at::Tensor& rows = g.send_rows[size_t(p)];
-      peers.push_back(torch::full({rows.numel()}, int64_t(p), rows.options()));
-      h.send_offset.push_back(h.send_offset.back() + rows.numel());
-    }
-    h.send_all = torch::cat(g.send_rows);
-    h.send_key = h.send_all * P + torch::cat(peers);
-    if (g.boundary_row.numel() > 0)
-      h.peer_key = g.boundary_row * P + g.halo_owner.index_select(0, g.boundary_halo);
-    const auto idx = g.rowptr.options().dtype(torch::kInt64);
-    h.send_ends = torch::tensor(h.send_offset, torch::kInt64).to(idx.device());
-    h.recv_ends = torch::tensor(g.recv_offset, torch::kInt64).to(idx.device());
-    return h;
-  });
+  HaloLayout h = cache.get(g.rowptr, g.col, g.num_src, [&] { return make_halo_layout(g, P); });
+  return h.built_from(g) ? h : make_halo_layout(g, P);
 }
 
 }  // namespace
