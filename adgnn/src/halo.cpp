@@ -131,29 +131,14 @@ class SyncBatchNormFn : public torch::autograd::Function<SyncBatchNormFn> {
   }
 };
 
-}  // namespace
+// ---- the halo layout, cached per rank graph ------------------------------------------------------
 
-namespace {
-
-// A rank graph's halo bookkeeping that does not change between passes (send lists, keys over the
-// boundary entries, the peers' boundaries), built once per graph: the keys cost several passes
-// over every boundary entry (tens of millions per rank of products-scale).
-struct HaloLayout {
-  at::Tensor send_all, send_key, peer_key;
-  at::Tensor send_ends, recv_ends;  // [P + 1] offsets on the device (count_ends)
-  std::vector<int64_t> send_offset;
-  // What it was built from besides the CSR (the cache's key): held, so their storage is not reused.
-  std::vector<at::Tensor> send_rows;
-  at::Tensor halo_owner, boundary_row;
-  std::vector<int64_t> recv_offset;
-
-  bool built_from(const MessageGraph& g) const {
-    if (g.send_rows.size() != send_rows.size() || g.recv_offset != recv_offset) return false;
-    for (size_t p = 0; p < send_rows.size(); ++p)
-      if (!g.send_rows[p].is_same(send_rows[p])) return false;
-    return g.halo_owner.is_same(halo_owner) && g.boundary_row.is_same(boundary_row);
-  }
-};
+bool built_from(const HaloLayout& h, const MessageGraph& g) {
+  if (g.send_rows.size() != h.send_rows.size() || g.recv_offset != h.recv_offset) return false;
+  for (size_t p = 0; p < h.send_rows.size(); ++p)
+    if (!g.send_rows[p].is_same(h.send_rows[p])) return false;
+  return g.halo_owner.is_same(h.halo_owner) && g.boundary_row.is_same(h.boundary_row);
+}
 
 HaloLayout make_halo_layout(const MessageGraph& g, int P) {
   HaloLayout h;
@@ -183,7 +168,7 @@ HaloLayout make_halo_layout(const MessageGraph& g, int P) {
 HaloLayout halo_layout(const MessageGraph& g, int P) {
   static CsrCache<HaloLayout> cache;
   HaloLayout h = cache.get(g.rowptr, g.col, g.num_src, [&] { return make_halo_layout(g, P); });
-  return h.built_from(g) ? h : make_halo_layout(g, P);
+  return built_from(h, g) ? h : make_halo_layout(g, P);
 }
 
 }  // namespace
@@ -194,14 +179,8 @@ HaloPass::HaloPass(const MessageGraph& g, int64_t layers)
   const auto opts = g.degree.options();
   token_ = torch::zeros({}, opts);
   if (at::GradMode::is_enabled()) token_.requires_grad_(true);
-  const HaloLayout h = halo_layout(g, P_);
-  send_offset_ = h.send_offset;
-  send_all_ = h.send_all;
-  send_key_ = h.send_key;
-  peer_key_ = h.peer_key;
-  send_ends_ = h.send_ends;
-  recv_ends_ = h.recv_ends;
-  dirty_send_ = torch::ones({send_all_.numel()}, opts.dtype(torch::kBool));
+  layout_ = halo_layout(g, P_);
+  dirty_send_ = torch::ones({layout_.send_all.numel()}, opts.dtype(torch::kBool));
   dirty_recv_ = torch::ones({g.num_halo()}, opts.dtype(torch::kBool));
 }
 
@@ -212,10 +191,10 @@ void HaloPass::set_computed(const at::Tensor& comp_owned, bool all) {
   if (all) return;
   std::vector<int64_t> send_counts(static_cast<size_t>(P_)), recv_counts(static_cast<size_t>(P_));
   for (int p = 0; p < P_; ++p) {
-    send_counts[size_t(p)] = send_offset_[size_t(p) + 1] - send_offset_[size_t(p)];
+    send_counts[size_t(p)] = layout_.send_offset[size_t(p) + 1] - layout_.send_offset[size_t(p)];
     recv_counts[size_t(p)] = g_.recv_offset[size_t(p) + 1] - g_.recv_offset[size_t(p)];
   }
-  comp_halo_ = g_.transport->exchange(comp_owned.index_select(0, send_all_).unsqueeze(1).contiguous(),
+  comp_halo_ = g_.transport->exchange(comp_owned.index_select(0, layout_.send_all).unsqueeze(1).contiguous(),
                                       send_counts, recv_counts)
                    .squeeze(1);
 }
@@ -232,7 +211,7 @@ at::Tensor HaloPass::peer_reads(int64_t t) const {
   if (g_.boundary_row.numel() == 0) return reads.to(torch::kBool);
   const at::Tensor hit = all_computed_ ? torch::ones({g_.boundary_halo.numel()}, opts)
                                        : bit(boundary_comp_halo(), t).to(torch::kInt32);
-  return reads.index_add_(0, peer_key_, hit).gt(0);
+  return reads.index_add_(0, layout_.peer_key, hit).gt(0);
 }
 
 at::Tensor HaloPass::halo_reads(int64_t t) const {
@@ -264,7 +243,7 @@ at::Tensor HaloPass::count_ends(const at::Tensor& send_keep, const at::Tensor& r
                                         keep.to(torch::kInt64).cumsum(0)});
     return csum.index_select(0, offset);
   };
-  return torch::cat({ends(send_keep, send_ends_), ends(recv_keep, recv_ends_)});
+  return torch::cat({ends(send_keep, layout_.send_ends), ends(recv_keep, layout_.recv_ends)});
 }
 
 HaloPass::Counts HaloPass::counts_from_ends(const int64_t* e) const {
@@ -284,7 +263,7 @@ HaloPass::Counts HaloPass::counts(const at::Tensor& send_keep, const at::Tensor&
 at::Tensor HaloPass::exchange(const at::Tensor& h_owned, const at::Tensor& prev_halo, const at::Tensor& send_keep,
                               const at::Tensor& recv_keep, const Counts& counts, int64_t t, ForwardStats& st) {
   const auto& [send_counts, recv_counts] = counts;
-  const int64_t full = send_all_.numel();
+  const int64_t full = layout_.send_all.numel();
   // The counts are on the host already: selections of known size need no further device wait,
   // and everything selected (plain models) needs no selection at all.
   int64_t n_send = 0, n_recv = 0;
@@ -292,13 +271,13 @@ at::Tensor HaloPass::exchange(const at::Tensor& h_owned, const at::Tensor& prev_
     n_send += send_counts[size_t(p)];
     n_recv += recv_counts[size_t(p)];
   }
-  at::Tensor recv_idx = n_recv == g_.num_halo() ? torch::arange(n_recv, send_all_.options())
+  at::Tensor recv_idx = n_recv == g_.num_halo() ? torch::arange(n_recv, layout_.send_all.options())
                                                 : torch::nonzero_static(recv_keep, n_recv).squeeze(1);
   // Compact inputs (set_compact_halo): the received rows' positions among the held halo rows.
   const bool compact = compact_pos_.defined();
   if (compact) recv_idx = compact_pos_.index_select(0, recv_idx);
-  const at::Tensor sidx = n_send == full ? send_all_
-                                         : send_all_.index_select(0, torch::nonzero_static(send_keep, n_send).squeeze(1));
+  const at::Tensor sidx = n_send == full ? layout_.send_all
+                                         : layout_.send_all.index_select(0, torch::nonzero_static(send_keep, n_send).squeeze(1));
   const auto out = HaloExchangeFn::apply(h_owned.contiguous(),
                                          prev_halo.defined() ? prev_halo : torch::empty({0}, h_owned.options()),
                                          token_, sidx, recv_idx, send_counts, recv_counts,
@@ -319,14 +298,14 @@ at::Tensor HaloPass::exchange(const at::Tensor& h_owned, const at::Tensor& prev_
 std::pair<at::Tensor, at::Tensor> HaloPass::keep_masks(int64_t t, bool width_changed, bool all_readers) {
   const int64_t n = g_.num_dst;
   if (all_computed_) {  // every row changes and every held row is read: everything goes
-    return {torch::ones({send_all_.numel()}, dirty_send_.options()), torch::ones({g_.num_halo()}, dirty_recv_.options())};
+    return {torch::ones({layout_.send_all.numel()}, dirty_send_.options()), torch::ones({g_.num_halo()}, dirty_recv_.options())};
   }
   const at::Tensor changed_owned = width_changed ? torch::ones({n}, dirty_recv_.options()) : bit(comp_owned_, t - 1);
   const at::Tensor changed_halo = width_changed ? torch::ones({g_.num_halo()}, dirty_recv_.options())
                                                 : bit(comp_halo_, t - 1);
-  dirty_send_.logical_or_(changed_owned.index_select(0, send_all_));
+  dirty_send_.logical_or_(changed_owned.index_select(0, layout_.send_all));
   at::Tensor go = dirty_send_.clone();
-  if (!all_readers) go.logical_and_(peer_reads(t).index_select(0, send_key_));
+  if (!all_readers) go.logical_and_(peer_reads(t).index_select(0, layout_.send_key));
   dirty_send_.logical_and_(go.logical_not());
   dirty_recv_.logical_or_(changed_halo);
   at::Tensor go_recv = dirty_recv_.clone();
@@ -343,7 +322,7 @@ void HaloPass::plan(const std::vector<bool>& input_changed, bool all_readers) {
     Planned& p = planned_[size_t(t)];
     std::tie(p.send_keep, p.recv_keep) = keep_masks(t, input_changed[size_t(t)], all_readers);
     if (all_computed_) {  // the sizes are the lists' own
-      std::vector<int64_t> e(send_offset_);
+      std::vector<int64_t> e(layout_.send_offset);
       e.insert(e.end(), g_.recv_offset.begin(), g_.recv_offset.end());
       p.counts = counts_from_ends(e.data());
       p.counted = true;
@@ -355,16 +334,14 @@ void HaloPass::plan(const std::vector<bool>& input_changed, bool all_readers) {
 }
 
 at::Tensor HaloPass::halo_read_after_first_layer(int64_t layers) const {
-  const auto opts = g_.degree.options().dtype(torch::kInt32);
-  if (all_computed_ || g_.boundary_row.numel() == 0) {
-    at::Tensor read = torch::zeros({g_.num_halo()}, opts.dtype(torch::kBool));
-    for (int64_t t = 2; t <= layers; ++t) read.logical_or_(halo_reads(t));
-    return read;
-  }
-  // One pass: an entry counts when its row is computed at any layer 2..layers (bits 1..).
+  at::Tensor reads = torch::zeros({g_.num_halo()}, g_.degree.options().dtype(torch::kInt32));
+  if (g_.boundary_row.numel() == 0 || layers < 2) return reads.to(torch::kBool);
+  // One pass over the boundary entries (not one per layer, as halo_reads): an entry counts when
+  // its row is computed at any layer 2..layers (bits 1..layers-1).
   const int64_t deeper = layers >= 64 ? -2 : ((int64_t(1) << layers) - 1) & ~int64_t(1);
-  const at::Tensor hit = boundary_comp_owned().bitwise_and(deeper).ne(0).to(torch::kInt32);
-  return torch::zeros({g_.num_halo()}, opts).index_add_(0, g_.boundary_halo, hit).gt(0);
+  const at::Tensor hit = all_computed_ ? torch::ones({g_.boundary_halo.numel()}, reads.options())
+                                       : boundary_comp_owned().bitwise_and(deeper).ne(0).to(torch::kInt32);
+  return reads.index_add_(0, g_.boundary_halo, hit).gt(0);
 }
 
 void HaloPass::set_compact_halo(const at::Tensor& halo_pos, int64_t compact_rows) {
@@ -415,13 +392,13 @@ at::Tensor HaloPass::extend(const at::Tensor& h_owned, const at::Tensor& prev_sr
 }
 
 at::Tensor HaloPass::inner_rows(int64_t t) {
-  const at::Tensor keep = peer_reads(t).index_select(0, send_key_);
-  return std::get<0>(torch::_unique(send_all_.index_select(0, keep.nonzero().squeeze(1)), true));
+  const at::Tensor keep = peer_reads(t).index_select(0, layout_.send_key);
+  return std::get<0>(torch::_unique(layout_.send_all.index_select(0, keep.nonzero().squeeze(1)), true));
 }
 
 at::Tensor HaloPass::inner_fill(const at::Tensor& a_src, int64_t t, ForwardStats& st) {
   TORCH_CHECK(!compact_pos_.defined(), "HaloPass::inner_fill: MixHop's inner power needs every halo row");
-  const at::Tensor keep = peer_reads(t).index_select(0, send_key_);
+  const at::Tensor keep = peer_reads(t).index_select(0, layout_.send_key);
   const at::Tensor recv_keep = halo_reads(t);
   return exchange(a_src.slice(0, 0, g_.num_dst), at::Tensor(), keep, recv_keep, counts(keep, recv_keep), t, st);
 }

@@ -12,6 +12,22 @@
 
 namespace adgnn::detail {
 
+// A rank graph's halo bookkeeping that does not change between passes, built once per graph
+// (halo.cpp caches it by the graph's CSR): the keys cost several passes over every boundary
+// entry (millions per rank of products-scale).
+struct HaloLayout {
+  // Every peer's send list concatenated in rank order, and the key (row * P + peer) that
+  // peer_reads() is indexed by.
+  at::Tensor send_all, send_key;
+  at::Tensor peer_key;                // (boundary row * P + owner of its halo neighbour) per boundary entry
+  std::vector<int64_t> send_offset;   // [P + 1]
+  at::Tensor send_ends, recv_ends;    // send_offset and g.recv_offset on the device (count_ends)
+  // What it was built from besides the CSR (the cache's key): held, so their storage is not reused.
+  std::vector<at::Tensor> send_rows;
+  at::Tensor halo_owner, boundary_row;
+  std::vector<int64_t> recv_offset;
+};
+
 class HaloPass {
  public:
   // g.distributed() must hold. `layers` <= 64 (computed-layer masks are 64-bit).
@@ -91,12 +107,7 @@ class HaloPass {
   at::Tensor comp_owned_, comp_halo_;
   mutable at::Tensor boundary_comp_owned_, boundary_comp_halo_;  // gathered on first use
   bool all_computed_ = true;
-  // Every peer's send list concatenated in rank order, the peer of each entry, and the key
-  // (row * P + peer) that peer_reads() is indexed by.
-  at::Tensor send_all_, send_key_;
-  at::Tensor peer_key_;  // (boundary row * P + owner of its halo neighbour) per boundary entry
-  std::vector<int64_t> send_offset_;  // [P + 1]
-  at::Tensor send_ends_, recv_ends_;  // send_offset_ and g.recv_offset on the device
+  HaloLayout layout_;
   at::Tensor dirty_send_;  // over send_all_
   at::Tensor dirty_recv_;               // over the halo rows
   // plan(): per layer t, the masks and (once set_plan_counts ran) the counts of its exchange.
