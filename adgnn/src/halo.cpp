@@ -30,30 +30,45 @@ RankTransport* transport_of(AutogradContext* ctx) {
 
 std::vector<int64_t> to_vec(const c10::IValue& v) { return v.toIntVector(); }
 
-// [h_owned; halo], halo = prev_halo (or zeros) with rows recv_idx replaced by the owners' rows
-// h_owned[send_idx], built in one allocation (a separate cat would copy every row once more).
-// Backward returns the received rows' gradients to their owners (added to h_owned's own) and the
-// others' to prev_halo: a frozen row read at several later layers accumulates them all there.
+// [owned; halo], built in one allocation (a separate cat would copy every row once more):
+// owned = the first num_owned rows of src_in, with rows `rows` replaced by `values` and
+// `add_values` added at `add_rows` (a layer's update of the rows it computed; empty: none);
+// halo = the previous copies (src_in's rows beyond num_owned when it has them, else prev_halo,
+// else zeros) with rows recv_idx replaced by the owners' rows owned[send_idx].
+// Taking the previous layer's [owned; halo] with the update, rather than the updated owned rows
+// as a tensor of their own, saves a copy of every owned row in the forward and another in the
+// backward per layer (docs/performance.md, v28).
+// Backward returns the received rows' gradients to their owners (added to owned's own) and the
+// others' to the previous copies: a frozen row read at several later layers accumulates them all
+// there.
 class HaloExchangeFn : public torch::autograd::Function<HaloExchangeFn> {
  public:
-  static variable_list forward(AutogradContext* ctx, const at::Tensor& h_owned,
-                               const at::Tensor& prev_halo, const at::Tensor& token,
-                               const at::Tensor& send_idx, const at::Tensor& recv_idx,
-                               std::vector<int64_t> send_counts, std::vector<int64_t> recv_counts,
-                               int64_t num_halo, bool has_prev, int64_t transport) {
+  static variable_list forward(AutogradContext* ctx, const at::Tensor& src_in, const at::Tensor& prev_halo,
+                               const at::Tensor& values, const at::Tensor& add_values, const at::Tensor& token,
+                               const at::Tensor& send_idx, const at::Tensor& recv_idx, const at::Tensor& rows,
+                               const at::Tensor& add_rows, std::vector<int64_t> send_counts,
+                               std::vector<int64_t> recv_counts, int64_t num_owned, int64_t num_halo,
+                               int64_t transport) {
     auto* tr = reinterpret_cast<RankTransport*>(transport);
-    const at::Tensor recv = tr->exchange(h_owned.index_select(0, send_idx).contiguous(), send_counts, recv_counts);
-    const int64_t n = h_owned.size(0);
-    at::Tensor src = torch::empty({n + num_halo, h_owned.size(1)}, h_owned.options());
-    src.slice(0, 0, n).copy_(h_owned);
+    const int64_t n = num_owned;
+    at::Tensor src = torch::empty({n + num_halo, src_in.size(1)}, src_in.options());
+    at::Tensor owned = src.slice(0, 0, n);
+    owned.copy_(src_in.slice(0, 0, n));
+    if (rows.numel() > 0) owned.index_copy_(0, rows, values);
+    if (add_rows.numel() > 0) owned.index_add_(0, add_rows, add_values);
+    const at::Tensor recv = tr->exchange(owned.index_select(0, send_idx).contiguous(), send_counts, recv_counts);
     at::Tensor halo = src.slice(0, n);
-    if (has_prev) halo.copy_(prev_halo);
-    else halo.zero_();
+    // Every halo row received: the previous copies would all be overwritten.
+    const bool in_halo = src_in.size(0) > n;  // src_in holds the previous copies
+    const bool has_prev = recv_idx.numel() < num_halo && (in_halo || prev_halo.numel() > 0);
+    if (has_prev) halo.copy_(in_halo ? src_in.slice(0, n) : prev_halo);
+    else if (recv_idx.numel() < num_halo) halo.zero_();
     halo.index_copy_(0, recv_idx, recv);
-    ctx->save_for_backward({send_idx, recv_idx});
+    ctx->save_for_backward({send_idx, recv_idx, rows, add_rows});
     ctx->saved_data["send_counts"] = send_counts;
     ctx->saved_data["recv_counts"] = recv_counts;
     ctx->saved_data["num_owned"] = n;
+    ctx->saved_data["in_halo"] = in_halo;
     ctx->saved_data["has_prev"] = has_prev;
     ctx->saved_data["transport"] = transport;
     return {src, token.clone()};
@@ -61,16 +76,32 @@ class HaloExchangeFn : public torch::autograd::Function<HaloExchangeFn> {
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto saved = ctx->get_saved_variables();
-    const at::Tensor send_idx = saved[0], recv_idx = saved[1];
+    const at::Tensor send_idx = saved[0], recv_idx = saved[1], rows = saved[2], add_rows = saved[3];
     const int64_t n = ctx->saved_data["num_owned"].toInt();
-    const at::Tensor g_owned = grads[0].slice(0, 0, n), g = grads[0].slice(0, n);
+    const bool in_halo = ctx->saved_data["in_halo"].toBool(), has_prev = ctx->saved_data["has_prev"].toBool();
+    const at::Tensor g_owned = grads[0].slice(0, 0, n), g_halo = grads[0].slice(0, n);
     const at::Tensor back = transport_of(ctx)->exchange(
-        g.index_select(0, recv_idx).contiguous(), to_vec(ctx->saved_data["recv_counts"]),
+        g_halo.index_select(0, recv_idx).contiguous(), to_vec(ctx->saved_data["recv_counts"]),
         to_vec(ctx->saved_data["send_counts"]));
-    const at::Tensor grad_owned = g_owned.clone().index_add_(0, send_idx, back);
-    at::Tensor grad_prev;
-    if (ctx->saved_data["has_prev"].toBool()) grad_prev = g.clone().index_fill_(0, recv_idx, 0);
-    return {grad_owned, grad_prev, grads[1], {}, {}, {}, {}, {}, {}, {}};
+    // One buffer for src_in's gradient: the owned rows' (their own plus what the peers return),
+    // then (src_in holding the previous copies) the halo rows that were not received.
+    at::Tensor grad_in = torch::empty({in_halo ? grads[0].size(0) : n, grads[0].size(1)}, grads[0].options());
+    at::Tensor go = grad_in.slice(0, 0, n);
+    go.copy_(g_owned).index_add_(0, send_idx, back);
+    at::Tensor grad_values, grad_add, grad_prev;
+    if (add_rows.numel() > 0) grad_add = go.index_select(0, add_rows);
+    if (rows.numel() > 0) {
+      grad_values = go.index_select(0, rows);
+      go.index_fill_(0, rows, 0);  // replaced: src_in's values there reached nothing
+    }
+    if (in_halo) {
+      at::Tensor gh = grad_in.slice(0, n);
+      if (has_prev) gh.copy_(g_halo).index_fill_(0, recv_idx, 0);
+      else gh.zero_();
+    } else if (has_prev) {
+      grad_prev = g_halo.clone().index_fill_(0, recv_idx, 0);
+    }
+    return {grad_in, grad_prev, grad_values, grad_add, grads[1], {}, {}, {}, {}, {}, {}, {}, {}, {}};
   }
 };
 
@@ -260,8 +291,9 @@ HaloPass::Counts HaloPass::counts(const at::Tensor& send_keep, const at::Tensor&
   return counts_from_ends(both.data_ptr<int64_t>());
 }
 
-at::Tensor HaloPass::exchange(const at::Tensor& h_owned, const at::Tensor& prev_halo, const at::Tensor& send_keep,
-                              const at::Tensor& recv_keep, const Counts& counts, int64_t t, ForwardStats& st) {
+at::Tensor HaloPass::exchange(const at::Tensor& src_in, const at::Tensor& prev_halo, const RowUpdate* update,
+                              const at::Tensor& send_keep, const at::Tensor& recv_keep, const Counts& counts,
+                              int64_t t, ForwardStats& st) {
   const auto& [send_counts, recv_counts] = counts;
   const int64_t full = layout_.send_all.numel();
   // The counts are on the host already: selections of known size need no further device wait,
@@ -278,16 +310,20 @@ at::Tensor HaloPass::exchange(const at::Tensor& h_owned, const at::Tensor& prev_
   if (compact) recv_idx = compact_pos_.index_select(0, recv_idx);
   const at::Tensor sidx = n_send == full ? layout_.send_all
                                          : layout_.send_all.index_select(0, torch::nonzero_static(send_keep, n_send).squeeze(1));
-  const auto out = HaloExchangeFn::apply(h_owned.contiguous(),
-                                         prev_halo.defined() ? prev_halo : torch::empty({0}, h_owned.options()),
-                                         token_, sidx, recv_idx, send_counts, recv_counts,
-                                         compact ? compact_rows_ : g_.num_halo(), prev_halo.defined(),
-                                         reinterpret_cast<int64_t>(g_.transport.get()));
+  const auto none_rows = torch::empty({0}, layout_.send_all.options());
+  const auto none_values = torch::empty({0, src_in.size(1)}, src_in.options());
+  auto or_none = [](const at::Tensor& v, const at::Tensor& none) { return v.defined() ? v : none; };
+  const auto out = HaloExchangeFn::apply(
+      src_in.contiguous(), or_none(prev_halo, none_values), update ? or_none(update->values, none_values) : none_values,
+      update ? or_none(update->add_values, none_values) : none_values, token_, sidx, recv_idx,
+      update ? or_none(update->rows, none_rows) : none_rows, update ? or_none(update->add_rows, none_rows) : none_rows,
+      send_counts, recv_counts, g_.num_dst, compact ? compact_rows_ : g_.num_halo(),
+      reinterpret_cast<int64_t>(g_.transport.get()));
   token_ = out[1];
   const size_t k = size_t(t - 1);
   for (auto* v : {&st.halo_rows, &st.halo_rows_full, &st.halo_bytes, &st.halo_bytes_full})
     if (v->size() <= k) v->resize(k + 1, 0);
-  const int64_t row_bytes = h_owned.size(1) * int64_t(h_owned.element_size());
+  const int64_t row_bytes = src_in.size(1) * int64_t(src_in.element_size());
   st.halo_rows[k] += sidx.numel();
   st.halo_rows_full[k] += full;
   st.halo_bytes[k] += sidx.numel() * row_bytes;
@@ -367,28 +403,35 @@ void HaloPass::set_plan_counts(const at::Tensor& host_counts) {
   plan_counts_ = at::Tensor();
 }
 
-at::Tensor HaloPass::extend(const at::Tensor& h_owned, const at::Tensor& prev_src, int64_t t,
-                            bool width_changed, bool all_readers, ForwardStats& st) {
-  const int64_t n = g_.num_dst;
-  at::Tensor go, go_recv;
-  Counts c;
+std::tuple<at::Tensor, at::Tensor, HaloPass::Counts> HaloPass::masks_and_counts(int64_t t, bool width_changed,
+                                                                                bool all_readers) {
   if (size_t(t) < planned_.size() && planned_[size_t(t)].send_keep.defined()) {
-    Planned& p = planned_[size_t(t)];
+    const Planned& p = planned_[size_t(t)];
     TORCH_CHECK(p.counted, "HaloPass::extend: layer ", t, " was planned but its counts never set");
-    go = p.send_keep;
-    go_recv = p.recv_keep;
-    c = p.counts;
-  } else {
-    std::tie(go, go_recv) = keep_masks(t, width_changed, all_readers);
-    c = counts(go, go_recv);
+    return {p.send_keep, p.recv_keep, p.counts};
   }
-  // The previous layer's halo rows are this layer's frozen copies when the widths agree (and,
-  // with compact inputs, when it held the compact rows: layer 1's input holds every halo row).
-  const int64_t held = compact_pos_.defined() ? n + compact_rows_ : g_.num_src;
-  const at::Tensor prev = prev_src.size(0) == held && prev_src.size(1) == h_owned.size(1)
-                              ? prev_src.slice(0, n)
+  auto [go, go_recv] = keep_masks(t, width_changed, all_readers);
+  Counts c = counts(go, go_recv);
+  return {go, go_recv, c};
+}
+
+at::Tensor HaloPass::extend(const at::Tensor& h_owned, int64_t t, bool width_changed, bool all_readers,
+                            ForwardStats& st) {
+  const auto [go, go_recv, c] = masks_and_counts(t, width_changed, all_readers);
+  // The previous extend's halo rows are this layer's frozen copies when the widths agree (layer
+  // 2 has none: layer 1 reads the input features, every row of which changes).
+  const at::Tensor prev = last_src_.defined() && last_src_.size(1) == h_owned.size(1)
+                              ? last_src_.slice(0, g_.num_dst)
                               : at::Tensor();
-  return exchange(h_owned, prev, go, go_recv, c, t, st);
+  last_src_ = exchange(h_owned, prev, nullptr, go, go_recv, c, t, st);
+  return last_src_;
+}
+
+at::Tensor HaloPass::extend_update(const RowUpdate& update, int64_t t, bool all_readers, ForwardStats& st) {
+  TORCH_CHECK(last_src_.defined(), "HaloPass::extend_update: layer ", t, " has no earlier extend to update");
+  const auto [go, go_recv, c] = masks_and_counts(t, false, all_readers);
+  last_src_ = exchange(last_src_, at::Tensor(), &update, go, go_recv, c, t, st);
+  return last_src_;
 }
 
 at::Tensor HaloPass::inner_rows(int64_t t) {
@@ -400,7 +443,8 @@ at::Tensor HaloPass::inner_fill(const at::Tensor& a_src, int64_t t, ForwardStats
   TORCH_CHECK(!compact_pos_.defined(), "HaloPass::inner_fill: MixHop's inner power needs every halo row");
   const at::Tensor keep = peer_reads(t).index_select(0, layout_.send_key);
   const at::Tensor recv_keep = halo_reads(t);
-  return exchange(a_src.slice(0, 0, g_.num_dst), at::Tensor(), keep, recv_keep, counts(keep, recv_keep), t, st);
+  return exchange(a_src.slice(0, 0, g_.num_dst), at::Tensor(), nullptr, keep, recv_keep, counts(keep, recv_keep), t,
+                  st);
 }
 
 at::Tensor HaloPass::batch_norm(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,

@@ -5,6 +5,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -26,6 +27,13 @@ struct HaloLayout {
   std::vector<at::Tensor> send_rows;
   at::Tensor halo_owner, boundary_row;
   std::vector<int64_t> recv_offset;
+};
+
+// A layer's update of its input's owned rows (AD: the rows it computed; the others keep their
+// value): `rows` (sorted) take `values`, and `add_rows` get `add_values` added.
+struct RowUpdate {
+  at::Tensor rows, values;
+  at::Tensor add_rows, add_values;  // undefined: none
 };
 
 class HaloPass {
@@ -56,13 +64,16 @@ class HaloPass {
   // the first extend; extend then returns [h_owned; compact_rows rows].
   void set_compact_halo(const at::Tensor& halo_pos, int64_t compact_rows);
 
-  // The input rows of layer t >= 2: h_owned (h^(t-1) on the owned rows) followed by the halo
-  // rows, those that changed at their owner since they were last received and that a row
-  // computed here at layer t reads are received; the others keep their last copy from prev_src.
+  // The input rows of layer t >= 2 (called once per layer, in layer order): h_owned (h^(t-1)
+  // on the owned rows) followed by the halo rows, those that changed at their owner since they
+  // were last received and that a row computed here at layer t reads are received; the others
+  // keep their copy from the previous call (zero at t = 2: layer 1's input is not exchanged).
   // width_changed: layer t-1 changed every row. all_readers: every halo holder reads the rows
   // (MixHop's second hop reads beyond the computed rows' neighbours).
-  at::Tensor extend(const at::Tensor& h_owned, const at::Tensor& prev_src, int64_t t,
-                    bool width_changed, bool all_readers, ForwardStats& st);
+  at::Tensor extend(const at::Tensor& h_owned, int64_t t, bool width_changed, bool all_readers, ForwardStats& st);
+  // The same with h_owned given as the previous extend's owned rows with `update` applied (the
+  // width unchanged): no tensor of the updated owned rows alone is built.
+  at::Tensor extend_update(const RowUpdate& update, int64_t t, bool all_readers, ForwardStats& st);
 
   // MixHop's inner power A h at layer t is needed on halo rows too: `inner_rows` are the owned
   // rows whose value some peer reads, `inner_fill` replaces a_src's halo rows by their owners'.
@@ -87,10 +98,15 @@ class HaloPass {
   const at::Tensor& boundary_comp_owned() const;  // comp_owned_ / comp_halo_ at the boundary entries
   const at::Tensor& boundary_comp_halo() const;
   // Which entries of the send list (all peers) and which halo rows take part: this exchange.
-  // Returns the source rows [h_owned; halo] of the next layer.
+  // Returns the source rows [owned; halo] of the next layer: owned = src_in's first num_dst rows
+  // (with `update`, if given); the halo rows not received keep src_in's rows beyond num_dst, or
+  // else prev_halo's.
   using Counts = std::pair<std::vector<int64_t>, std::vector<int64_t>>;  // rows per peer: send, receive
-  at::Tensor exchange(const at::Tensor& h_owned, const at::Tensor& prev_halo, const at::Tensor& send_keep,
-                      const at::Tensor& recv_keep, const Counts& counts, int64_t t, ForwardStats& st);
+  at::Tensor exchange(const at::Tensor& src_in, const at::Tensor& prev_halo, const RowUpdate* update,
+                      const at::Tensor& send_keep, const at::Tensor& recv_keep, const Counts& counts, int64_t t,
+                      ForwardStats& st);
+  // Layer t's masks and counts: planned, or computed now.
+  std::tuple<at::Tensor, at::Tensor, Counts> masks_and_counts(int64_t t, bool width_changed, bool all_readers);
   // The masks of extend(t): which send-list entries go, which halo rows are received (updates
   // the dirty state: called once per layer, in layer order).
   std::pair<at::Tensor, at::Tensor> keep_masks(int64_t t, bool width_changed, bool all_readers);
@@ -103,6 +119,7 @@ class HaloPass {
 
   const MessageGraph& g_;
   int P_;
+  at::Tensor last_src_;  // the previous extend's result (its halo rows: the next one's frozen copies)
   at::Tensor token_;
   at::Tensor comp_owned_, comp_halo_;
   mutable at::Tensor boundary_comp_owned_, boundary_comp_halo_;  // gathered on first use

@@ -715,6 +715,9 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
   }
 
   std::vector<at::Tensor> edges;  // per layer, on the device until the end of the pass
+  // A rank's deeper layer hands its update of the frozen rows to the next layer's halo exchange
+  // (HaloPass::extend_update), which builds the next input from it: no separate output tensor.
+  std::optional<detail::RowUpdate> pending;
   for (int64_t t = 1; t <= L; ++t) {
     // Profiler scopes (adgnn train --profile): per layer, and its parts.
     RECORD_USER_SCOPE(t == 1 ? "layer 1" : t == 2 ? "layer 2" : t == 3 ? "layer 3" : "layer 4+");
@@ -727,7 +730,14 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
         RECORD_USER_SCOPE("halo exchange");
         const Layer& prev = *m.layers[t - 2];
         const bool prev_width_change = t - 1 == 1 || prev.in_dim() != prev.out_dim();
-        h_src = pass->extend(h_dst, h_src, t, prev_width_change, c.backbone == "mixhop", out.stats);
+        if (pending) {
+          h_src = pass->extend_update(*pending, t, c.backbone == "mixhop", out.stats);
+          pending.reset();
+          h_dst = h_src.slice(0, 0, n);  // layer t-1's output
+          out.layer_outputs.push_back(h_dst);
+        } else {
+          h_src = pass->extend(h_dst, t, prev_width_change, c.backbone == "mixhop", out.stats);
+        }
       } else {
         h_src = h_dst;
       }
@@ -815,6 +825,12 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
       return has_band ? u.index_select(0, torch::searchsorted(comp_rows, act_rows)) : u;
     };
     at::Tensor next, frozen_band;  // frozen_band: the band rows' values had they stayed inactive
+    // The straight-through term below is (s - base) * (update - frozen). With base = s.detach()
+    // its value is 0 and so is its gradient with respect to (update - frozen): only s carries
+    // one. The difference is then built from detached rows, which saves two passes over every
+    // row of h_dst in the backward (index_select's full-size gradient and its accumulation).
+    const bool band_diff_grad = c.soft_masks && t >= 2;
+    auto band_input = [&](const at::Tensor& v) { return band_diff_grad ? v : v.detach(); };
     {  // the rows that keep their value (or take the self-only one)
       RECORD_USER_SCOPE("frozen rows");
       // Every row active and none in the band (layer 1 whenever tau(1) is 0: lambda = 0): the
@@ -839,28 +855,37 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
                 .index_put_({act_rows}, has_band ? torch::searchsorted(comp_rows, act_rows)
                                                  : torch::arange(act_rows.numel(), idx));
         next = both.index_select(0, where);
-        if (has_band) frozen_band = frozen.index_select(0, torch::searchsorted(frozen_rows, band_rows));
+        if (has_band) frozen_band = band_input(frozen).index_select(0, torch::searchsorted(frozen_rows, band_rows));
       } else {
         // Inactive rows keep the previous layer's value: one copy of h_dst with the active rows
-        // replaced (the backward routes their gradient to the update, the rest to h_dst).
+        // replaced (the backward routes their gradient to the update, the rest to h_dst), or on
+        // a rank whose next layer exchanges halo rows, that exchange's update (`pending`).
         upd = post(upd);
-        next = h_dst.index_put({act_rows}, active_part(upd));
-        if (has_band) frozen_band = h_dst.index_select(0, band_rows);
+        if (pass && t < L) pending = detail::RowUpdate{act_rows, active_part(upd), {}, {}};
+        else next = h_dst.index_put({act_rows}, active_part(upd));
+        if (has_band) frozen_band = band_input(h_dst).index_select(0, band_rows);
       }
     }
     if (has_band) {
       // Straight-through: forward keeps the hard mask, backward sees
       // d/d(eps, tau) of sigmoid((eps - tau) / kappa) * (update - frozen).
       const at::Tensor s = torch::sigmoid((eps.index_select(0, band_rows) - tau_t) / c.kappa);
-      const at::Tensor diff = upd.index_select(0, torch::searchsorted(comp_rows, band_rows)) - frozen_band;
+      const at::Tensor diff = band_input(upd).index_select(0, torch::searchsorted(comp_rows, band_rows)) - frozen_band;
       const at::Tensor base = c.soft_masks && t >= 2
                                   ? act.index_select(0, band_rows).to(s.scalar_type())
                                   : s.detach();
       // In place: `next` is a fresh tensor (an index_put or index_select of the rows) that no
       // backward reads, so this saves a copy of every row (at the GPU's deeper layers, most of
       // their memory traffic).
-      next.index_add_(0, band_rows, (s - base).unsqueeze(1) * diff);
+      const at::Tensor st = (s - base).unsqueeze(1) * diff;
+      if (pending) {
+        pending->add_rows = band_rows;
+        pending->add_values = st;
+      } else {
+        next.index_add_(0, band_rows, st);
+      }
     }
+    if (pending) continue;  // h_dst and this layer's output come with the next exchange
     h_dst = next;
     out.layer_outputs.push_back(h_dst);
   }

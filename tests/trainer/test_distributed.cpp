@@ -352,12 +352,12 @@ TEST_F(Dist, HaloRowsAreExactlyTheOwnersLatestRows) {
     return (ids.to(torch::kFloat64) * 100 + double(layer)).unsqueeze(1).repeat({1, F}) +
            torch::arange(F, torch::kFloat64).unsqueeze(0) * 1e6;
   };
-  at::Tensor h_src = torch::zeros({mg.num_src, F}, torch::kFloat64).to(device);
+  at::Tensor h_src;
   // last[v]: the last layer whose output changed row v (layer 1 changes every row).
   at::Tensor last = torch::ones({mg.num_src}, torch::kInt64);
   at::Tensor h_owned = value(gid.slice(0, 0, n), 1);
   for (int64_t t = 2; t <= L; ++t) {
-    h_src = pass.extend(h_owned.to(device), h_src, t, t == 2, false, st);
+    h_src = pass.extend(h_owned.to(device), t, t == 2, false, st);
     const at::Tensor h_here = h_src.to(torch::kCPU);
     if (t > 2) last = torch::where(depth_all >= t - 1, torch::full_like(last, t - 1), last);
     // Halo rows read at layer t by a computed owned row.
