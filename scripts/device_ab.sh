@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# A/B of two builds on one GPU machine: products-scale AD-GCN_fast (depth 4) on 1 GPU and on every
+# GPU, this tree against an older commit's, one METIS partition shared by every run, the runs
+# interleaved (old, new, new, old) so that drift of the machine shows as a difference between the
+# two runs of one build. Steps differ by a few percent between machines, so a version is measured
+# against its predecessor in one call rather than against an older table.
+#   git archive <commit> | { mkdir -p build-ab/old && tar -x -C build-ab/old; }   # here, once
+#   source .device/setup.sh; OUT=$OUT/ab bash scripts/device_ab.sh                # carry build-ab
+# PROFILE_STEPS (default 3) profiles the last run of this tree on every GPU (per-rank summaries
+# in $OUT/new2_p<P>/); RANKS (default: 1 and every GPU) picks the rank counts.
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 2
+OUT=${OUT:-/tmp/adgnn_ab}
+mkdir -p "$OUT"
+export NCCL_NVLS_ENABLE=0 OMP_NUM_THREADS=${OMP_NUM_THREADS:-4}
+ngpu=$(nvidia-smi -L | wc -l)
+t0=$(date +%s)
+elapsed() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
+[ -f build-ab/old/CMakeLists.txt ] || { echo "device_ab.sh: no build-ab/old (see the header)" >&2; exit 2; }
+nvidia-smi -L >"$OUT/gpus.txt" 2>&1
+# shellcheck source=device_env.sh
+source scripts/device_env.sh && ensure_gpu_configure "$OUT" || exit 1
+half=$(( $(nproc) / 2 ))
+build() {  # build SRC_DIR BUILD_DIR TAG
+  (cd "$1" && adgnn_gpu_configure "$2" >"$OUT/configure_$3.log" 2>&1) &&
+    cmake --build "$2" -j"$half" --target adgnn >"$OUT/build_$3.log" 2>&1
+}
+build . "$PWD/build-gpu" new & new_pid=$!
+build build-ab/old "$PWD/build-gpu-old" old & old_pid=$!
+wait $new_pid || { grep -B2 -A12 error "$OUT/build_new.log" | head -60; exit 1; }
+wait $old_pid || { grep -B2 -A12 error "$OUT/build_old.log" | head -60; exit 1; }
+elapsed "built both"
+[ -f /tmp/products.h5 ] || build-gpu/adgnn data generate --preset products-scale -o /tmp/products.h5 >/dev/null
+if [ ! -d "/tmp/products_parts/p$ngpu" ]; then
+  mkdir -p /tmp/products_parts
+  build-gpu/adgnn partition /tmp/products.h5 -p "$ngpu" -o "/tmp/products_parts/p$ngpu" --json >"$OUT/partition.json" 2>&1
+  elapsed "partitioned into $ngpu: exit $?"
+fi
+common=(DEVICE=cuda LAYERS=4 EPOCHS="${EPOCHS:-12}" VARIANTS=ad_fast PARTITION_DIR=/tmp/products_parts)
+for P in ${RANKS:-1 $ngpu}; do
+  for run in old1 new1 new2 old2; do
+    bin=build-gpu/adgnn
+    [ "${run#old}" != "$run" ] && bin=build-gpu-old/adgnn
+    prof=0
+    [ "$run" = new2 ] && [ "$P" -gt 1 ] && prof=${PROFILE_STEPS:-3}
+    env "${common[@]}" ADGNN="$bin" RANKS="$P" PROFILE_STEPS="$prof" OUT_DIR="$OUT/${run}_p$P" \
+      bash scripts/bench_distributed.sh /tmp/products.h5 >"$OUT/${run}_p$P.md" 2>&1
+    elapsed "$run, $P GPU(s): $(grep "^| $P " "$OUT/${run}_p$P.md" || tail -3 "$OUT/${run}_p$P.md")"
+  done
+done
+rm -f "$OUT"/*/profile_*/*.trace.json
