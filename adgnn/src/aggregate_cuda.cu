@@ -7,10 +7,6 @@
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
 
-#include <algorithm>
-#include <cstdlib>
-#include <string>
-
 #include "kernels.h"
 
 namespace adgnn::kernels {
@@ -52,14 +48,12 @@ __device__ unsigned group_mask(int tpr) {
 // (mask: theirs): each lane loads one entry (column, weight), then eight gathers are in flight
 // before their FMAs (a warp would otherwise wait for each row before issuing the next load,
 // in-order issue, which leaves long rows latency-bound). The FMAs run in entry order, so the sum
-// is the same as one at a time. Entries whose column maps to pos < 0 are skipped. Row c of x
-// starts at xv[c * stride] (stride >= vecs: a column tile of wider rows).
+// is the same as one at a time. Entries whose column maps to pos < 0 are skipped.
 template <typename T, int V>
 __device__ void add_entries(typename Pack<T, V>::type& acc, int64_t begin, int64_t end, int lane, int width,
                             unsigned mask, const int32_t* __restrict__ idx, const int64_t* __restrict__ eid,
                             const T* __restrict__ w, const int32_t* __restrict__ pos,
-                            const typename Pack<T, V>::type* __restrict__ xv, int64_t v, int64_t vecs,
-                            int64_t stride) {
+                            const typename Pack<T, V>::type* __restrict__ xv, int64_t v, int64_t vecs) {
   using P = Pack<T, V>;
   using VT = typename P::type;
   for (int64_t b = begin; b < end; b += width) {
@@ -84,7 +78,7 @@ __device__ void add_entries(typename Pack<T, V>::type& acc, int64_t begin, int64
           hits &= hits - 1;
           const int32_t cj = __shfl_sync(mask, c, j, width);
           const T aj = __shfl_sync(mask, a, j, width);
-          if (v < vecs) P::fma(acc, aj, xv[int64_t(cj) * stride + v]);
+          if (v < vecs) P::fma(acc, aj, xv[int64_t(cj) * vecs + v]);
         }
         continue;
       }
@@ -98,7 +92,7 @@ __device__ void add_entries(typename Pack<T, V>::type& acc, int64_t begin, int64
       for (int u = 0; u < U; ++u) {
         const int32_t cj = __shfl_sync(mask, c, j + u, width);
         as[u] = __shfl_sync(mask, a, j + u, width);
-        vals[u] = (cj >= 0 && v < vecs) ? xv[int64_t(cj) * stride + v] : P::zero();
+        vals[u] = (cj >= 0 && v < vecs) ? xv[int64_t(cj) * vecs + v] : P::zero();
       }
 #pragma unroll
       for (int u = 0; u < U; ++u) P::fma(acc, as[u], vals[u]);
@@ -106,7 +100,7 @@ __device__ void add_entries(typename Pack<T, V>::type& acc, int64_t begin, int64
     for (; j < n; ++j) {
       const int32_t cj = __shfl_sync(mask, c, j, width);
       const T aj = __shfl_sync(mask, a, j, width);
-      if (cj >= 0 && v < vecs) P::fma(acc, aj, xv[int64_t(cj) * stride + v]);
+      if (cj >= 0 && v < vecs) P::fma(acc, aj, xv[int64_t(cj) * vecs + v]);
     }
   }
 }
@@ -116,7 +110,7 @@ __device__ void add_entries(typename Pack<T, V>::type& acc, int64_t begin, int64
 template <typename T, int V>
 __device__ void add_self(typename Pack<T, V>::type& acc, const T* __restrict__ self_w, bool backward,
                          int64_t n_self, const int32_t* __restrict__ pos, int64_t r, int64_t o,
-                         const typename Pack<T, V>::type* __restrict__ xv, int64_t v, int64_t stride) {
+                         const typename Pack<T, V>::type* __restrict__ xv, int64_t v, int64_t vecs) {
   int64_t q = -1, wi = -1;
   if (!backward) {
     q = r;
@@ -125,22 +119,21 @@ __device__ void add_self(typename Pack<T, V>::type& acc, const T* __restrict__ s
     q = pos ? pos[o] : o;
     wi = q;
   }
-  if (q >= 0) Pack<T, V>::fma(acc, self_w[wi], xv[q * stride + v]);
+  if (q >= 0) Pack<T, V>::fma(acc, self_w[wi], xv[q * vecs + v]);
 }
 
 // out[o] = sum over entries p of row r(o) = (rows ? rows[o] : o) of weight(p) * x[c(p)], where
 // c(p) = pos ? pos[idx[p]] : idx[p] (entries with c < 0 are skipped: the backward's destination
 // rows that were not computed) and weight(p) = w[eid ? eid[p] : p] (1 without w), then the self
 // term when self_w is given (add_self). Rows with >= long_min entries are left to spmm_long_rows.
-// `tpr` lanes per row (a power of two <= 32); x and out rows are stride * V wide, of which this
-// call computes the vecs vectors from v_off (a column tile: launch_spmm).
+// `tpr` lanes per row (a power of two <= 32); x and out rows are f = vecs * V wide.
 template <typename T, int V>
 __global__ void spmm_rows(const int64_t* __restrict__ ptr, const int32_t* __restrict__ idx,
                           const int64_t* __restrict__ eid, const T* __restrict__ w,
                           const int32_t* __restrict__ pos, const T* __restrict__ x,
-                          const int64_t* __restrict__ rows, int64_t n_out, int64_t vecs, int64_t stride,
-                          int64_t v_off, int tpr, const T* __restrict__ self_w, bool backward,
-                          int64_t n_self, int64_t long_min, T* __restrict__ out) {
+                          const int64_t* __restrict__ rows, int64_t n_out, int64_t vecs, int tpr,
+                          const T* __restrict__ self_w, bool backward, int64_t n_self,
+                          int64_t long_min, T* __restrict__ out) {
   using P = Pack<T, V>;
   using VT = typename P::type;
   const int64_t thread = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -154,14 +147,13 @@ __global__ void spmm_rows(const int64_t* __restrict__ ptr, const int32_t* __rest
     valid = false;
     begin = end = 0;
   }
-  const VT* xv = reinterpret_cast<const VT*>(x) + v_off;
-  VT* outv = reinterpret_cast<VT*>(out) + v_off;
+  const VT* xv = reinterpret_cast<const VT*>(x);
   for (int64_t v0 = 0; v0 < vecs; v0 += tpr) {
     const int64_t v = v0 + lane;
     VT acc = P::zero();
-    add_entries<T, V>(acc, begin, end, lane, tpr, mask, idx, eid, w, pos, xv, v, vecs, stride);
-    if (self_w && valid && v < vecs) add_self<T, V>(acc, self_w, backward, n_self, pos, r, o, xv, v, stride);
-    if (valid && v < vecs) outv[o * stride + v] = acc;
+    add_entries<T, V>(acc, begin, end, lane, tpr, mask, idx, eid, w, pos, xv, v, vecs);
+    if (self_w && valid && v < vecs) add_self<T, V>(acc, self_w, backward, n_self, pos, r, o, xv, v, vecs);
+    if (valid && v < vecs) reinterpret_cast<VT*>(out)[o * vecs + v] = acc;
   }
 }
 
@@ -193,7 +185,7 @@ spmm_long_rows(const int64_t* __restrict__ ptr, const int32_t* __restrict__ idx,
   for (int64_t v0 = 0; v0 < vecs; v0 += 32) {
     const int64_t v = v0 + lane;
     VT acc = P::zero();
-    add_entries<T, V>(acc, wb, we, lane, 32, 0xffffffffu, idx, eid, w, pos, xv, v, vecs, vecs);
+    add_entries<T, V>(acc, wb, we, lane, 32, 0xffffffffu, idx, eid, w, pos, xv, v, vecs);
     part[warp * 32 + lane] = acc;
     __syncthreads();
     if (warp == 0 && v < vecs) {
@@ -262,34 +254,6 @@ int lanes_for(int64_t vecs) {
   return t;
 }
 
-// Vectors per launch of spmm_rows. A random graph's gathers find their rows in L2 only when x's
-// rows fit it: arxiv-scale's 169 k x 128 floats (87 MB) do not fit the H100 / H200's 50 MB L2,
-// so every entry fetched a 512-byte row from device memory. Column tiles of x (launched one after
-// the other, each over every row) whose rows fit half the L2 turn those fetches into L2 hits, for
-// a few extra reads of the CSR per tile. Only where most rows are computed (reuse) and x is
-// larger than that half, with tiles of at least a 128-byte cache line; products-scale (2.4 M
-// rows) does not fit even then and keeps one launch. The sums are those of one launch, column by
-// column (same entries, same order). ADGNN_SPMM_TILE=off (spmm_column_tiling) turns it off.
-int64_t column_tile(int64_t x_rows, int64_t vecs, int64_t vec_bytes, bool reuse) {
-  if (!spmm_column_tiling() || !reuse) return vecs;
-  const int64_t budget = int64_t(at::cuda::getCurrentDeviceProperties()->l2CacheSize) / 2;
-  const int64_t row_bytes = vecs * vec_bytes;
-  if (budget <= 0 || x_rows * row_bytes <= budget) return vecs;
-  const int64_t line = std::max<int64_t>(1, 128 / vec_bytes);  // vectors per cache line
-  const int64_t tiles = (x_rows * row_bytes + budget - 1) / budget;
-  const int64_t tile = ((vecs + tiles - 1) / tiles + line - 1) / line * line;
-  if (tile >= vecs || x_rows * tile * vec_bytes > budget) return vecs;
-  return tile;
-}
-
-// Whether x's rows can be read as float4 / double2 vectors (else one element per lane).
-template <typename T>
-bool vectorisable(const at::Tensor& x, const at::Tensor& out) {
-  constexpr int kVec = sizeof(T) == 4 ? 4 : 2;
-  return x.size(1) % kVec == 0 && reinterpret_cast<uintptr_t>(x.data_ptr<T>()) % (kVec * sizeof(T)) == 0 &&
-         reinterpret_cast<uintptr_t>(out.data_ptr<T>()) % (kVec * sizeof(T)) == 0;
-}
-
 // long_rows (n_long of them; null: none) are left to spmm_long_rows, slot[r] giving their output
 // row when `rows` selects the computed ones.
 template <typename T>
@@ -300,7 +264,8 @@ void launch_spmm(const int64_t* ptr, const int32_t* idx, const int64_t* eid, con
   const int64_t f = x.size(1);
   if (n_out == 0 || f == 0) return;
   constexpr int kVec = sizeof(T) == 4 ? 4 : 2;
-  const bool vec_ok = vectorisable<T>(x, out);
+  const bool vec_ok = f % kVec == 0 && reinterpret_cast<uintptr_t>(x.data_ptr<T>()) % (kVec * sizeof(T)) == 0 &&
+                      reinterpret_cast<uintptr_t>(out.data_ptr<T>()) % (kVec * sizeof(T)) == 0;
   // A width that is not a multiple of the vector (products-scale's 47 classes) takes the scalar
   // kernel, which the H200 profile showed as slow per entry as the 128-wide vectorised one
   // (docs/performance.md, v11). When the call computes a good share of the rows, gather from a
@@ -317,25 +282,20 @@ void launch_spmm(const int64_t* ptr, const int32_t* idx, const int64_t* eid, con
     return;
   }
   const int64_t vecs = vec_ok ? f / kVec : f;
-  const int64_t tile = column_tile(x.size(0), vecs, int64_t(vec_ok ? kVec : 1) * int64_t(sizeof(T)),
-                                   pos == nullptr && n_out * 8 >= x.size(0));
+  const int tpr = lanes_for(vecs);
   const int threads = 256;
+  const int64_t blocks = (n_out * tpr + threads - 1) / threads;
   auto stream = at::cuda::getCurrentCUDAStream();
   const int64_t long_min = n_long > 0 ? kLongRow : INT64_MAX;
-  for (int64_t v_off = 0; v_off < vecs; v_off += tile) {
-    const int64_t count = std::min(tile, vecs - v_off);
-    const int tpr = lanes_for(count);
-    const int64_t blocks = (n_out * tpr + threads - 1) / threads;
-    if (vec_ok)
-      spmm_rows<T, kVec><<<blocks, threads, 0, stream>>>(ptr, idx, eid, w, pos, x.data_ptr<T>(), rows, n_out,
-                                                         count, vecs, v_off, tpr, self_w, backward, n_self,
-                                                         long_min, out.data_ptr<T>());
-    else
-      spmm_rows<T, 1><<<blocks, threads, 0, stream>>>(ptr, idx, eid, w, pos, x.data_ptr<T>(), rows, n_out,
-                                                      count, vecs, v_off, tpr, self_w, backward, n_self,
-                                                      long_min, out.data_ptr<T>());
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
-  }
+  if (vec_ok)
+    spmm_rows<T, kVec><<<blocks, threads, 0, stream>>>(ptr, idx, eid, w, pos, x.data_ptr<T>(), rows,
+                                                       n_out, vecs, tpr, self_w, backward, n_self,
+                                                       long_min, out.data_ptr<T>());
+  else
+    spmm_rows<T, 1><<<blocks, threads, 0, stream>>>(ptr, idx, eid, w, pos, x.data_ptr<T>(), rows,
+                                                    n_out, vecs, tpr, self_w, backward, n_self,
+                                                    long_min, out.data_ptr<T>());
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
   if (n_long == 0) return;
   if (vec_ok)
     spmm_long_rows<T, kVec><<<n_long, kLongWarps * 32, 0, stream>>>(
@@ -347,27 +307,6 @@ void launch_spmm(const int64_t* ptr, const int32_t* idx, const int64_t* eid, con
 }
 
 }  // namespace
-
-bool& spmm_column_tiling() {
-  static bool on = [] {
-    const char* e = std::getenv("ADGNN_SPMM_TILE");
-    return e == nullptr || std::string(e) != "off";
-  }();
-  return on;
-}
-
-int64_t spmm_tile_columns(const at::Tensor& x) {
-  int64_t cols = x.size(1);
-  if (!x.is_cuda()) return cols;
-  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "spmm_tile_columns", [&] {
-    // As launch_spmm: vectors, or vectors of a copy padded to their width, or single elements.
-    const int64_t k = sizeof(scalar_t) == 4 ? 4 : 2;
-    const bool vec = vectorisable<scalar_t>(x, x) || cols > k;
-    const int64_t v = vec ? k : 1;
-    cols = column_tile(x.size(0), (cols + v - 1) / v, v * int64_t(sizeof(scalar_t)), true) * v;
-  });
-  return std::min(cols, x.size(1));
-}
 
 at::Tensor dropout_apply_cuda(const at::Tensor& x, const at::Tensor& gid, uint64_t key, uint64_t threshold,
                               float scale, const at::Tensor& row_flags, bool zero_unflagged) {

@@ -222,15 +222,6 @@ at::Tensor entry_rows(const at::Tensor& rowptr, const at::Tensor& col, const at:
 }  // namespace detail
 
 namespace kernels {
-#ifndef ADGNN_HAVE_CUDA_KERNELS
-// Without CUDA kernels there is no SpMM to tile (kernels.h).
-bool& spmm_column_tiling() {
-  static bool on = true;
-  return on;
-}
-int64_t spmm_tile_columns(const at::Tensor& x) { return x.size(1); }
-#endif
-
 int64_t& regroup_min_entries() {
   static int64_t min_entries = kRegroupMinEntries;
   return min_entries;

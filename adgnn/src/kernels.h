@@ -71,13 +71,6 @@ at::Tensor aggregate_backward_x_cpu(const Transposed& t, const at::Tensor& w,
 at::Tensor aggregate_entries_cpu(const at::Tensor& ptr, const at::Tensor& idx, const at::Tensor& eid,
                                  const at::Tensor& w, const at::Tensor& x);
 
-// The CUDA SpMM computes an x whose rows do not fit half the L2 in column tiles that do, one
-// launch per tile, when most rows are computed (aggregate_cuda.cu): the columns per launch for
-// this x (x.size(1): one launch; always, for a CPU tensor or a build without CUDA kernels). On
-// unless ADGNN_SPMM_TILE=off; tests switch it.
-bool& spmm_column_tiling();
-int64_t spmm_tile_columns(const at::Tensor& x);
-
 #ifdef ADGNN_HAVE_CUDA_KERNELS
 at::Tensor aggregate_entries_cuda(const at::Tensor& ptr, const at::Tensor& idx, const at::Tensor& eid,
                                   const at::Tensor& w, const at::Tensor& x);

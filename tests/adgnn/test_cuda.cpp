@@ -172,55 +172,6 @@ TEST(Cuda, LongRowsEqualTheReferenceAndAreDeterministic) {
   }
 }
 
-// x wider than half the L2 (arxiv-scale's 87 MB on a 50 MB L2): the SpMM runs in column tiles
-// (spmm_tile_columns), one launch each. Forward and backward (the transpose, with GCN's self
-// term) equal the float64 CPU kernels, and are bit for bit one launch's (the same entries summed
-// in the same order, column by column); 47 wide (scalar lanes) and 128 / 260 wide (vectors).
-TEST(Cuda, ColumnTilesEqualOneLaunch) {
-  REQUIRE_GPU();
-  const auto d = c10::Device("cuda");
-  for (const int64_t width : {47, 128, 260}) {
-    // The fewest rows (doubling) for which this card tiles this width, and half as many again.
-    int64_t n = 1024;
-    while (n < (int64_t(1) << 24) &&
-           adgnn::kernels::spmm_tile_columns(torch::empty({n, width}, torch::dtype(torch::kFloat32).device(d))) == width)
-      n *= 2;
-    n += n / 2;
-    adgnn::CsbmParams p;
-    p.nodes = n;
-    p.classes = 4;
-    p.avg_degree = 6;
-    p.degree_dist = "powerlaw";
-    p.features = 4;
-    p.seed = uint64_t(width);
-    const auto t = adgnn::to_tensors(adgnn::generate_csbm(p), torch::kCPU);
-    torch::manual_seed(width);
-    const at::Tensor x = torch::randn({n, width}, torch::kFloat64);
-    const at::Tensor w = torch::rand({t.col.numel()}, torch::kFloat64);
-    const at::Tensor sw = torch::rand({n}, torch::kFloat64);
-    const at::Tensor probe = torch::randn({n, width}, torch::kFloat64);
-    SCOPED_TRACE("width " + std::to_string(width) + ", " + std::to_string(n) + " rows");
-    EXPECT_LT(adgnn::kernels::spmm_tile_columns(x.to(d, torch::kFloat32)), width) << "not tiled: nothing tested";
-    at::Tensor xc = x.clone().requires_grad_(true);
-    const at::Tensor ref = adgnn::csr_aggregate(t.rowptr, t.col, w, xc, {}, sw);
-    (ref * probe).sum().backward();
-    at::Tensor out[2], grad[2];
-    for (const bool tiled : {true, false}) {
-      adgnn::kernels::spmm_column_tiling() = tiled;
-      at::Tensor xx = x.to(d, torch::kFloat32).requires_grad_(true);
-      out[tiled] = adgnn::csr_aggregate(t.rowptr.to(d), t.col.to(d), w.to(d, torch::kFloat32), xx, {},
-                                        sw.to(d, torch::kFloat32));
-      (out[tiled] * probe.to(d, torch::kFloat32)).sum().backward();
-      grad[tiled] = xx.grad().cpu();
-    }
-    adgnn::kernels::spmm_column_tiling() = true;
-    EXPECT_TRUE(torch::allclose(out[1].cpu().to(torch::kFloat64), ref, 1e-4, 1e-4));
-    EXPECT_TRUE(torch::allclose(grad[1].to(torch::kFloat64), xc.grad(), 1e-4, 1e-4));
-    EXPECT_TRUE(torch::equal(out[1].cpu(), out[0].cpu()));
-    EXPECT_TRUE(torch::equal(grad[1], grad[0]));
-  }
-}
-
 TEST(Cuda, AggregateIsDeterministicAndEqualsTheCpuKernels) {
   REQUIRE_GPU();
   const auto g = graph(3000, 1);
