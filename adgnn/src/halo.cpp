@@ -58,8 +58,8 @@ class HaloExchangeFn : public torch::autograd::Function<HaloExchangeFn> {
     if (add_rows.numel() > 0) owned.index_add_(0, add_rows, add_values);
     const at::Tensor recv = tr->exchange(owned.index_select(0, send_idx).contiguous(), send_counts, recv_counts);
     at::Tensor halo = src.slice(0, n);
-    // Every halo row received: the previous copies would all be overwritten.
     const bool in_halo = src_in.size(0) > n;  // src_in holds the previous copies
+    // (Every halo row received: the previous copies would all be overwritten.)
     const bool has_prev = recv_idx.numel() < num_halo && (in_halo || prev_halo.numel() > 0);
     if (has_prev) halo.copy_(in_halo ? src_in.slice(0, n) : prev_halo);
     else if (recv_idx.numel() < num_halo) halo.zero_();
