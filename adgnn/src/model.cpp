@@ -826,9 +826,10 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
     };
     at::Tensor next, frozen_band;  // frozen_band: the band rows' values had they stayed inactive
     // The straight-through term below is (s - base) * (update - frozen). With base = s.detach()
-    // its value is 0 and so is its gradient with respect to (update - frozen): only s carries
-    // one. The difference is then built from detached rows, which saves two passes over every
-    // row of h_dst in the backward (index_select's full-size gradient and its accumulation).
+    // (hard masks, or layer 1) its value is 0 and so is its gradient with respect to (update -
+    // frozen): only s carries one. The difference is then built from detached rows, which saves
+    // two passes over every row of h_dst in the backward (index_select's full-size gradient and
+    // its accumulation). With soft masks from layer 2 on, base is the hard mask.
     const bool band_diff_grad = c.soft_masks && t >= 2;
     auto band_input = [&](const at::Tensor& v) { return band_diff_grad ? v : v.detach(); };
     {  // the rows that keep their value (or take the self-only one)
@@ -871,9 +872,7 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
       // d/d(eps, tau) of sigmoid((eps - tau) / kappa) * (update - frozen).
       const at::Tensor s = torch::sigmoid((eps.index_select(0, band_rows) - tau_t) / c.kappa);
       const at::Tensor diff = band_input(upd).index_select(0, torch::searchsorted(comp_rows, band_rows)) - frozen_band;
-      const at::Tensor base = c.soft_masks && t >= 2
-                                  ? act.index_select(0, band_rows).to(s.scalar_type())
-                                  : s.detach();
+      const at::Tensor base = band_diff_grad ? act.index_select(0, band_rows).to(s.scalar_type()) : s.detach();
       // In place: `next` is a fresh tensor (an index_put or index_select of the rows) that no
       // backward reads, so this saves a copy of every row (at the GPU's deeper layers, most of
       // their memory traffic).
