@@ -121,7 +121,7 @@ BenchRow bench_model(const MessageGraph& mg, const at::Tensor& x, const at::Tens
   reset_peak_device_memory(dev);
   Model model(mc);
   model.set_defer_stats(true);  // no device wait between forward and backward
-  FlatAdam opt({{model.named_parameters(), f.weight_decay}}, f.lr);
+  FlatAdam opt(adam_groups(model, f.weight_decay), f.lr);
   const at::Tensor labels = y;
   const at::Tensor mask = torch::zeros({mg.num_dst}, torch::dtype(torch::kBool).device(dev)).index_fill(0, train_idx, true);
   const at::Tensor y_train = y.index_select(0, train_idx);

@@ -125,7 +125,7 @@ class HaloPass {
   mutable at::Tensor boundary_comp_owned_, boundary_comp_halo_;  // gathered on first use
   bool all_computed_ = true;
   HaloLayout layout_;
-  at::Tensor dirty_send_;  // over send_all_
+  at::Tensor dirty_send_;  // over layout_.send_all
   at::Tensor dirty_recv_;               // over the halo rows
   // plan(): per layer t, the masks and (once set_plan_counts ran) the counts of its exchange.
   struct Planned {

@@ -100,6 +100,13 @@ void FlatAdam::set_steps(int64_t steps) {
   step_ = steps;
 }
 
+std::vector<FlatAdam::Group> adam_groups(const Model& model, double weight_decay) {
+  FlatAdam::Group decay{{}, weight_decay}, no_decay{{}, 0.0};
+  for (const auto& [name, p] : model.named_parameters())
+    (name.rfind("theta.", 0) == 0 ? no_decay : decay).params.emplace_back(name, p);
+  return {decay, no_decay};
+}
+
 void allreduce_gradients(FlatAdam& opt, RankTransport& transport) {
   // One reduction per weight-decay group (the same buffers, in the same order, on every rank;
   // a gradient that backward did not reach on a rank is zero there).

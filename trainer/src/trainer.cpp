@@ -125,17 +125,17 @@ void save_checkpoint(const std::string& path, const Model& model, const FlatAdam
   write_arrays_h5(path, arrays, attrs);
 }
 
-// Adam's weight decay applies to every parameter but theta (the stopping thresholds).
-bool decayed(const std::string& name) { return name.rfind("theta.", 0) != 0; }
-
 // Checkpoints written before FlatAdam (v26) hold torch::optim::Adam's archive: read it through a
 // torch Adam over the same parameters, and copy its moments and step count.
 void load_torch_adam_state(const std::string& path, const std::string& blob, Model& model, FlatAdam& opt) {
-  std::vector<at::Tensor> decay, no_decay;
-  for (const auto& [name, p] : model.named_parameters()) (decayed(name) ? decay : no_decay).push_back(p);
+  // The same groups as FlatAdam's (their order decides how the archive's states map back).
   std::vector<torch::optim::OptimizerParamGroup> groups;
-  groups.emplace_back(decay);
-  if (!no_decay.empty()) groups.emplace_back(no_decay);
+  for (const FlatAdam::Group& g : adam_groups(model, 0)) {
+    if (g.params.empty() && !groups.empty()) continue;
+    std::vector<at::Tensor> params;
+    for (const auto& [name, p] : g.params) params.push_back(p);
+    groups.emplace_back(params);
+  }
   torch::optim::Adam legacy(groups, torch::optim::AdamOptions(1e-3));
   torch::serialize::InputArchive archive;
   std::istringstream is(blob);
@@ -304,10 +304,7 @@ RunResult train_run(const Graph& g, const TrainConfig& cfg_in, int64_t run, Comm
     return c;
   };
 
-  FlatAdam::Group decay{{}, cfg.weight_decay}, no_decay{{}, 0.0};
-  for (const auto& [name, p] : model.named_parameters())
-    (decayed(name) ? decay : no_decay).params.emplace_back(name, p);
-  FlatAdam opt({decay, no_decay}, cfg.lr);
+  FlatAdam opt(adam_groups(model, cfg.weight_decay), cfg.lr);
 
   const std::string ckpt = run_path(cfg.checkpoint, run);
   // Everything that changes the trajectory, except --epochs: a finished run can be extended.

@@ -124,6 +124,9 @@ class FlatAdam {
   double lr_, beta1_, beta2_, eps_;
   int64_t step_ = 0;
 };
+// The model's parameters as FlatAdam's groups (training and `adgnn bench` alike): weight decay on
+// every parameter but theta (the stopping thresholds); parameters in the model's order.
+std::vector<FlatAdam::Group> adam_groups(const Model& model, double weight_decay);
 // Sums the optimizer's gradient buffers over the ranks (one reduction per group).
 void allreduce_gradients(FlatAdam& opt, RankTransport& transport);
 
