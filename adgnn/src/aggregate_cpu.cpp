@@ -144,4 +144,30 @@ at::Tensor aggregate_backward_w_cpu(const at::Tensor& rowptr, const at::Tensor& 
   return grad_w;
 }
 
+static void mark_rows_read_cpu(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& rows,
+                               at::Tensor& flags) {
+  TORCH_CHECK(rowptr.is_cpu() && rowptr.scalar_type() == at::kLong && col.scalar_type() == at::kInt &&
+                  rows.scalar_type() == at::kLong && flags.scalar_type() == at::kByte && flags.is_contiguous(),
+              "mark_rows_read: int64 rowptr and rows, int32 col, contiguous uint8 flags on the CPU");
+  const at::Tensor rc = rows.contiguous(), cc = col.contiguous(), pc = rowptr.contiguous();
+  const int64_t* rp = pc.data_ptr<int64_t>();
+  const int32_t* ci = cc.data_ptr<int32_t>();
+  const int64_t* ri = rc.data_ptr<int64_t>();
+  uint8_t* f = flags.data_ptr<uint8_t>();
+  // One thread: the computed rows are few where flags are asked for, and threads would race on
+  // shared neighbours' flags.
+  for (int64_t i = 0; i < rc.numel(); ++i) {
+    const int64_t r = ri[i];
+    f[r] = 1;
+    for (int64_t k = rp[r]; k < rp[r + 1]; ++k) f[ci[k]] = 1;
+  }
+}
+
+void mark_rows_read(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& rows, at::Tensor& flags) {
+#ifdef ADGNN_HAVE_CUDA_KERNELS
+  if (flags.is_cuda()) return mark_rows_read_cuda(rowptr, col, rows, flags);
+#endif
+  mark_rows_read_cpu(rowptr, col, rows, flags);
+}
+
 }  // namespace adgnn::kernels

@@ -306,7 +306,33 @@ void launch_spmm(const int64_t* ptr, const int32_t* idx, const int64_t* eid, con
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
+// A warp per row: lane 0 flags the row, the lanes its entries' columns. Threads that flag one
+// shared neighbour all store the same byte value 1, so the races are benign.
+__global__ void mark_rows_read_rows(const int64_t* __restrict__ rowptr, const int32_t* __restrict__ col,
+                                    const int64_t* __restrict__ rows, int64_t n_rows, uint8_t* __restrict__ flags) {
+  const int64_t i = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  if (i >= n_rows) return;
+  const int64_t r = rows[i];
+  if (lane == 0) flags[r] = 1;
+  for (int64_t k = rowptr[r] + lane; k < rowptr[r + 1]; k += 32) flags[col[k]] = 1;
+}
+
 }  // namespace
+
+void mark_rows_read_cuda(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& rows, at::Tensor& flags) {
+  TORCH_CHECK(rowptr.is_cuda() && rowptr.scalar_type() == at::kLong && col.scalar_type() == at::kInt &&
+                  rows.scalar_type() == at::kLong && flags.scalar_type() == at::kByte && flags.is_contiguous(),
+              "mark_rows_read_cuda: int64 rowptr and rows, int32 col, contiguous uint8 flags on the GPU");
+  const int64_t n = rows.numel();
+  if (n == 0) return;
+  const at::Tensor rc = rows.contiguous(), cc = col.contiguous(), pc = rowptr.contiguous();
+  const int threads = 256;
+  const int64_t blocks = (n * 32 + threads - 1) / threads;
+  mark_rows_read_rows<<<blocks, threads, 0, at::cuda::getCurrentCUDAStream()>>>(
+      pc.data_ptr<int64_t>(), cc.data_ptr<int32_t>(), rc.data_ptr<int64_t>(), n, flags.data_ptr<uint8_t>());
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
 
 at::Tensor dropout_apply_cuda(const at::Tensor& x, const at::Tensor& gid, uint64_t key, uint64_t threshold,
                               float scale, const at::Tensor& row_flags, bool zero_unflagged) {

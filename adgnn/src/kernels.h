@@ -71,7 +71,14 @@ at::Tensor aggregate_backward_x_cpu(const Transposed& t, const at::Tensor& w,
 at::Tensor aggregate_entries_cpu(const at::Tensor& ptr, const at::Tensor& idx, const at::Tensor& eid,
                                  const at::Tensor& w, const at::Tensor& x);
 
+// flags[r] = 1 for every row r in `rows` and every column of their entries in (rowptr, col):
+// the source rows that computing `rows` reads. flags: uint8 [num_src] on rowptr's device, set
+// in place (rows it already flags stay flagged). One kernel instead of listing the entries.
+// Runs on flags' device (the CUDA kernel when the build has it).
+void mark_rows_read(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& rows, at::Tensor& flags);
+
 #ifdef ADGNN_HAVE_CUDA_KERNELS
+void mark_rows_read_cuda(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& rows, at::Tensor& flags);
 at::Tensor aggregate_entries_cuda(const at::Tensor& ptr, const at::Tensor& idx, const at::Tensor& eid,
                                   const at::Tensor& w, const at::Tensor& x);
 // The same on the GPU: grad_x[s] = sum of w[entry] grad_out[pos(row)] over s's

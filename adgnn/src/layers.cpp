@@ -3,6 +3,7 @@
 #include "layers.h"
 
 #include "halo.h"
+#include "kernels.h"
 
 #include <torch/torch.h>
 
@@ -27,27 +28,31 @@ EdgeList edges_of_rows(const at::Tensor& rowptr, const at::Tensor& col, const at
   return e;
 }
 
-at::Tensor Layer::edges_read(const MessageGraph& g, const at::Tensor& rows) const {
+at::Tensor Layer::edges_read(const MessageGraph& g, const at::Tensor& rows, const at::Tensor& rows_entries) const {
+  if (rows_entries.defined()) return rows_entries;
   if (rows.numel() == 0) return torch::zeros({}, g.rowptr.options());
   if (rows.numel() == g.num_dst) return torch::full({}, g.col.numel(), g.rowptr.options());
   return (g.rowptr.index_select(0, rows + 1) - g.rowptr.index_select(0, rows)).sum();
 }
 
-std::vector<at::Tensor> Layer::read_sources(const MessageGraph& g, const at::Tensor& rows, int64_t entries) const {
-  return {rows, edges_of_rows(g.rowptr, g.col, rows, entries).src};
+std::optional<std::vector<std::pair<at::Tensor, at::Tensor>>> Layer::read_csrs(const MessageGraph& g) const {
+  return std::vector<std::pair<at::Tensor, at::Tensor>>{{g.rowptr, g.col}};
 }
 
 at::Tensor Layer::rows_read(const MessageGraph& g, const at::Tensor& rows) const {
-  const std::vector<at::Tensor> sources = read_sources(g, rows, -1);
-  if (sources.empty()) return {};
+  const auto csrs = read_csrs(g);
+  if (!csrs) return {};
+  std::vector<at::Tensor> sources{rows};
+  for (const auto& [rowptr, col] : *csrs) sources.push_back(edges_of_rows(rowptr, col, rows).src);
   return std::get<0>(torch::_unique(torch::cat(sources), /*sorted=*/true));
 }
 
-at::Tensor Layer::read_flags(const MessageGraph& g, const at::Tensor& rows, int64_t entries) const {
-  const std::vector<at::Tensor> sources = read_sources(g, rows, entries);
-  if (sources.empty()) return {};
+at::Tensor Layer::read_flags(const MessageGraph& g, const at::Tensor& rows) const {
+  const auto csrs = read_csrs(g);
+  if (!csrs) return {};
   at::Tensor flags = torch::zeros({g.num_src}, g.rowptr.options().dtype(torch::kUInt8));
-  for (const at::Tensor& s : sources) flags.index_fill_(0, s, 1);
+  if (csrs->empty()) return flags.index_fill_(0, rows, 1);
+  for (const auto& [rowptr, col] : *csrs) kernels::mark_rows_read(rowptr, col, rows, flags);
   return flags;
 }
 
@@ -287,12 +292,14 @@ class MixHopLayer : public Layer {
     return finish(torch::cat({h_rows.mm(w_[0]), h_rows.mm(w_[1]), h_rows.mm(w_[2])}, 1));
   }
   at::Tensor input_transform(const at::Tensor& h) override { return h.mm(w_[1]); }
-  at::Tensor edges_read(const MessageGraph& g, const at::Tensor& rows) const override {
+  at::Tensor edges_read(const MessageGraph& g, const at::Tensor& rows, const at::Tensor& rows_entries) const override {
     if (rows.numel() == 0 && !halo_) return torch::zeros({}, g.rowptr.options());
-    return Layer::edges_read(g, rows) + Layer::edges_read(g, first_hop_rows(g, rows));
+    return Layer::edges_read(g, rows, rows_entries) + Layer::edges_read(g, first_hop_rows(g, rows), {});
   }
   // Two hops, and on a rank the rows peers read: every row.
-  std::vector<at::Tensor> read_sources(const MessageGraph&, const at::Tensor&, int64_t) const override { return {}; }
+  std::optional<std::vector<std::pair<at::Tensor, at::Tensor>>> read_csrs(const MessageGraph&) const override {
+    return std::nullopt;
+  }
 
  private:
   // The destination rows whose A h the second hop reads: `rows`, their neighbours that are
@@ -339,10 +346,10 @@ class DirGnnLayer : public Layer {
     return alpha_ * b_out_ + (1 - alpha_) * b_in_ + torch::addmm(b_root_, h_rows, w_root_);
   }
   at::Tensor input_transform(const at::Tensor& h) override { return h.mm(w_in_); }
-  std::vector<at::Tensor> read_sources(const MessageGraph& g, const at::Tensor& rows, int64_t) const override {
-    return {rows, edges_of_rows(g.in_rowptr, g.in_col, rows).src, edges_of_rows(g.out_rowptr, g.out_col, rows).src};
+  std::optional<std::vector<std::pair<at::Tensor, at::Tensor>>> read_csrs(const MessageGraph& g) const override {
+    return std::vector<std::pair<at::Tensor, at::Tensor>>{{g.in_rowptr, g.in_col}, {g.out_rowptr, g.out_col}};
   }
-  at::Tensor edges_read(const MessageGraph& g, const at::Tensor& rows) const override {
+  at::Tensor edges_read(const MessageGraph& g, const at::Tensor& rows, const at::Tensor&) const override {
     if (rows.numel() == 0) return torch::zeros({}, g.rowptr.options());
     return (g.in_rowptr.index_select(0, rows + 1) - g.in_rowptr.index_select(0, rows)).sum() +
            (g.out_rowptr.index_select(0, rows + 1) - g.out_rowptr.index_select(0, rows)).sum();

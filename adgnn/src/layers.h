@@ -7,6 +7,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -72,15 +73,18 @@ class Layer {
   virtual at::Tensor input_transform(const at::Tensor& h) = 0;
   // CSR entries read when computing `rows` (reported per layer), as a 0-dim int64 tensor on the
   // graph's device: the model copies every layer's count to the host once, after the last layer.
-  virtual at::Tensor edges_read(const MessageGraph& g, const at::Tensor& rows) const;
-  // The source rows of h that forward(g, h, rows) reads: the rows and their neighbours, as lists
-  // that may repeat rows (`entries`: the rows' CSR entries in g.rowptr, -1 unknown), or none
-  // when that is not a small set to compute (MixHop's two hops).
-  virtual std::vector<at::Tensor> read_sources(const MessageGraph& g, const at::Tensor& rows, int64_t entries) const;
-  // That set sorted and unique, or undefined where read_sources gives none.
+  // rows_entries: that count for the rows' entries in g.rowptr when the caller has it (a 0-dim
+  // tensor or view), else undefined.
+  virtual at::Tensor edges_read(const MessageGraph& g, const at::Tensor& rows, const at::Tensor& rows_entries) const;
+  // The CSRs (rowptr, col) through which forward(g, h, rows) reads neighbours of `rows` (it also
+  // reads the rows themselves), or nullopt when the rows read are not a small set to compute
+  // (MixHop's two hops).
+  virtual std::optional<std::vector<std::pair<at::Tensor, at::Tensor>>> read_csrs(const MessageGraph& g) const;
+  // The source rows of h that forward(g, h, rows) reads, sorted and unique; undefined where
+  // read_csrs gives none.
   at::Tensor rows_read(const MessageGraph& g, const at::Tensor& rows) const;
   // The same set as one uint8 flag per source row, without sorting or a device wait.
-  at::Tensor read_flags(const MessageGraph& g, const at::Tensor& rows, int64_t entries) const;
+  at::Tensor read_flags(const MessageGraph& g, const at::Tensor& rows) const;
 
   // On a rank of a distributed run, the current pass and layer number (MixHop's second hop
   // exchanges its inner power); null in the one-process run.

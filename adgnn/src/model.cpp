@@ -595,44 +595,43 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
   at::Tensor hin = training ? dropout_rows(h_src, g.global_id, c.dropout, c.seed, epoch, 1) : h_src;
 
   at::Tensor eps, tau, depth;
-  // Per layer: the rows fully updated (active) and those computed for the surrogate (band).
-  std::vector<at::Tensor> active(size_t(L + 1)), band(size_t(L + 1));
+  // Per layer t (row t - 1): the rows fully updated (active) and those computed for the surrogate
+  // (band), as [L, n] masks built by a few whole-tensor operations (one per layer each cost the
+  // host a dozen launches).
+  at::Tensor active_all, band_all;
   if (m.adaptive()) {
     RECORD_USER_SCOPE("depth benefit");
     const at::Tensor z = c.variant == "ad" ? m.layers.front()->input_transform(hin) : at::Tensor();
     eps = m.depth_benefit(g, z, training, labels, train_mask, out.reg_loss);
     tau = m.tau();
     // T(v) = max{t : eps_v >= tau(t)}; tau increases, so it is the count of satisfied t.
-    depth = (eps.detach().unsqueeze(1) >= tau.detach().unsqueeze(0)).sum(1).to(torch::kInt64);
-    at::Tensor comp_bits = torch::zeros({n}, depth.options());
-    for (int64_t t = 1; t <= L; ++t) {
-      active[size_t(t)] = depth >= t;
-      // The surrogate only matters where it carries a gradient: through tau(t) (theta enters
-      // from t = 2 on) or through eps (the learned variant). Elsewhere the band would cost a
-      // self-only update of nearly every row for a zero gradient.
-      const at::Tensor tau_t = tau.select(0, t - 1);
-      band[size_t(t)] = torch::zeros_like(active[size_t(t)]);
-      if (training && (t >= 2 || eps.requires_grad()))
-        band[size_t(t)] = c.band > 0 ? (eps.detach() - tau_t.detach()).abs() < c.band * c.kappa
-                                     : torch::ones_like(active[size_t(t)]);
-      if (pass)
-        comp_bits.bitwise_or_((active[size_t(t)] | band[size_t(t)]).to(torch::kInt64).bitwise_left_shift(t - 1));
-    }
-    if (pass) pass->set_computed(comp_bits, false);
+    const at::Tensor eps_d = eps.detach().unsqueeze(0), tau_d = tau.detach().unsqueeze(1);  // [1, n], [L, 1]
+    depth = (eps_d >= tau_d).sum(0);
+    // The surrogate only matters where it carries a gradient: through tau(t) (theta enters from
+    // t = 2 on) or through eps (the learned variant). Elsewhere the band would cost a self-only
+    // update of nearly every row for a zero gradient.
+    if (!training)
+      band_all = torch::zeros({L, n}, depth.options().dtype(torch::kBool));
+    else if (c.band > 0)
+      band_all = (eps_d - tau_d).abs() < c.band * c.kappa;
+    else
+      band_all = torch::ones({L, n}, depth.options().dtype(torch::kBool));
+    if (training && !eps.requires_grad()) band_all.select(0, 0).fill_(false);
   } else if (c.degree_threshold > 0) {
     // Exp-2: low-degree nodes never aggregate; the others use every layer.
     depth = torch::where(g.degree.slice(0, 0, n) > double(c.degree_threshold), L, 0).to(torch::kInt64);
     tau = torch::zeros({L}, x.options());
-    at::Tensor comp_bits = torch::zeros({n}, depth.options());
-    for (int64_t t = 1; t <= L; ++t) {
-      active[size_t(t)] = depth >= t;
-      band[size_t(t)] = torch::zeros_like(active[size_t(t)]);
-      if (pass) comp_bits.bitwise_or_(active[size_t(t)].to(torch::kInt64).bitwise_left_shift(t - 1));
-    }
-    if (pass) pass->set_computed(comp_bits, false);
+    band_all = torch::zeros({L, n}, depth.options().dtype(torch::kBool));
   } else {
     depth = torch::full({n}, L, torch::dtype(torch::kInt64).device(x.device()));
     if (pass) pass->set_computed({}, true);
+  }
+  if (band_all.defined()) {
+    const at::Tensor layer_no = torch::arange(1, L + 1, depth.options()).unsqueeze(1);  // [L, 1]
+    active_all = depth.unsqueeze(0) >= layer_no;
+    if (pass)  // bit t - 1: computed at layer t
+      pass->set_computed(
+          (active_all | band_all).to(torch::kInt64).bitwise_left_shift(layer_no - 1).sum(0), false);
   }
   if (pass) {  // every exchange's rows, decided now: their sizes come back with the row lists
     std::vector<bool> input_changed(size_t(L + 1), false);
@@ -653,31 +652,29 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
   std::vector<at::Tensor> comp_list(size_t(L + 1)), act_list(size_t(L + 1)), band_list(size_t(L + 1)),
       frozen_list(size_t(L + 1));
   std::vector<int64_t> comp_entries(size_t(L + 1), -1);  // per layer: CSR entries of comp_list
+  at::Tensor comp_entries_dev;  // the same, [L] on the device (the per-layer edge counts)
   std::optional<MessageGraph> deep_graph;  // a rank's graph for layers >= 2 (compact halo rows)
-  if (m.adaptive() || c.degree_threshold > 0) {
-    std::vector<at::Tensor> masks;
+  if (active_all.defined()) {
+    // Rows of `stacked`: every layer's computed, then active, then band rows, then the frozen
+    // rows of the width-changing layers; `lists` in the same order.
+    const at::Tensor comp_all = active_all | band_all;
+    const at::Tensor frozen_all = ~active_all | band_all;
+    std::vector<at::Tensor> masks{comp_all, active_all, band_all};
     std::vector<at::Tensor*> lists;
-    std::vector<int64_t> comp_mask_index;  // per layer: its computed-rows mask among `masks`
-    for (int64_t t = 1; t <= L; ++t) {
-      const at::Tensor &act = active[size_t(t)], &bnd = band[size_t(t)];
-      comp_mask_index.push_back(int64_t(masks.size()));
-      masks.insert(masks.end(), {act | bnd, act, bnd});
-      lists.insert(lists.end(), {&comp_list[size_t(t)], &act_list[size_t(t)], &band_list[size_t(t)]});
+    for (auto* v : {&comp_list, &act_list, &band_list})
+      for (int64_t t = 1; t <= L; ++t) lists.push_back(&(*v)[size_t(t)]);
+    for (int64_t t = 1; t <= L; ++t)
       if (width_changes(t)) {
-        masks.push_back(~act | bnd);
+        masks.push_back(frozen_all.narrow(0, t - 1, 1));
         lists.push_back(&frozen_list[size_t(t)]);
       }
-    }
-    const at::Tensor stacked = torch::stack(masks);
+    const at::Tensor stacked = torch::cat(masks);
     // One host copy: the lists' sizes, each layer's CSR entries of its computed rows (the
     // aggregation's backward sizes its buffers with them instead of waiting for the device) and
     // the halo exchanges' sizes (a rank of a distributed run).
     const at::Tensor row_entries = g.rowptr.slice(0, 1, n + 1) - g.rowptr.slice(0, 0, n);
-    std::vector<at::Tensor> comp_mask_list;  // (stacked again: an index tensor copied to the device would wait)
-    for (const int64_t k : comp_mask_index) comp_mask_list.push_back(masks[size_t(k)]);
-    const at::Tensor comp_masks = torch::stack(comp_mask_list);
-    const at::Tensor entries = comp_masks.to(torch::kInt64).mul(row_entries.unsqueeze(0)).sum(1);
-    at::Tensor sizes = torch::cat({stacked.sum(1), entries});
+    comp_entries_dev = comp_all.to(torch::kInt64).mul(row_entries.unsqueeze(0)).sum(1);
+    at::Tensor sizes = torch::cat({stacked.sum(1), comp_entries_dev});
     // Compact halo inputs for layers >= 2 (docs/distributed.md): the count of halo rows they
     // read. "auto" only where the backward of few rows regroups their entries (the CPU; on a GPU
     // from kRegroupMinEntries), so that the per-pass graph needs no transpose.
@@ -698,7 +695,7 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
     if (try_compact_halo) {
       const int64_t held = size[int64_t(lists.size()) + L];
       bool few_deep = true;  // every layer >= 2 computes few rows (the backward's regrouping)
-      for (int64_t t = 2; t <= L; ++t) few_deep = few_deep && size[comp_mask_index[size_t(t - 1)]] * 8 < n;
+      for (int64_t t = 2; t <= L; ++t) few_deep = few_deep && size[t - 1] * 8 < n;
       if (c.compact_halo == "on" || (held * 4 < g.num_halo() && few_deep)) {
         at::Tensor halo_pos;
         deep_graph.emplace(compact_halo_graph(g, halo_read, held, halo_pos));
@@ -764,7 +761,7 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
         // frozen rows are owned ones, docs/benchmarks.md).
         at::Tensor flags;
         if (few && c.dropout_rows_read && (!reads_frozen || frozen_rows.defined())) {
-          flags = layer.read_flags(gl, comp_rows, comp_entries[size_t(t)]);
+          flags = layer.read_flags(gl, comp_rows);
           if (flags.defined() && reads_frozen) flags.index_fill_(0, frozen_rows, 1);
         }
         hin = dropout_rows(h_src, gl.global_id, c.dropout, c.seed, epoch, t, flags);
@@ -791,20 +788,20 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
       const at::Tensor upd = post(layer.forward(gl, hin, all_rows));
       out.stats.active_rows.push_back(n);
       out.stats.computed_rows.push_back(n);
-      edges.push_back(layer.edges_read(gl, all_rows));
+      edges.push_back(layer.edges_read(gl, all_rows, {}));
       layer.set_halo(nullptr, 0, nullptr);
       h_dst = upd;
       out.layer_outputs.push_back(h_dst);
       continue;
     }
 
-    const at::Tensor& act = active[size_t(t)];
+    const at::Tensor act = active_all.select(0, t - 1);
     const at::Tensor tau_t = tau.select(0, t - 1);
     const at::Tensor &comp_rows = comp_list[size_t(t)], &act_rows = act_list[size_t(t)],
                      &band_rows = band_list[size_t(t)];
     out.stats.active_rows.push_back(act_rows.numel());
     out.stats.computed_rows.push_back(comp_rows.numel());
-    edges.push_back(layer.edges_read(gl, comp_rows));
+    edges.push_back(layer.edges_read(gl, comp_rows, comp_entries_dev.select(0, t - 1)));
 
     drop_input(comp_rows, width_change, width_change ? frozen_list[size_t(t)] : at::Tensor());
     at::Tensor upd;

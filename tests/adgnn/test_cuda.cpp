@@ -238,6 +238,20 @@ TEST(Cuda, DropoutRowFlagsEqualTheCpu) {
   EXPECT_EQ(xg.grad().cpu().index({~flagged}).abs().sum().item<float>(), 0.0f);
 }
 
+// The rows a few computed rows read, flagged on the GPU: the CPU's flags, on a power-law graph
+// (hub rows of more entries than a warp's lanes), into flags that already hold some rows.
+TEST(Cuda, MarkRowsReadEqualsTheCpu) {
+  REQUIRE_GPU();
+  const auto t = adgnn::to_tensors(graph(3000, 5), torch::kCPU);
+  const at::Tensor rows = std::get<0>(torch::_unique(torch::randint(0, 3000, {40}, torch::kInt64)));
+  at::Tensor cpu = (torch::arange(3000) % 97 == 0).to(torch::kUInt8);
+  at::Tensor gpu = cpu.cuda();
+  adgnn::kernels::mark_rows_read(t.rowptr, t.col, rows, cpu);
+  adgnn::kernels::mark_rows_read(t.rowptr.cuda(), t.col.cuda(), rows.cuda(), gpu);
+  EXPECT_TRUE(torch::equal(cpu, gpu.cpu()));
+  EXPECT_GT(cpu.sum().item<int64_t>(), 40 + 3000 / 97);
+}
+
 class CudaModel : public ::testing::TestWithParam<std::pair<std::string, std::string>> {};
 
 TEST_P(CudaModel, ForwardAndGradientsMatchCpu) {

@@ -338,6 +338,34 @@ const std::vector<Config> kFdConfigs = {
 INSTANTIATE_TEST_SUITE_P(Backbones, FiniteDifferences, ::testing::ValuesIn(kFdConfigs),
                          [](const auto& info) { return info.param.file; });
 
+// The source rows a layer reads to compute a few rows: read_flags (one kernel per CSR) flags
+// exactly the rows that rows_read lists (the rows and their entries' columns, sorted and unique),
+// for one CSR, attention, DirGNN's two directions, and neither for MixHop's two hops; with a hub
+// row of more entries than a warp has lanes, and no rows at all.
+TEST(RowsRead, FlagsEqualTheListedRows) {
+  const int64_t n = 60;
+  std::vector<int64_t> src, dst;
+  for (int64_t v = 1; v < n; ++v) src.push_back(0), dst.push_back(v);
+  for (int64_t v = 1; v + 1 < n; v += 3) src.push_back(v), dst.push_back(v + 1);
+  const adgnn::MessageGraph g = message_graph_of(graph_of(n, src, dst, torch::randn({n, 3}, torch::kFloat64)));
+  for (const char* backbone : {"gcn", "sage", "gat", "gatv2", "dirgnn", "mixhop"}) {
+    SCOPED_TRACE(backbone);
+    auto layer = adgnn::detail::make_layer(backbone, 3, 4, options_of(Config{"", backbone, 4, 2, true}));
+    for (const std::vector<int64_t>& r : {std::vector<int64_t>{0}, {5, 17, 40}, {2, 59}, {}}) {
+      const at::Tensor rows = torch::tensor(r, torch::kInt64);
+      const at::Tensor listed = layer->rows_read(g, rows), flags = layer->read_flags(g, rows);
+      if (std::string(backbone) == "mixhop") {
+        EXPECT_FALSE(listed.defined());
+        EXPECT_FALSE(flags.defined());
+        continue;
+      }
+      ASSERT_TRUE(listed.defined() && flags.defined());
+      EXPECT_EQ(flags.numel(), g.num_src);
+      EXPECT_TRUE(torch::equal(flags.nonzero().select(1, 0), listed)) << flags.nonzero().select(1, 0) << listed;
+    }
+  }
+}
+
 // f_delta's per-entry rows: forward equal to index_select by column / by row, and the backward's
 // per-row sums (kernels, fixed order) equal to index_add_'s, on a CSR with empty rows and more
 // source rows than destination rows (a rank's halo rows), in float64.
