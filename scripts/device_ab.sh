@@ -8,6 +8,8 @@
 #   source .device/setup.sh; OUT=$OUT/ab bash scripts/device_ab.sh                # carry build-ab
 # PROFILE_STEPS (default 3) profiles the last run of this tree on every GPU (per-rank summaries
 # in $OUT/new2_p<P>/); RANKS (default: 1 and every GPU) picks the rank counts.
+# WORKLOAD=arxiv instead: one GPU, `adgnn bench` (GCN and AD-GCN_fast at depth 4 and 8) on the
+# arxiv-scale graph, the same interleaving; TESTS=1 also builds and runs this tree's CUDA tests.
 # Time on a cold 2 x H200 machine (32 cores): both builds 270 s, products-scale METIS partition
 # 125 s, a one-GPU run ~45 s (loading the 2.45 M-node graph), a 2-GPU run ~22 s: more than one
 # 600 s call. Run RANKS=1 first, then RANKS=<P> in a second call while the machine is warm (the
@@ -25,15 +27,30 @@ nvidia-smi -L >"$OUT/gpus.txt" 2>&1
 # shellcheck source=device_env.sh
 source scripts/device_env.sh && ensure_gpu_configure "$OUT" || exit 1
 half=$(( $(nproc) / 2 ))
-build() {  # build SRC_DIR BUILD_DIR TAG
+build() {  # build SRC_DIR BUILD_DIR TAG [more targets]
   (cd "$1" && adgnn_gpu_configure "$2" >"$OUT/configure_$3.log" 2>&1) &&
-    cmake --build "$2" -j"$half" --target adgnn >"$OUT/build_$3.log" 2>&1
+    cmake --build "$2" -j"$half" --target adgnn "${@:4}" >"$OUT/build_$3.log" 2>&1
 }
-build . "$PWD/build-gpu" new & new_pid=$!
+build . "$PWD/build-gpu" new ${TESTS:+cuda_tests} & new_pid=$!
 build build-ab/old "$PWD/build-gpu-old" old & old_pid=$!
 wait $new_pid || { grep -B2 -A12 error "$OUT/build_new.log" | head -60; exit 1; }
 wait $old_pid || { grep -B2 -A12 error "$OUT/build_old.log" | head -60; exit 1; }
 elapsed "built both"
+if [ -n "${TESTS:-}" ]; then
+  build-gpu/tests/cuda_tests --gtest_brief=1 >"$OUT/cuda_tests.txt" 2>&1
+  elapsed "CUDA tests (exit $?): $(grep -E '^\[  (PASSED|FAILED|SKIPPED)' "$OUT/cuda_tests.txt" | tr '\n' ' ')"
+fi
+if [ "${WORKLOAD:-products}" = arxiv ]; then
+  [ -f /tmp/arxiv.h5 ] || build-gpu/adgnn data generate --preset arxiv-scale -o /tmp/arxiv.h5 >/dev/null
+  for run in old1 new1 new2 old2; do
+    bin=build-gpu/adgnn
+    [ "${run#old}" != "$run" ] && bin=build-gpu-old/adgnn
+    "$bin" bench --dataset /tmp/arxiv.h5 --variants plain,ad_fast --depths 4,8 --json "$OUT/$run.json" \
+      >"$OUT/${run}_arxiv.md" 2>&1
+    elapsed "$run: $(grep -E '^\| (GCN|AD-GCN_fast) ' "$OUT/${run}_arxiv.md" | cut -d'|' -f2-4 | tr '\n' ' ')"
+  done
+  exit 0
+fi
 [ -f /tmp/products.h5 ] || build-gpu/adgnn data generate --preset products-scale -o /tmp/products.h5 >/dev/null
 if [ ! -d "/tmp/products_parts/p$ngpu" ]; then
   mkdir -p /tmp/products_parts
