@@ -52,7 +52,7 @@ if [ "${WORKLOAD:-products}" = arxiv ]; then
   exit 0
 fi
 [ -f /tmp/products.h5 ] || build-gpu/adgnn data generate --preset products-scale -o /tmp/products.h5 >/dev/null
-if [ ! -d "/tmp/products_parts/p$ngpu" ]; then
+if [ "${RANKS:-1 $ngpu}" != 1 ] && [ ! -d "/tmp/products_parts/p$ngpu" ]; then
   mkdir -p /tmp/products_parts
   build-gpu/adgnn partition /tmp/products.h5 -p "$ngpu" -o "/tmp/products_parts/p$ngpu" --json >"$OUT/partition.json" 2>&1
   elapsed "partitioned into $ngpu: exit $?"
