@@ -13,6 +13,7 @@
 #include "kernels.h"
 #include "halo.h"
 #include "heuristics.h"
+#include "surrogate.h"
 #include "layers.h"
 
 namespace adgnn {
@@ -231,7 +232,74 @@ class DropoutRowsFn : public torch::autograd::Function<DropoutRowsFn> {
   }
 };
 
+// The gradient of the hard straight-through term (s - s.detach()) * diff with respect to eps and
+// tau_t, given the term's gradient rows: <grad_rows[i], diff[i]> ds_i/d(eps_i - tau_t). eps_input:
+// the index of eps among the function's inputs (tau_t follows it).
+torch::autograd::variable_list band_term_grads(torch::autograd::AutogradContext* ctx, const at::Tensor& grad_rows,
+                                               size_t eps_input) {
+  const auto saved = ctx->get_saved_variables();
+  const at::Tensor &eps = saved[0], &tau_t = saved[1], &band_rows = saved[2], &diff = saved[3];
+  const double kappa = ctx->saved_data["kappa"].toDouble();
+  const at::Tensor s = torch::sigmoid((eps.index_select(0, band_rows) - tau_t) / kappa);
+  const at::Tensor g = (grad_rows * diff).sum(1) * (s * (1 - s) / kappa);
+  at::Tensor grad_eps, grad_tau;
+  if (ctx->needs_input_grad(eps_input)) grad_eps = torch::zeros_like(eps).index_add_(0, band_rows, g);
+  if (ctx->needs_input_grad(eps_input + 1)) grad_tau = -g.sum().reshape(tau_t.sizes());
+  return {grad_eps, grad_tau};
+}
+
+void save_band_term(torch::autograd::AutogradContext* ctx, const at::Tensor& eps, const at::Tensor& tau_t,
+                    const at::Tensor& band_rows, const at::Tensor& diff, double kappa) {
+  ctx->save_for_backward({eps, tau_t, band_rows, diff});
+  ctx->saved_data["kappa"] = kappa;
+}
+
+// next, with the term attached: the value is next itself.
+class BandStraightThroughFn : public torch::autograd::Function<BandStraightThroughFn> {
+ public:
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& next, const at::Tensor& eps,
+                            const at::Tensor& tau_t, const at::Tensor& band_rows, const at::Tensor& diff,
+                            double kappa) {
+    save_band_term(ctx, eps, tau_t, band_rows, diff, kappa);
+    return next;  // autograd makes it a view of `next` with this node's gradient edge
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const at::Tensor band_rows = ctx->get_saved_variables()[2];
+    const auto g = band_term_grads(ctx, grads[0].index_select(0, band_rows), 1);
+    return {grads[0], g[0], g[1], at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
+// The term itself, zeros [band rows, width], for an update applied elsewhere (a rank's next halo
+// exchange, which also sends it to the peers that read those rows).
+class BandTermFn : public torch::autograd::Function<BandTermFn> {
+ public:
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& eps, const at::Tensor& tau_t,
+                            const at::Tensor& band_rows, const at::Tensor& diff, double kappa) {
+    save_band_term(ctx, eps, tau_t, band_rows, diff, kappa);
+    return torch::zeros_like(diff);
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto g = band_term_grads(ctx, grads[0], 0);
+    return {g[0], g[1], at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
 }  // namespace
+
+at::Tensor detail::band_straight_through(const at::Tensor& next, const at::Tensor& eps, const at::Tensor& tau_t,
+                                         const at::Tensor& band_rows, const at::Tensor& diff, double kappa) {
+  TORCH_CHECK(!diff.requires_grad(), "band_straight_through: diff carries no gradient");
+  return BandStraightThroughFn::apply(next, eps, tau_t, band_rows, diff, kappa);
+}
+
+at::Tensor detail::band_straight_through_term(const at::Tensor& eps, const at::Tensor& tau_t,
+                                              const at::Tensor& band_rows, const at::Tensor& diff, double kappa) {
+  TORCH_CHECK(!diff.requires_grad(), "band_straight_through_term: diff carries no gradient");
+  return BandTermFn::apply(eps, tau_t, band_rows, diff, kappa);
+}
 
 at::Tensor dropout_rows(const at::Tensor& h, const at::Tensor& global_id, double p, uint64_t seed,
                         int64_t epoch, int64_t layer, const at::Tensor& row_flags) {
@@ -730,6 +798,7 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
         if (pending) {
           h_src = pass->extend_update(*pending, t, c.backbone == "mixhop", out.stats);
           pending.reset();
+
           h_dst = h_src.slice(0, 0, n);  // layer t-1's output
           out.layer_outputs.push_back(h_dst);
         } else {
@@ -867,18 +936,30 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
     if (has_band) {
       // Straight-through: forward keeps the hard mask, backward sees
       // d/d(eps, tau) of sigmoid((eps - tau) / kappa) * (update - frozen).
-      const at::Tensor s = torch::sigmoid((eps.index_select(0, band_rows) - tau_t) / c.kappa);
       const at::Tensor diff = band_input(upd).index_select(0, torch::searchsorted(comp_rows, band_rows)) - frozen_band;
-      const at::Tensor base = band_diff_grad ? act.index_select(0, band_rows).to(s.scalar_type()) : s.detach();
-      // In place: `next` is a fresh tensor (an index_put or index_select of the rows) that no
-      // backward reads, so this saves a copy of every row (at the GPU's deeper layers, most of
-      // their memory traffic).
-      const at::Tensor st = (s - base).unsqueeze(1) * diff;
-      if (pending) {
-        pending->add_rows = band_rows;
-        pending->add_values = st;
+      if (!band_diff_grad) {
+        // (s - s.detach()) * diff: zero, with a gradient for s only (surrogate.h). A rank's
+        // pending update carries the term as zeros into its next exchange, which sends the band
+        // rows to their readers: their gradients come back through it.
+        if (pending) {
+          pending->add_rows = band_rows;
+          pending->add_values = detail::band_straight_through_term(eps, tau_t, band_rows, diff, c.kappa);
+        } else {
+          next = detail::band_straight_through(next, eps, tau_t, band_rows, diff, c.kappa);
+        }
       } else {
-        next.index_add_(0, band_rows, st);
+        // Soft masks: base is the hard mask, and the difference carries its gradient too.
+        const at::Tensor s = torch::sigmoid((eps.index_select(0, band_rows) - tau_t) / c.kappa);
+        const at::Tensor base = act.index_select(0, band_rows).to(s.scalar_type());
+        // In place: `next` is a fresh tensor (an index_put or index_select of the rows) that no
+        // backward reads, so this saves a copy of every row.
+        const at::Tensor st = (s - base).unsqueeze(1) * diff;
+        if (pending) {
+          pending->add_rows = band_rows;
+          pending->add_values = st;
+        } else {
+          next.index_add_(0, band_rows, st);
+        }
       }
     }
     if (pending) continue;  // h_dst and this layer's output come with the next exchange

@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "adgnn/gnn.h"
+#include "surrogate.h"
 #include "six_nodes.h"
 
 namespace {
@@ -253,6 +254,47 @@ TEST(AdGradients, ThetaThroughTheSurrogateMatchesFiniteDifferences) {
   }
   EXPECT_TRUE(torch::allclose(grads[0], grads[1], 1e-10, 1e-12)) << grads[0] << grads[1];
   EXPECT_GT(grads[0].abs().sum().item<double>(), 0.0);
+}
+
+// The hard straight-through term as one autograd node (attached to `next`, or as zeros that
+// another operation adds): the value is `next` bit for bit, and the gradients of next, eps and
+// tau equal those of its explicit form, next + index_add of (s - s.detach()) * diff at the band
+// rows (float64), with and without eps's gradient.
+TEST(AdGradients, BandStraightThroughEqualsItsExplicitForm) {
+  torch::manual_seed(5);
+  const auto f64 = torch::kFloat64;
+  const at::Tensor next0 = torch::randn({9, 4}, f64), eps0 = torch::randn({9}, f64), tau0 = torch::randn({}, f64);
+  const at::Tensor band = torch::tensor(std::vector<int64_t>{1, 4, 5, 8}, torch::kInt64);
+  const at::Tensor diff = torch::randn({4, 4}, f64), probe = torch::randn({9, 4}, f64);
+  const double kappa = 0.3;
+  for (bool eps_grad : {true, false}) {
+    SCOPED_TRACE(eps_grad ? "eps with a gradient" : "eps constant");
+    std::vector<at::Tensor> grads[3];
+    for (int explicit_form = 0; explicit_form < 3; ++explicit_form) {
+      const at::Tensor next = next0.clone().requires_grad_(true), tau = tau0.clone().requires_grad_(true);
+      const at::Tensor eps = eps0.clone().requires_grad_(eps_grad);
+      at::Tensor out;
+      if (explicit_form == 1) {
+        const at::Tensor s = torch::sigmoid((eps.index_select(0, band) - tau) / kappa);
+        out = next.clone().index_add_(0, band, (s - s.detach()).unsqueeze(1) * diff);
+      } else if (explicit_form == 2) {  // the term as zeros, added by another operation
+        const at::Tensor term = adgnn::detail::band_straight_through_term(eps, tau, band, diff, kappa);
+        EXPECT_EQ(term.abs().sum().item<double>(), 0.0);
+        out = next.clone().index_add_(0, band, term);
+      } else {
+        out = adgnn::detail::band_straight_through(next, eps, tau, band, diff, kappa);
+      }
+      EXPECT_TRUE(torch::equal(out, next0));
+      (out * probe).sum().backward();
+      ASSERT_TRUE(next.grad().defined() && tau.grad().defined() && (!eps_grad || eps.grad().defined()))
+          << "form " << explicit_form << ": " << next.grad().defined() << tau.grad().defined();
+      grads[explicit_form] = {next.grad(), tau.grad(), eps_grad ? eps.grad() : torch::zeros({9}, f64)};
+    }
+    for (int form : {0, 2})
+      for (size_t i = 0; i < 3; ++i)
+        EXPECT_TRUE(torch::allclose(grads[form][i], grads[1][i], 1e-12, 1e-14)) << form << " " << i << grads[form][i] << grads[1][i];
+    EXPECT_GT(grads[0][1].abs().item<double>(), 0.0);
+  }
 }
 
 TEST(Model, RejectsBadSettings) {

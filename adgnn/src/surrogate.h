@@ -1,0 +1,21 @@
+// The surrogate band's straight-through term (internal; docs/method.md, "stopping depths").
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+namespace adgnn::detail {
+
+// With hard masks the band rows' term is (s - s.detach()) * diff, s = sigmoid((eps[band_rows] -
+// tau_t) / kappa): zero in value, so this returns `next` unchanged (a view), and its backward
+// gives s's gradient only, <grad_next[band_rows[i]], diff[i]> per band row, on to eps (when it
+// requires one) and tau_t. One autograd node instead of the dozen operations (index_select,
+// sigmoid, the product, index_add_ and their backward nodes) that wrote the zero term out at every
+// deeper layer. diff: [band rows, width], no gradient.
+at::Tensor band_straight_through(const at::Tensor& next, const at::Tensor& eps, const at::Tensor& tau_t,
+                                 const at::Tensor& band_rows, const at::Tensor& diff, double kappa);
+// The term itself as zeros [band rows, width] with that backward, for an update that another
+// operation applies (a rank's next halo exchange).
+at::Tensor band_straight_through_term(const at::Tensor& eps, const at::Tensor& tau_t, const at::Tensor& band_rows,
+                                      const at::Tensor& diff, double kappa);
+
+}  // namespace adgnn::detail
