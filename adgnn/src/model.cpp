@@ -35,6 +35,7 @@ void fill_weights(MessageGraph& g, c10::ScalarType dtype) {
   const at::Tensor rows = entry_rows(g.rowptr), cols = g.col.to(torch::kInt64);
   const at::Tensor inv_sqrt = (g.degree.to(torch::kFloat64) + 1).rsqrt();
   g.gcn_weight = (inv_sqrt.index_select(0, rows) * inv_sqrt.index_select(0, cols)).to(dtype);
+  g.gcn_self_weight = (g.degree.to(dtype) + 1).reciprocal();  // as GcnLayer computed it per layer
   // DirGNN: PyG's gcn_norm without self-loops uses the degree at the message's target for both
   // endpoints: in-degree for incoming messages, out-degree for outgoing ones (0 -> weight 0).
   auto dir_weight = [&](const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& deg) {
@@ -70,6 +71,7 @@ MessageGraph restrict_to(const MessageGraph& g, const at::Tensor& rows, const at
     s.out_degree = g.out_degree.index_select(0, read);
   }
   s.degree = g.degree.index_select(0, read);
+  if (g.gcn_self_weight.defined()) s.gcn_self_weight = g.gcn_self_weight.index_select(0, read);
   s.global_id = g.global_id.index_select(0, read);
   s.max_degree_product = g.max_degree_product;
   return s;
@@ -96,6 +98,7 @@ MessageGraph compact_halo_graph(const MessageGraph& g, const at::Tensor& rows, i
   c.in_col = remap(g.in_col);
   c.out_col = remap(g.out_col);
   c.degree = rows_of(g.degree);
+  c.gcn_self_weight = rows_of(g.gcn_self_weight);
   c.in_degree = rows_of(g.in_degree);
   c.out_degree = rows_of(g.out_degree);
   c.global_id = rows_of(g.global_id);

@@ -77,6 +77,7 @@ struct MessageGraph {
   at::Tensor degree;                 // float [num_src], symmetric degree
   at::Tensor in_degree, out_degree;  // float [num_src], of the directed simple graph
   at::Tensor gcn_weight;             // per symmetric entry (v, u): 1 / sqrt((d_v + 1)(d_u + 1))
+  at::Tensor gcn_self_weight;        // per source row v: 1 / (d_v + 1), GCN's self-loop weight
   at::Tensor in_weight, out_weight;  // DirGNN's GCN normalisation per in- / out-CSR entry
   at::Tensor global_id;              // int64 [num_src], node ids for partition-invariant dropout
   at::Tensor max_degree_product;     // float scalar: max over edges of d_u d_v (global)
