@@ -667,8 +667,8 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
 
   at::Tensor eps, tau, depth;
   // Per layer t (row t - 1): the rows fully updated (active) and those computed for the surrogate
-  // (band), as [L, n] masks built by a few whole-tensor operations (one per layer each cost the
-  // host a dozen launches).
+  // (band), as [L, n] masks from a few whole-tensor operations (built layer by layer, they cost
+  // the host about a dozen launches per layer).
   at::Tensor active_all, band_all;
   if (m.adaptive()) {
     RECORD_USER_SCOPE("depth benefit");
@@ -801,7 +801,6 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
         if (pending) {
           h_src = pass->extend_update(*pending, t, c.backbone == "mixhop", out.stats);
           pending.reset();
-
           h_dst = h_src.slice(0, 0, n);  // layer t-1's output
           out.layer_outputs.push_back(h_dst);
         } else {
