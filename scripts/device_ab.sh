@@ -10,9 +10,9 @@
 # in $OUT/new2_p<P>/); RANKS (default: 1 and every GPU) picks the rank counts.
 # WORKLOAD=arxiv instead: one GPU, `adgnn bench` (GCN and AD-GCN_fast at depth 4 and 8) on the
 # arxiv-scale graph, the same interleaving; TESTS=1 also builds and runs this tree's CUDA tests.
-# Time on a cold 2 x H200 machine (32 cores): both builds 160-270 s (give a call >= 300 s), products-scale METIS partition
-# 125 s, a one-GPU run ~45 s (loading the 2.45 M-node graph), a 2-GPU run ~22 s: more than one
-# 600 s call. Run RANKS=1 first, then RANKS=<P> in a second call while the machine is warm (the
+# Time on a cold 2 x H200 machine (32 cores): both builds 160-270 s (give a call >= 300 s),
+# products-scale METIS partition 125 s, a one-GPU run ~45 s (loading the 2.45 M-node graph), a
+# 2-GPU run ~22 s: more than one 600 s call. Run RANKS=1 first, then RANKS=<P> in a second call while the machine is warm (the
 # builds, /tmp/products.h5 and the partition stay).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
