@@ -12,20 +12,16 @@
 # arxiv-scale graph, the same interleaving; TESTS=1 also builds and runs this tree's CUDA tests.
 # Time on a cold 2 x H200 machine (32 cores): both builds 160-270 s (give a call >= 300 s),
 # products-scale METIS partition 125 s, a one-GPU run ~45 s (loading the 2.45 M-node graph), a
-# 2-GPU run ~22 s: more than one 600 s call. Run RANKS=1 first, then RANKS=<P> in a second call while the machine is warm (the
-# builds, /tmp/products.h5 and the partition stay).
+# 2-GPU run ~22 s: more than one 600 s call. Run RANKS=1 first, then RANKS=<P> in a second call
+# while the machine is warm (the builds, /tmp/products.h5 and the partition stay).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
-OUT=${OUT:-/tmp/adgnn_ab}
-mkdir -p "$OUT"
-export NCCL_NVLS_ENABLE=0 OMP_NUM_THREADS=${OMP_NUM_THREADS:-4}
-ngpu=$(nvidia-smi -L | wc -l)
-t0=$(date +%s)
-elapsed() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
 [ -f build-ab/old/CMakeLists.txt ] || { echo "device_ab.sh: no build-ab/old (see the header)" >&2; exit 2; }
-nvidia-smi -L >"$OUT/gpus.txt" 2>&1
 # shellcheck source=device_env.sh
-source scripts/device_env.sh && ensure_gpu_configure "$OUT" || exit 1
+source scripts/device_env.sh
+device_script_start /tmp/adgnn_ab
+nvidia-smi -L >"$OUT/gpus.txt" 2>&1
+ensure_gpu_configure "$OUT" || exit 1
 half=$(( $(nproc) / 2 ))
 build() {  # build SRC_DIR BUILD_DIR TAG [more targets]
   (cd "$1" && adgnn_gpu_configure "$2" >"$OUT/configure_$3.log" 2>&1) &&

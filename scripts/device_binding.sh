@@ -8,16 +8,12 @@
 # unless SKIP_ARXIV=1, the one-GPU arxiv-scale bench (GCN, AD-GCN_fast at depth 4 and 8).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
-OUT=${OUT:-/tmp/adgnn_binding}
-mkdir -p "$OUT"
-export NCCL_NVLS_ENABLE=0 OMP_NUM_THREADS=${OMP_NUM_THREADS:-4}
-ngpu=$(nvidia-smi -L | wc -l)
-t0=$(date +%s)
-elapsed() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
+# shellcheck source=device_env.sh
+source scripts/device_env.sh
+device_script_start /tmp/adgnn_binding
 { nvidia-smi -L; nvidia-smi topo -m; lscpu; } >"$OUT/topology.txt" 2>&1
 if [ -z "${SKIP_BUILD:-}" ]; then
-  # shellcheck source=device_env.sh
-  source scripts/device_env.sh && ensure_gpu_configure "$OUT" || exit 1
+  ensure_gpu_configure "$OUT" || exit 1
   adgnn_gpu_configure build-gpu >"$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }
   cmake --build build-gpu -j"$(nproc)" --target adgnn >"$OUT/build.log" 2>&1 || {
     grep -B2 -A12 error "$OUT/build.log" | head -60; exit 1; }

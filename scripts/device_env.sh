@@ -11,3 +11,15 @@ ensure_gpu_configure() {
   # shellcheck disable=SC1091
   { source .device/setup.sh && source .device/env.sh; } >"$1/setup.log" 2>&1 || { tail -20 "$1/setup.log"; return 1; }
 }
+
+# The common start of a device script (scripts/device_ab.sh, scripts/device_binding.sh): OUT
+# (default $1) created, NCCL_NVLS_ENABLE=0, OMP_NUM_THREADS (default 4), ngpu, and elapsed()
+# stamping its message with the seconds since this call.
+device_script_start() {
+  OUT=${OUT:-$1}
+  mkdir -p "$OUT"
+  export NCCL_NVLS_ENABLE=0 OMP_NUM_THREADS=${OMP_NUM_THREADS:-4}
+  ngpu=$(nvidia-smi -L | wc -l)
+  t0=$(date +%s)
+}
+elapsed() { echo "[$(( $(date +%s) - t0 )) s] $*"; }

@@ -236,15 +236,17 @@ class DropoutRowsFn : public torch::autograd::Function<DropoutRowsFn> {
 };
 
 // The gradient of the hard straight-through term (s - s.detach()) * diff with respect to eps and
-// tau_t, given the term's gradient rows: <grad_rows[i], diff[i]> ds_i/d(eps_i - tau_t). eps_input:
-// the index of eps among the function's inputs (tau_t follows it).
-torch::autograd::variable_list band_term_grads(torch::autograd::AutogradContext* ctx, const at::Tensor& grad_rows,
-                                               size_t eps_input) {
+// tau_t: <grad_term[i], diff[i]> ds_i/d(eps_i - tau_t), grad_term being `grad` or, with
+// of_band_rows, its band rows. eps_input: the index of eps among the function's inputs (tau_t
+// follows it).
+torch::autograd::variable_list band_term_grads(torch::autograd::AutogradContext* ctx, const at::Tensor& grad,
+                                               bool of_band_rows, size_t eps_input) {
   const auto saved = ctx->get_saved_variables();
   const at::Tensor &eps = saved[0], &tau_t = saved[1], &band_rows = saved[2], &diff = saved[3];
   const double kappa = ctx->saved_data["kappa"].toDouble();
   const at::Tensor s = torch::sigmoid((eps.index_select(0, band_rows) - tau_t) / kappa);
-  const at::Tensor g = (grad_rows * diff).sum(1) * (s * (1 - s) / kappa);
+  const at::Tensor grad_term = of_band_rows ? grad.index_select(0, band_rows) : grad;
+  const at::Tensor g = (grad_term * diff).sum(1) * (s * (1 - s) / kappa);
   at::Tensor grad_eps, grad_tau;
   if (ctx->needs_input_grad(eps_input)) grad_eps = torch::zeros_like(eps).index_add_(0, band_rows, g);
   if (ctx->needs_input_grad(eps_input + 1)) grad_tau = -g.sum().reshape(tau_t.sizes());
@@ -268,8 +270,7 @@ class BandStraightThroughFn : public torch::autograd::Function<BandStraightThrou
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
-    const at::Tensor band_rows = ctx->get_saved_variables()[2];
-    const auto g = band_term_grads(ctx, grads[0].index_select(0, band_rows), 1);
+    const auto g = band_term_grads(ctx, grads[0], /*of_band_rows=*/true, 1);
     return {grads[0], g[0], g[1], at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
@@ -285,7 +286,7 @@ class BandTermFn : public torch::autograd::Function<BandTermFn> {
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
-    const auto g = band_term_grads(ctx, grads[0], 0);
+    const auto g = band_term_grads(ctx, grads[0], /*of_band_rows=*/false, 0);
     return {g[0], g[1], at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
@@ -866,7 +867,6 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
       continue;
     }
 
-    const at::Tensor act = active_all.select(0, t - 1);
     const at::Tensor tau_t = tau.select(0, t - 1);
     const at::Tensor &comp_rows = comp_list[size_t(t)], &act_rows = act_list[size_t(t)],
                      &band_rows = band_list[size_t(t)];
@@ -952,7 +952,7 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
       } else {
         // Soft masks: base is the hard mask, and the difference carries its gradient too.
         const at::Tensor s = torch::sigmoid((eps.index_select(0, band_rows) - tau_t) / c.kappa);
-        const at::Tensor base = act.index_select(0, band_rows).to(s.scalar_type());
+        const at::Tensor base = active_all.select(0, t - 1).index_select(0, band_rows).to(s.scalar_type());
         // In place: `next` is a fresh tensor (an index_put or index_select of the rows) that no
         // backward reads, so this saves a copy of every row.
         const at::Tensor st = (s - base).unsqueeze(1) * diff;
