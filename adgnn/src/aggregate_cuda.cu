@@ -7,6 +7,8 @@
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
 
+#include <algorithm>
+
 #include "kernels.h"
 
 namespace adgnn::kernels {
@@ -222,28 +224,41 @@ __global__ void edge_dots(const int64_t* __restrict__ rowptr, const int32_t* __r
 
 // out = x * mask, the counter-based dropout mask computed in place: no [rows, cols] mask is
 // stored, read, or kept for the backward (which applies the same function to the gradient).
-// Threads (32 x 8): a warp walks one row's columns (coalesced), so the row's key is hashed once
-// per thread and row, and no element index is divided by the width (64-bit division per element
-// made the first version of this kernel compute-bound: 10 ms per products-scale step).
+// A group of tpr lanes walks one row's vectors (float4 / double2 where the width and alignment
+// allow: coalesced 16-byte accesses), so the row's key is hashed once per thread and row and no
+// element index is divided by the width (64-bit division per element made the first version
+// compute-bound: 10 ms per products-scale step). The groups stride over the rows from a grid
+// sized to fill the device once: one block per 8 rows (v14-v32) spent more time scheduling
+// blocks than moving data on the deeper layers, where most rows are not flagged (v33).
 // flags (null: every row): rows with flag 0 are not read (forward: left unwritten; the gradient:
 // zero).
-template <typename T>
+template <typename T, int V>
 __global__ void dropout_apply_rows(const T* __restrict__ x, const int64_t* __restrict__ gid, int64_t rows,
                                    int64_t cols, uint64_t key, uint64_t threshold, T scale,
-                                   const uint8_t* __restrict__ flags, bool zero_unflagged,
+                                   const uint8_t* __restrict__ flags, bool zero_unflagged, int tpr,
                                    T* __restrict__ out) {
-  const int64_t r = int64_t(blockIdx.x) * blockDim.y + threadIdx.y;
-  if (r >= rows) return;
-  if (flags != nullptr && flags[r] == 0) {
-    if (zero_unflagged)
-      for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) out[r * cols + c] = T(0);
-    return;
+  using VT = typename Pack<T, V>::type;
+  const int64_t vecs = cols / V;
+  const int lane = threadIdx.x % tpr;
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x / tpr;
+  for (int64_t r = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / tpr; r < rows; r += stride) {
+    VT* outr = reinterpret_cast<VT*>(out + r * cols);
+    if (flags != nullptr && flags[r] == 0) {
+      if (zero_unflagged)
+        for (int64_t v = lane; v < vecs; v += tpr) outr[v] = Pack<T, V>::zero();
+      continue;
+    }
+    const uint64_t row_key = mix64(key ^ uint64_t(gid[r]));
+    const VT* xr = reinterpret_cast<const VT*>(x + r * cols);
+    for (int64_t v = lane; v < vecs; v += tpr) {
+      VT a = xr[v];
+      T* e = reinterpret_cast<T*>(&a);
+      const uint64_t c0 = row_key + uint64_t(v * V);
+#pragma unroll
+      for (int i = 0; i < V; ++i) e[i] = e[i] * (mix64(c0 + uint64_t(i)) >= threshold ? scale : T(0));
+      outr[v] = a;
+    }
   }
-  const uint64_t row_key = mix64(key ^ uint64_t(gid[r]));
-  const T* xr = x + r * cols;
-  T* outr = out + r * cols;
-  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x)
-    outr[c] = xr[c] * (mix64(row_key + uint64_t(c)) >= threshold ? scale : T(0));
 }
 
 // Lanes per row: enough vectors for the row's width, at most a warp; entries of low-degree rows
@@ -346,12 +361,25 @@ at::Tensor dropout_apply_cuda(const at::Tensor& x, const at::Tensor& gid, uint64
   const int64_t rows = xc.size(0), cols = xc.size(1);
   at::Tensor out = at::empty_like(xc);
   if (rows * cols == 0) return out;
-  const dim3 threads(32, 8);
-  const int64_t blocks = (rows + threads.y - 1) / threads.y;
+  const int threads = 256;
+  const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+  auto stream = at::cuda::getCurrentCUDAStream();
   AT_DISPATCH_FLOATING_TYPES(xc.scalar_type(), "dropout_apply_cuda", [&] {
-    dropout_apply_rows<scalar_t><<<blocks, threads, 0, at::cuda::getCurrentCUDAStream()>>>(
-        xc.data_ptr<scalar_t>(), gid.data_ptr<int64_t>(), rows, cols, key, threshold,
-        static_cast<scalar_t>(scale), flags, zero_unflagged, out.data_ptr<scalar_t>());
+    using T = scalar_t;
+    constexpr int kVec = sizeof(T) == 4 ? 4 : 2;
+    const bool vec_ok = cols % kVec == 0 && reinterpret_cast<uintptr_t>(xc.data_ptr<T>()) % (kVec * sizeof(T)) == 0 &&
+                        reinterpret_cast<uintptr_t>(out.data_ptr<T>()) % (kVec * sizeof(T)) == 0;
+    const int tpr = lanes_for(vec_ok ? cols / kVec : cols);
+    // Enough blocks for every row's group, at most 8 resident 256-thread blocks per SM.
+    const int64_t blocks = std::min((rows * tpr + threads - 1) / threads, sms * 8);
+    if (vec_ok)
+      dropout_apply_rows<T, kVec><<<blocks, threads, 0, stream>>>(xc.data_ptr<T>(), gid.data_ptr<int64_t>(), rows,
+                                                                  cols, key, threshold, static_cast<T>(scale), flags,
+                                                                  zero_unflagged, tpr, out.data_ptr<T>());
+    else
+      dropout_apply_rows<T, 1><<<blocks, threads, 0, stream>>>(xc.data_ptr<T>(), gid.data_ptr<int64_t>(), rows,
+                                                               cols, key, threshold, static_cast<T>(scale), flags,
+                                                               zero_unflagged, tpr, out.data_ptr<T>());
   });
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return out;

@@ -197,45 +197,71 @@ TEST(Cuda, AggregateIsDeterministicAndEqualsTheCpuKernels) {
   EXPECT_TRUE(torch::allclose(xc.grad(), grad[0][0], 1e-5, 1e-5));
 }
 
+// Widths: 37 (the scalar kernel; a partial second pass of a warp's lanes), 100 and 128 (float4 /
+// double2 vectors: products-scale's features, the hidden width), and 128 starting one element
+// past an aligned address (the scalar kernel again), on both devices; 1001 rows, and 20011 (more
+// rows than one pass of the kernel's grid, at most 8 blocks per SM, covers: groups stride).
+struct DropoutInput {
+  at::Tensor cpu, gpu;
+};
+std::vector<DropoutInput> dropout_inputs(torch::ScalarType dtype) {
+  std::vector<DropoutInput> in;
+  for (int64_t cols : {37, 100, 128}) {
+    const at::Tensor x = torch::randn({1001, cols}, torch::dtype(dtype));
+    in.push_back({x, x.cuda()});
+  }
+  const at::Tensor x = torch::randn({1001, 128}, torch::dtype(dtype));
+  const auto misaligned = [&](torch::Device d) {
+    return torch::empty({x.numel() + 1}, x.options().device(d)).narrow(0, 1, x.numel()).view(x.sizes()).copy_(x);
+  };
+  in.push_back({misaligned(torch::kCPU), misaligned(torch::kCUDA)});
+  const at::Tensor tall = torch::randn({20011, 128}, torch::dtype(dtype));
+  in.push_back({tall, tall.cuda()});
+  return in;
+}
+
 TEST(Cuda, DropoutMasksEqualTheCpuOnes) {
   REQUIRE_GPU();
-  // 1001 rows: a partial block of 8 rows; 37 columns: a partial second pass of a warp.
   const at::Tensor h = torch::ones({1001, 37});
-  const at::Tensor ids = torch::arange(5000, 6001, torch::kInt64);
-  const at::Tensor cpu = adgnn::dropout_rows(h, ids, 0.3, 11, 7, 2);
-  const at::Tensor gpu = adgnn::dropout_rows(h.cuda(), ids.cuda(), 0.3, 11, 7, 2);
-  EXPECT_TRUE(torch::equal(cpu, gpu.cpu()));
-  // Gradients: the same mask applied in backward, float and double, ids given on the host.
-  for (auto dtype : {torch::kFloat32, torch::kFloat64}) {
-    const at::Tensor x = torch::randn({1001, 37}, torch::dtype(dtype));
-    const at::Tensor probe = torch::randn({1001, 37}, torch::dtype(dtype));
-    at::Tensor xc = x.clone().requires_grad_(true), xg = x.cuda().requires_grad_(true);
-    const at::Tensor oc = adgnn::dropout_rows(xc, ids, 0.3, 11, 7, 2);
-    const at::Tensor og = adgnn::dropout_rows(xg, ids, 0.3, 11, 7, 2);
-    (oc * probe).sum().backward();
-    (og * probe.cuda()).sum().backward();
-    EXPECT_TRUE(torch::equal(oc.detach(), og.detach().cpu())) << dtype;
-    EXPECT_TRUE(torch::equal(xc.grad(), xg.grad().cpu())) << dtype;
-  }
+  const at::Tensor ids1001 = torch::arange(5000, 6001, torch::kInt64);
+  EXPECT_TRUE(torch::equal(adgnn::dropout_rows(h, ids1001, 0.3, 11, 7, 2),
+                           adgnn::dropout_rows(h.cuda(), ids1001.cuda(), 0.3, 11, 7, 2).cpu()));
+  // Values and gradients: the same mask applied in backward, float and double, ids on the host.
+  for (auto dtype : {torch::kFloat32, torch::kFloat64})
+    for (const DropoutInput& in : dropout_inputs(dtype)) {
+      const at::Tensor& x = in.cpu;
+      const at::Tensor ids = torch::arange(5000, 5000 + x.size(0), torch::kInt64);
+      const at::Tensor probe = torch::randn(x.sizes(), torch::dtype(dtype));
+      at::Tensor xc = in.cpu.detach().requires_grad_(true), xg = in.gpu.detach().requires_grad_(true);
+      const at::Tensor oc = adgnn::dropout_rows(xc, ids, 0.3, 11, 7, 2);
+      const at::Tensor og = adgnn::dropout_rows(xg, ids, 0.3, 11, 7, 2);
+      (oc * probe).sum().backward();
+      (og * probe.cuda()).sum().backward();
+      EXPECT_TRUE(torch::equal(oc.detach(), og.detach().cpu())) << dtype << " width " << x.size(1);
+      EXPECT_TRUE(torch::equal(xc.grad(), xg.grad().cpu())) << dtype << " width " << x.size(1);
+      EXPECT_GT((oc == 0).sum().item<int64_t>(), 0);
+    }
 }
 
 // Row flags on the GPU: flagged rows and every gradient equal the CPU's (unflagged rows: the
 // forward leaves them unset, the gradient is zero).
 TEST(Cuda, DropoutRowFlagsEqualTheCpu) {
   REQUIRE_GPU();
-  const at::Tensor ids = torch::arange(100, 1101, torch::kInt64);
-  const at::Tensor flags = (torch::arange(1001) % 7 < 2).to(torch::kUInt8);
-  const at::Tensor flagged = flags.to(torch::kBool);
-  const at::Tensor x = torch::randn({1001, 37});
-  const at::Tensor probe = torch::randn({1001, 37}) * flagged.unsqueeze(1);
-  at::Tensor xc = x.clone().requires_grad_(true), xg = x.cuda().requires_grad_(true);
-  const at::Tensor oc = adgnn::dropout_rows(xc, ids, 0.3, 11, 7, 2, flags);
-  const at::Tensor og = adgnn::dropout_rows(xg, ids.cuda(), 0.3, 11, 7, 2, flags.cuda());
-  EXPECT_TRUE(torch::equal(oc.detach().index({flagged}), og.detach().cpu().index({flagged})));
-  (oc.index({flagged}) * probe.index({flagged})).sum().backward();
-  (og.index({flagged.cuda()}) * probe.cuda().index({flagged.cuda()})).sum().backward();
-  EXPECT_TRUE(torch::equal(xc.grad(), xg.grad().cpu()));
-  EXPECT_EQ(xg.grad().cpu().index({~flagged}).abs().sum().item<float>(), 0.0f);
+  for (const DropoutInput& in : dropout_inputs(torch::kFloat32)) {
+    const at::Tensor& x = in.cpu;
+    const at::Tensor ids = torch::arange(100, 100 + x.size(0), torch::kInt64);
+    const at::Tensor flags = (torch::arange(x.size(0)) % 7 < 2).to(torch::kUInt8);
+    const at::Tensor flagged = flags.to(torch::kBool);
+    const at::Tensor probe = torch::randn(x.sizes()) * flagged.unsqueeze(1);
+    at::Tensor xc = in.cpu.detach().requires_grad_(true), xg = in.gpu.detach().requires_grad_(true);
+    const at::Tensor oc = adgnn::dropout_rows(xc, ids, 0.3, 11, 7, 2, flags);
+    const at::Tensor og = adgnn::dropout_rows(xg, ids.cuda(), 0.3, 11, 7, 2, flags.cuda());
+    EXPECT_TRUE(torch::equal(oc.detach().index({flagged}), og.detach().cpu().index({flagged}))) << x.size(1);
+    (oc.index({flagged}) * probe.index({flagged})).sum().backward();
+    (og.index({flagged.cuda()}) * probe.cuda().index({flagged.cuda()})).sum().backward();
+    EXPECT_TRUE(torch::equal(xc.grad(), xg.grad().cpu())) << x.size(1);
+    EXPECT_EQ(xg.grad().cpu().index({~flagged}).abs().sum().item<float>(), 0.0f) << x.size(1);
+  }
 }
 
 // The rows a few computed rows read, flagged on the GPU: the CPU's flags, on a power-law graph
