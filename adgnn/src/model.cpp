@@ -908,8 +908,18 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
       if (all_active) {
         upd = post(upd);
         next = upd;
+      } else if (width_change && frozen_list[size_t(t)].numel() * 2 >= n && (last || !c.batchnorm)) {
+        // Inactive rows at width-changing layers: the layer with the self term only. Most rows
+        // inactive (the classifier of a model whose nodes mostly stopped): the self term of
+        // every row, then the computed rows' updates put in place. One GEMM over the rows
+        // instead of a gather of the frozen rows, a gather of the output, and their two
+        // full-size index_add backwards (v34). Needs a row-wise post: no BatchNorm over rows.
+        upd = post(upd);
+        at::Tensor self = post(layer.self_only(hin.slice(0, 0, n)));
+        if (has_band) frozen_band = band_input(self).index_select(0, band_rows);
+        // The last layer's post is the identity: its self term is a fresh sum, free to change.
+        next = last ? self.index_put_({act_rows}, active_part(upd)) : self.index_put({act_rows}, active_part(upd));
       } else if (width_change) {
-        // Inactive rows at width-changing layers: the layer with the self term only.
         const at::Tensor& frozen_rows = frozen_list[size_t(t)];
         at::Tensor self = layer.self_only(hin.index_select(0, frozen_rows));
         const at::Tensor both = post(torch::cat({upd, self}, 0));

@@ -165,6 +165,49 @@ TEST(ActiveSets, InactiveRowsAreFrozenAtWidthKeepingLayers) {
   EXPECT_GT(checked, 0);
 }
 
+// The classifier (a width-changing last layer): rows that stopped earlier take the layer's
+// self term, h W + b; rows still active its full update, sum over the closed neighbourhood of
+// 1/sqrt((d_v + 1)(d_u + 1)) h_u W + b. Checked by hand in float64, with most rows stopped (one
+// GEMM over every row, the updates put in place) and with most active (the frozen rows
+// gathered): the two ways the model builds the output.
+TEST(ActiveSets, ClassifierRowsTakeTheirUpdateOrTheSelfTerm) {
+  const auto g = csbm(300, 0.5, 2);
+  const auto t = adgnn::to_tensors(g, torch::kCPU);
+  const auto mg = adgnn::message_graph(t, torch::kFloat64);
+  const at::Tensor deg = (t.rowptr.slice(0, 1) - t.rowptr.slice(0, 0, -1)).to(torch::kFloat64);
+  bool most_stopped = false, most_active = false;
+  for (double theta_init : {-2.0, 2.0}) {  // 276 and 15 of 300 rows active at layer 3
+    auto cfg = config("ad_fast", 3, g);
+    cfg.normalisation = "log";
+    cfg.theta_init = theta_init;
+    cfg.float64 = true;
+    adgnn::Model model(cfg);
+    const auto out = model.forward(mg, t.x.to(torch::kFloat64), false, 0);
+    at::Tensor w, b;
+    for (const auto& [name, p] : model.named_parameters()) {
+      if (name == "layers.2.weight") w = p.detach();
+      if (name == "layers.2.bias") b = p.detach();
+    }
+    ASSERT_TRUE(w.defined() && b.defined());
+    const at::Tensor hw = out.layer_outputs[1].detach().mm(w);
+    const at::Tensor logits = out.logits.detach();
+    const int64_t active = (out.depth == 3).sum().item<int64_t>();
+    (active * 2 <= 300 ? most_stopped : most_active) = true;
+    for (int64_t v = 0; v < 300; ++v) {
+      at::Tensor want = hw[v] + b;
+      if (out.depth[v].item<int64_t>() == 3) {
+        want = hw[v] / (deg[v] + 1) + b;
+        for (int64_t k = t.rowptr[v].item<int64_t>(); k < t.rowptr[v + 1].item<int64_t>(); ++k) {
+          const int64_t u = t.col[k].item<int64_t>();
+          want = want + hw[u] / ((deg[v] + 1) * (deg[u] + 1)).sqrt();
+        }
+      }
+      EXPECT_TRUE(torch::allclose(logits[v], want, 1e-9, 1e-9)) << "theta_init " << theta_init << " node " << v;
+    }
+  }
+  EXPECT_TRUE(most_stopped && most_active) << "theta_init no longer reaches both cases";
+}
+
 // Central differences of a scalar function of one tensor, against its autograd gradient.
 void expect_fd(const std::function<at::Tensor()>& loss, at::Tensor param, double tol) {
   param.mutable_grad() = at::Tensor();
