@@ -196,6 +196,25 @@ nlohmann::json bench_kernels(const MessageGraph& mg, const BenchFlags& f, int64_
   const double bwd_ms = median_ms(dev, reps, [&] { (void)torch::autograd::grad({out}, {hx}, {probe}, /*retain_graph=*/true); });
   const at::Tensor some = std::get<0>(torch::randperm(n, torch::dtype(torch::kInt64).device(dev)).slice(0, 0, n / 20).sort());
   const double sub_ms = median_ms(dev, reps, [&] { (void)csr_aggregate(mg.rowptr, mg.col, mg.gcn_weight, h, some); });
+  // Counter-based dropout (p 0.5): over layer 1's input, every row; over a hidden-width input
+  // with 5% of the rows flagged (AD's deeper layers), forward and gradient (which zeroes the
+  // unflagged rows). Bytes: the rows read and written, the gradient's zero rows written.
+  const at::Tensor gid = torch::arange(n, torch::dtype(torch::kInt64).device(dev));
+  const at::Tensor x_in = torch::randn({n, in_features}, torch::dtype(torch::kFloat32).device(dev));
+  const double drop_in_ms = median_ms(dev, reps, [&] { (void)dropout_rows(x_in, gid, 0.5, 0, 1, 1); });
+  const at::Tensor flags =
+      torch::zeros({n}, torch::dtype(torch::kUInt8).device(dev)).index_fill_(0, some, 1);
+  const double drop_some_ms = median_ms(dev, reps, [&] { (void)dropout_rows(h, gid, 0.5, 0, 1, 2, flags); });
+  const at::Tensor hd = h.clone().requires_grad_(true);
+  const at::Tensor dropped = dropout_rows(hd, gid, 0.5, 0, 1, 2, flags);
+  const at::Tensor dprobe = torch::randn_like(dropped);
+  const double drop_grad_ms = median_ms(dev, reps, [&] {
+    (void)torch::autograd::grad({dropped}, {hd}, {dprobe}, /*retain_graph=*/true);
+  });
+  const double some_rows = double(some.numel());
+  const double drop_in_bytes = 2.0 * double(n) * double(in_features) * 4;
+  const double drop_some_bytes = 2.0 * some_rows * double(F) * 4;
+  const double drop_grad_bytes = double(n) * double(F) * 4 + some_rows * double(F) * 4;
   // Compulsory traffic of one full SpMM: the CSR (rowptr, col, weight), each input row once and
   // each output row once; gathered traffic: one input row per entry.
   const double csr_bytes = double(n + 1) * 8 + double(E) * (4 + 4);
@@ -226,6 +245,12 @@ nlohmann::json bench_kernels(const MessageGraph& mg, const BenchFlags& f, int64_
        {"spmm_forward_min_bytes_GBps", min_bytes / (fwd_ms * 1e-3) / 1e9},
        {"spmm_forward_gathered_GBps", gathered_bytes / (fwd_ms * 1e-3) / 1e9},
        {"spmm_backward_gathered_GBps", gathered_bytes / (bwd_ms * 1e-3) / 1e9},
+       {"dropout_input_ms", drop_in_ms},
+       {"dropout_input_bytes", drop_in_bytes},
+       {"dropout_5pct_rows_ms", drop_some_ms},
+       {"dropout_5pct_rows_bytes", drop_some_bytes},
+       {"dropout_5pct_rows_gradient_ms", drop_grad_ms},
+       {"dropout_5pct_rows_gradient_bytes", drop_grad_bytes},
        {"gcn_step_floors", floors}};
   return j;
 }
@@ -331,7 +356,7 @@ int run_bench(const BenchFlags& f) {
     doc["kernels"] = k;
     fmt::print("\nkernels (hidden {}): copy bandwidth {:.0f} GB/s, matmul {:.1f} TFLOP/s\n", f.hidden,
                k["copy_bandwidth_GBps"].get<double>(), k["matmul_TFLOPs"].get<double>());
-    fmt::print("| kernel | ms | GB/s (compulsory bytes) | GB/s (gathered bytes) | % of copy bandwidth (gathered) |\n|---|---:|---:|---:|---:|\n");
+    fmt::print("| kernel | ms | GB/s (compulsory bytes) | GB/s (gathered bytes) | % of copy bandwidth (SpMM: gathered bytes) |\n|---|---:|---:|---:|---:|\n");
     const double bw = k["copy_bandwidth_GBps"].get<double>();
     const double minb = k["spmm_min_bytes"].get<double>(), gath = k["spmm_gathered_bytes"].get<double>();
     for (const auto& [name, key] : std::vector<std::pair<std::string, std::string>>{
@@ -341,6 +366,14 @@ int run_bench(const BenchFlags& f) {
                  100.0 * gath / ms / 1e6 / bw);
     }
     fmt::print("| SpMM forward, 5% of rows | {:.3f} | | | |\n", k["spmm_forward_5pct_rows_ms"].get<double>());
+    for (const auto& [name, key] : std::vector<std::pair<std::string, std::string>>{
+             {fmt::format("dropout, input [{}, {}]", mg.num_dst, gt.num_features), "dropout_input"},
+             {fmt::format("dropout, [{}, {}], 5% of rows flagged", mg.num_dst, f.hidden), "dropout_5pct_rows"},
+             {"its gradient (unflagged rows zeroed)", "dropout_5pct_rows_gradient"}}) {
+      const double ms = k[key + "_ms"].get<double>(), bytes = k[key + "_bytes"].get<double>();
+      fmt::print("| {} | {:.3f} | {:.0f} | | {:.0f}% |\n", name, ms, bytes / ms / 1e6,
+                 100.0 * bytes / ms / 1e6 / bw);
+    }
     fmt::print("\nGCN training-step floors: | depth | bytes floor ms | FLOP floor ms |\n");
     for (const auto& fl2 : k["gcn_step_floors"])
       fmt::print("| {} | {:.3f} | {:.3f} |\n", fl2["depth"].get<int64_t>(), fl2["bytes_floor_ms"].get<double>(),

@@ -920,6 +920,7 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
         // The last layer's post is the identity: its self term is a fresh sum, free to change.
         next = last ? self.index_put_({act_rows}, active_part(upd)) : self.index_put({act_rows}, active_part(upd));
       } else if (width_change) {
+        // Few rows frozen, or BatchNorm over the rows: the frozen rows' self term alone.
         const at::Tensor& frozen_rows = frozen_list[size_t(t)];
         at::Tensor self = layer.self_only(hin.index_select(0, frozen_rows));
         const at::Tensor both = post(torch::cat({upd, self}, 0));

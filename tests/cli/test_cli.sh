@@ -144,7 +144,7 @@ expect_error "--dataset" "$adgnn" partition --parts 2 --out "$tmp/p0"
 expect_ok "$adgnn" bench --dataset csbm:demo --device cpu --depths 1,3 --steps 2 --warmup 1 --hidden 16 \
   --breakdown --kernels --json "$tmp/bench.json"
 [ "$(grep -c '^| \(GCN\|AD-GCN_fast\|AD-GCN\) | [13] |' "$tmp/out")" -eq 6 ] && ok || bad "bench table lacks rows: $(cat "$tmp/out")"
-grep -q "SpMM backward" "$tmp/out" && ok || bad "bench --kernels lacks the kernel table"
+grep -q "SpMM backward" "$tmp/out" && grep -q "| dropout, input \[" "$tmp/out" && ok || bad "bench --kernels lacks the kernel table"
 python3 - "$tmp/bench.json" <<'PY' && ok || bad "bench JSON incomplete"
 import json, sys
 d = json.load(open(sys.argv[1]))
@@ -157,6 +157,8 @@ for r in rows:
     if r["variant"] == "plain":
         assert r["active_edge_fraction"] == [1.0] * r["depth"]
 assert d["kernels"]["copy_bandwidth_GBps"] > 0 and len(d["kernels"]["gcn_step_floors"]) == 2
+for k in ("dropout_input", "dropout_5pct_rows", "dropout_5pct_rows_gradient"):
+    assert d["kernels"][k + "_ms"] > 0 and d["kernels"][k + "_bytes"] > 0, k
 PY
 expect_error "--depths" "$adgnn" bench --dataset csbm:demo --device cpu --depths 0
 expect_error "--variants" "$adgnn" bench --dataset csbm:demo --device cpu --variants fancy
