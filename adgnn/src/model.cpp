@@ -670,7 +670,7 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
   // Per layer t (row t - 1): the rows fully updated (active) and those computed for the surrogate
   // (band), as [L, n] masks from a few whole-tensor operations (built layer by layer, they cost
   // the host about a dozen launches per layer).
-  at::Tensor active_all, band_all;
+  at::Tensor active_all, band_all, comp_all;  // comp_all: active or band, the rows computed
   if (m.adaptive()) {
     RECORD_USER_SCOPE("depth benefit");
     const at::Tensor z = c.variant == "ad" ? m.layers.front()->input_transform(hin) : at::Tensor();
@@ -701,9 +701,9 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
   if (band_all.defined()) {
     const at::Tensor layer_no = torch::arange(1, L + 1, depth.options()).unsqueeze(1);  // [L, 1]
     active_all = depth.unsqueeze(0) >= layer_no;
+    comp_all = active_all | band_all;
     if (pass)  // bit t - 1: computed at layer t
-      pass->set_computed(
-          (active_all | band_all).to(torch::kInt64).bitwise_left_shift(layer_no - 1).sum(0), false);
+      pass->set_computed(comp_all.to(torch::kInt64).bitwise_left_shift(layer_no - 1).sum(0), false);
   }
   if (pass) {  // every exchange's rows, decided now: their sizes come back with the row lists
     std::vector<bool> input_changed(size_t(L + 1), false);
@@ -729,7 +729,6 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
   if (active_all.defined()) {
     // Rows of `stacked`: every layer's computed, then active, then band rows, then the frozen
     // rows of the width-changing layers; `lists` in the same order.
-    const at::Tensor comp_all = active_all | band_all;
     const at::Tensor frozen_all = ~active_all | band_all;
     std::vector<at::Tensor> masks{comp_all, active_all, band_all};
     std::vector<at::Tensor*> lists;
