@@ -16,6 +16,7 @@
 #include <tuple>
 
 #include "csr_cache.h"
+#include "kernels.h"
 
 namespace adgnn::detail {
 
@@ -218,13 +219,9 @@ HaloPass::HaloPass(const MessageGraph& g, int64_t layers)
 void HaloPass::set_computed(const at::Tensor& comp_owned, bool all) {
   all_computed_ = all;
   comp_owned_ = comp_owned;
-  boundary_comp_owned_ = boundary_comp_halo_ = at::Tensor();
+  peer_bits_ = halo_bits_ = at::Tensor();
   if (all) return;
-  std::vector<int64_t> send_counts(static_cast<size_t>(P_)), recv_counts(static_cast<size_t>(P_));
-  for (int p = 0; p < P_; ++p) {
-    send_counts[size_t(p)] = layout_.send_offset[size_t(p) + 1] - layout_.send_offset[size_t(p)];
-    recv_counts[size_t(p)] = g_.recv_offset[size_t(p) + 1] - g_.recv_offset[size_t(p)];
-  }
+  const auto [send_counts, recv_counts] = list_counts();
   comp_halo_ = g_.transport->exchange(comp_owned.index_select(0, layout_.send_all).unsqueeze(1).contiguous(),
                                       send_counts, recv_counts)
                    .squeeze(1);
@@ -234,35 +231,26 @@ at::Tensor HaloPass::bit(const at::Tensor& comp, int64_t t) const {
   return comp.bitwise_right_shift(t - 1).bitwise_and(1).to(torch::kBool);
 }
 
-// Both masks count hits per key with index_add_ (integers: any order gives the same counts)
-// rather than selecting the hits with nonzero, which would wait for the device.
+void HaloPass::read_bits() const {
+  if (peer_bits_.defined()) return;
+  const auto opts = g_.degree.options().dtype(torch::kInt64);
+  peer_bits_ = torch::zeros({g_.num_dst * P_}, opts);
+  halo_bits_ = torch::zeros({g_.num_halo()}, opts);
+  if (g_.boundary_row.numel() == 0) return;
+  // Plain models compute every row at every layer (undefined bits: all set).
+  kernels::halo_read_bits(g_.boundary_row, g_.boundary_halo, layout_.peer_key,
+                          all_computed_ ? at::Tensor() : comp_owned_, all_computed_ ? at::Tensor() : comp_halo_,
+                          peer_bits_, halo_bits_);
+}
+
 at::Tensor HaloPass::peer_reads(int64_t t) const {
-  const auto opts = g_.degree.options().dtype(torch::kInt32);
-  at::Tensor reads = torch::zeros({g_.num_dst * P_}, opts);
-  if (g_.boundary_row.numel() == 0) return reads.to(torch::kBool);
-  const at::Tensor hit = all_computed_ ? torch::ones({g_.boundary_halo.numel()}, opts)
-                                       : bit(boundary_comp_halo(), t).to(torch::kInt32);
-  return reads.index_add_(0, layout_.peer_key, hit).gt(0);
+  read_bits();
+  return bit(peer_bits_, t);
 }
 
 at::Tensor HaloPass::halo_reads(int64_t t) const {
-  const auto opts = g_.degree.options().dtype(torch::kInt32);
-  at::Tensor reads = torch::zeros({g_.num_halo()}, opts);
-  if (g_.boundary_row.numel() == 0) return reads.to(torch::kBool);
-  const at::Tensor hit = all_computed_ ? torch::ones({g_.boundary_halo.numel()}, opts)
-                                       : bit(boundary_comp_owned(), t).to(torch::kInt32);
-  return reads.index_add_(0, g_.boundary_halo, hit).gt(0);
-}
-
-// The computed-layer bits at every boundary entry, gathered once per pass (every layer's masks
-// read them; a rank of products-scale has millions of boundary entries).
-const at::Tensor& HaloPass::boundary_comp_owned() const {
-  if (!boundary_comp_owned_.defined()) boundary_comp_owned_ = comp_owned_.index_select(0, g_.boundary_row);
-  return boundary_comp_owned_;
-}
-const at::Tensor& HaloPass::boundary_comp_halo() const {
-  if (!boundary_comp_halo_.defined()) boundary_comp_halo_ = comp_halo_.index_select(0, g_.boundary_halo);
-  return boundary_comp_halo_;
+  read_bits();
+  return bit(halo_bits_, t);
 }
 
 at::Tensor HaloPass::count_ends(const at::Tensor& send_keep, const at::Tensor& recv_keep) const {
@@ -331,53 +319,73 @@ at::Tensor HaloPass::exchange(const at::Tensor& src_in, const at::Tensor& prev_h
   return out[0];
 }
 
-std::pair<at::Tensor, at::Tensor> HaloPass::keep_masks(int64_t t, bool width_changed, bool all_readers) {
-  const int64_t n = g_.num_dst;
-  if (all_computed_) {  // every row changes and every held row is read: everything goes
-    return {torch::ones({layout_.send_all.numel()}, dirty_send_.options()), torch::ones({g_.num_halo()}, dirty_recv_.options())};
+HaloPass::Counts HaloPass::list_counts() const {
+  std::vector<int64_t> send(static_cast<size_t>(P_)), recv(static_cast<size_t>(P_));
+  for (int p = 0; p < P_; ++p) {
+    send[size_t(p)] = layout_.send_offset[size_t(p) + 1] - layout_.send_offset[size_t(p)];
+    recv[size_t(p)] = g_.recv_offset[size_t(p) + 1] - g_.recv_offset[size_t(p)];
   }
-  const at::Tensor changed_owned = width_changed ? torch::ones({n}, dirty_recv_.options()) : bit(comp_owned_, t - 1);
-  const at::Tensor changed_halo = width_changed ? torch::ones({g_.num_halo()}, dirty_recv_.options())
-                                                : bit(comp_halo_, t - 1);
-  dirty_send_.logical_or_(changed_owned.index_select(0, layout_.send_all));
-  at::Tensor go = dirty_send_.clone();
-  if (!all_readers) go.logical_and_(peer_reads(t).index_select(0, layout_.send_key));
-  dirty_send_.logical_and_(go.logical_not());
-  dirty_recv_.logical_or_(changed_halo);
-  at::Tensor go_recv = dirty_recv_.clone();
-  if (!all_readers) go_recv.logical_and_(halo_reads(t));
-  dirty_recv_.logical_and_(go_recv.logical_not());
-  return {go, go_recv};
+  return {send, recv};
+}
+
+HaloPass::Counts HaloPass::counts_of_layer(const int64_t* c) const {
+  return {std::vector<int64_t>(c, c + P_), std::vector<int64_t>(c + P_, c + 2 * P_)};
+}
+
+HaloPass::Masks HaloPass::keep_range(int64_t t0, int64_t t1, const std::vector<bool>& width_changed,
+                                     bool all_readers) {
+  const int64_t K = t1 - t0 + 1;
+  Masks m;
+  if (all_computed_) {  // every row changes and every held row is read: everything goes
+    m.send_go = torch::ones({K, layout_.send_all.numel()}, dirty_send_.options());
+    m.recv_go = torch::ones({K, g_.num_halo()}, dirty_recv_.options());
+    return m;
+  }
+  uint64_t changed = 0;  // bit t-1: layer t's input changed on every row
+  for (int64_t t = t0; t <= t1; ++t)
+    if (width_changed[size_t(t)]) changed |= uint64_t(1) << (t - 1);
+  read_bits();
+  m.send_go = torch::empty({K, layout_.send_all.numel()}, dirty_send_.options());
+  m.recv_go = torch::empty({K, g_.num_halo()}, dirty_recv_.options());
+  // A send-list entry is owned row send_all[i] going to its peer: it changes with that row and is
+  // read when the peer reads it (peer_bits at its key); a halo row changes at its owner and is
+  // read by the rows here.
+  const at::Tensor send = kernels::halo_keep_masks(comp_owned_, layout_.send_all, peer_bits_, layout_.send_key,
+                                                   layout_.send_ends, t0, K, changed, all_readers, dirty_send_,
+                                                   m.send_go);
+  const at::Tensor recv = kernels::halo_keep_masks(comp_halo_, {}, halo_bits_, {}, layout_.recv_ends, t0, K, changed,
+                                                   all_readers, dirty_recv_, m.recv_go);
+  m.counts = torch::cat({send, recv}, 1);
+  return m;
 }
 
 void HaloPass::plan(const std::vector<bool>& input_changed, bool all_readers) {
   const int64_t L = int64_t(input_changed.size()) - 1;
   planned_.assign(size_t(std::max<int64_t>(L + 1, 0)), Planned{});
-  std::vector<at::Tensor> ends;
+  plan_counts_ = at::Tensor();
+  if (L < 2) return;
+  // Every layer's masks in one pass per side, their counts copied to the host with the caller's
+  // sizes (plain models: the lists' own sizes, known here).
+  const Masks m = keep_range(2, L, input_changed, all_readers);
   for (int64_t t = 2; t <= L; ++t) {
     Planned& p = planned_[size_t(t)];
-    std::tie(p.send_keep, p.recv_keep) = keep_masks(t, input_changed[size_t(t)], all_readers);
-    if (all_computed_) {  // the sizes are the lists' own
-      std::vector<int64_t> e(layout_.send_offset);
-      e.insert(e.end(), g_.recv_offset.begin(), g_.recv_offset.end());
-      p.counts = counts_from_ends(e.data());
+    p.send_keep = m.send_go[t - 2];
+    p.recv_keep = m.recv_go[t - 2];
+    if (all_computed_) {
+      p.counts = list_counts();
       p.counted = true;
-    } else {
-      ends.push_back(count_ends(p.send_keep, p.recv_keep));
     }
   }
-  plan_counts_ = ends.empty() ? at::Tensor() : torch::cat(ends);
+  if (!all_computed_) plan_counts_ = m.counts.flatten();
 }
 
 at::Tensor HaloPass::halo_read_after_first_layer(int64_t layers) const {
-  at::Tensor reads = torch::zeros({g_.num_halo()}, g_.degree.options().dtype(torch::kInt32));
-  if (g_.boundary_row.numel() == 0 || layers < 2) return reads.to(torch::kBool);
-  // One pass over the boundary entries (not one per layer, as halo_reads): an entry counts when
-  // its row is computed at any layer 2..layers (bits 1..layers-1).
+  if (g_.boundary_row.numel() == 0 || layers < 2)
+    return torch::zeros({g_.num_halo()}, g_.degree.options().dtype(torch::kBool));
+  // Read at any layer 2..layers (bits 1..layers-1).
   const int64_t deeper = layers >= 64 ? -2 : ((int64_t(1) << layers) - 1) & ~int64_t(1);
-  const at::Tensor hit = all_computed_ ? torch::ones({g_.boundary_halo.numel()}, reads.options())
-                                       : boundary_comp_owned().bitwise_and(deeper).ne(0).to(torch::kInt32);
-  return reads.index_add_(0, g_.boundary_halo, hit).gt(0);
+  read_bits();
+  return halo_bits_.bitwise_and(deeper).ne(0);
 }
 
 void HaloPass::set_compact_halo(const at::Tensor& halo_pos, int64_t compact_rows) {
@@ -394,11 +402,11 @@ void HaloPass::set_plan_counts(const at::Tensor& host_counts) {
               "HaloPass::set_plan_counts: expected the ", plan_counts_.numel(), " planned counts on the host");
   const at::Tensor c = host_counts.contiguous();
   const int64_t* e = c.data_ptr<int64_t>();
-  for (auto& p : planned_) {
+  for (auto& p : planned_) {  // layers 2..L in order, 2P counts each
     if (!p.send_keep.defined() || p.counted) continue;
-    p.counts = counts_from_ends(e);
+    p.counts = counts_of_layer(e);
     p.counted = true;
-    e += 2 * P_ + 2;
+    e += 2 * P_;
   }
   plan_counts_ = at::Tensor();
 }
@@ -410,9 +418,12 @@ std::tuple<at::Tensor, at::Tensor, HaloPass::Counts> HaloPass::masks_and_counts(
     TORCH_CHECK(p.counted, "HaloPass::extend: layer ", t, " was planned but its counts never set");
     return {p.send_keep, p.recv_keep, p.counts};
   }
-  auto [go, go_recv] = keep_masks(t, width_changed, all_readers);
-  Counts c = counts(go, go_recv);
-  return {go, go_recv, c};
+  std::vector<bool> changed(size_t(t + 1), false);
+  changed[size_t(t)] = width_changed;
+  const Masks m = keep_range(t, t, changed, all_readers);
+  if (all_computed_) return {m.send_go[0], m.recv_go[0], list_counts()};
+  const at::Tensor c = m.counts.to(torch::kCPU).contiguous();
+  return {m.send_go[0], m.recv_go[0], counts_of_layer(c.data_ptr<int64_t>())};
 }
 
 at::Tensor HaloPass::extend(const at::Tensor& h_owned, int64_t t, bool width_changed, bool all_readers,

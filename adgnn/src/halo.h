@@ -92,11 +92,12 @@ class HaloPass {
 
  private:
   at::Tensor bit(const at::Tensor& comp, int64_t t) const;  // bool: computed at layer t
+  // The layers at which each (owned row, peer) pair and each halo row is read (peer_bits_,
+  // halo_bits_; bit t-1: layer t), from one pass over the boundary entries, on first use.
+  void read_bits() const;
   // (owned row, peer) pairs read at layer t, as a flat bool [num_dst * P]; halo rows read here.
   at::Tensor peer_reads(int64_t t) const;
   at::Tensor halo_reads(int64_t t) const;
-  const at::Tensor& boundary_comp_owned() const;  // comp_owned_ / comp_halo_ at the boundary entries
-  const at::Tensor& boundary_comp_halo() const;
   // Which entries of the send list (all peers) and which halo rows take part: this exchange.
   // Returns the source rows [owned; halo] of the next layer: owned = src_in's first num_dst rows
   // (with `update`, if given); the halo rows not received keep src_in's rows beyond num_dst, or
@@ -107,9 +108,16 @@ class HaloPass {
                       ForwardStats& st);
   // Layer t's masks and counts: planned, or computed now.
   std::tuple<at::Tensor, at::Tensor, Counts> masks_and_counts(int64_t t, bool width_changed, bool all_readers);
-  // The masks of extend(t): which send-list entries go, which halo rows are received (updates
-  // the dirty state: called once per layer, in layer order).
-  std::pair<at::Tensor, at::Tensor> keep_masks(int64_t t, bool width_changed, bool all_readers);
+  // The masks of layers t0..t1's exchanges (row t - t0: which send-list entries go, which halo
+  // rows are received; width_changed indexed by t) and, unless every row is computed, their
+  // per-peer counts on the device ([K, 2P]: send, then receive). Advances the dirty state:
+  // called for each layer once, in layer order.
+  struct Masks {
+    at::Tensor send_go, recv_go, counts;
+  };
+  Masks keep_range(int64_t t0, int64_t t1, const std::vector<bool>& width_changed, bool all_readers);
+  Counts list_counts() const;                     // the whole lists' sizes
+  Counts counts_of_layer(const int64_t* c) const;  // from 2P counts: send, then receive
   // Running sums of the masks at the peers' boundaries ([2P + 2] int64, on the device), and the
   // counts they give.
   at::Tensor count_ends(const at::Tensor& send_keep, const at::Tensor& recv_keep) const;
@@ -122,7 +130,7 @@ class HaloPass {
   at::Tensor last_src_;  // the previous extend's result (its halo rows: the next one's frozen copies)
   at::Tensor token_;
   at::Tensor comp_owned_, comp_halo_;
-  mutable at::Tensor boundary_comp_owned_, boundary_comp_halo_;  // gathered on first use
+  mutable at::Tensor peer_bits_, halo_bits_;  // read_bits()
   bool all_computed_ = true;
   HaloLayout layout_;
   at::Tensor dirty_send_;  // over layout_.send_all

@@ -77,6 +77,30 @@ at::Tensor aggregate_entries_cpu(const at::Tensor& ptr, const at::Tensor& idx, c
 // Runs on flags' device (the CUDA kernel when the build has it).
 void mark_rows_read(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& rows, at::Tensor& flags);
 
+// ---- a distributed pass's halo plan (halo.cpp; the CUDA kernels when the build has them) ----------
+// Computed-layer bits: bit t-1 of a row's value is set when layer t computes the row.
+
+// One pass over a rank's boundary entries e (owned row boundary_row[e] reads halo row
+// boundary_halo[e]; the graph being symmetric, that row's owner reads the owned row):
+// peer_bits[peer_key[e]] |= comp_halo[boundary_halo[e]] (the layers at which some peer reads the
+// owned row) and halo_bits[boundary_halo[e]] |= comp_owned[boundary_row[e]] (the layers at which
+// a row here reads the halo row). comp_* undefined: every layer. peer_bits and halo_bits: int64,
+// zeroed by the caller. One pass for every layer instead of a scatter per layer and side.
+void halo_read_bits(const at::Tensor& boundary_row, const at::Tensor& boundary_halo, const at::Tensor& peer_key,
+                    const at::Tensor& comp_owned, const at::Tensor& comp_halo, at::Tensor& peer_bits,
+                    at::Tensor& halo_bits);
+
+// One side of a halo pass's exchanges at layers t0 .. t0 + K - 1 (go: bool [K, n]), for entries
+// i < n (send-list entries, or halo rows) grouped by peer (offsets: int64 [P + 1] on the
+// entries' device). Entry i changes at layer t-1 when bit t-2 of comp[comp_idx[i]] is set, or
+// bit t-1 of width_changed (every row changes); dirty[i] (bool, updated in place) holds whether
+// it changed since it last moved. It moves at layer t when dirty and read: bit t-1 of
+// reads[reads_idx[i]], or always with all_readers. comp_idx / reads_idx undefined: i itself.
+// Returns int64 [K, P]: the entries that move per layer and peer.
+at::Tensor halo_keep_masks(const at::Tensor& comp, const at::Tensor& comp_idx, const at::Tensor& reads,
+                           const at::Tensor& reads_idx, const at::Tensor& offsets, int64_t t0, int64_t K,
+                           uint64_t width_changed, bool all_readers, at::Tensor& dirty, at::Tensor& go);
+
 #ifdef ADGNN_HAVE_CUDA_KERNELS
 void mark_rows_read_cuda(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& rows, at::Tensor& flags);
 at::Tensor aggregate_entries_cuda(const at::Tensor& ptr, const at::Tensor& idx, const at::Tensor& eid,
@@ -98,6 +122,12 @@ at::Tensor aggregate_cuda(const at::Tensor& rowptr, const at::Tensor& col, const
 // zeroed with zero_unflagged.
 at::Tensor dropout_apply_cuda(const at::Tensor& x, const at::Tensor& gid, uint64_t key, uint64_t threshold,
                               float scale, const at::Tensor& row_flags = {}, bool zero_unflagged = false);
+void halo_read_bits_cuda(const at::Tensor& boundary_row, const at::Tensor& boundary_halo, const at::Tensor& peer_key,
+                         const at::Tensor& comp_owned, const at::Tensor& comp_halo, at::Tensor& peer_bits,
+                         at::Tensor& halo_bits);
+at::Tensor halo_keep_masks_cuda(const at::Tensor& comp, const at::Tensor& comp_idx, const at::Tensor& reads,
+                                const at::Tensor& reads_idx, const at::Tensor& offsets, int64_t t0, int64_t K,
+                                uint64_t width_changed, bool all_readers, at::Tensor& dirty, at::Tensor& go);
 #endif
 
 }  // namespace adgnn::kernels

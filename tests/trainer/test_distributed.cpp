@@ -355,6 +355,27 @@ TEST_F(Dist, HaloRowsAreExactlyTheOwnersLatestRows) {
   at::Tensor h_src;
   // last[v]: the last layer whose output changed row v (layer 1 changes every row).
   at::Tensor last = torch::ones({mg.num_src}, torch::kInt64);
+  // The rows each layer must receive, by brute force: a halo row changed since it was last
+  // received (layer 1 changes every row) and read by a row computed here at that layer.
+  std::vector<int64_t> want_received(size_t(L), 0);
+  {
+    std::vector<char> dirty(size_t(mg.num_src), 1);
+    for (int64_t t = 2; t <= L; ++t) {
+      std::vector<char> read(size_t(mg.num_src), 0);
+      for (int64_t v = 0; v < n; ++v) {
+        if (depth_all[v].item<int64_t>() < t) continue;
+        for (int64_t k = part.sym.indptr[size_t(v)]; k < part.sym.indptr[size_t(v) + 1]; ++k)
+          read[size_t(part.sym.indices[size_t(k)])] = 1;
+      }
+      for (int64_t u = n; u < mg.num_src; ++u) {
+        if (t > 2 && depth_all[u].item<int64_t>() >= t - 1) dirty[size_t(u)] = 1;
+        if (dirty[size_t(u)] && read[size_t(u)]) {
+          ++want_received[size_t(t - 1)];
+          dirty[size_t(u)] = 0;
+        }
+      }
+    }
+  }
   at::Tensor h_owned = value(gid.slice(0, 0, n), 1);
   for (int64_t t = 2; t <= L; ++t) {
     h_src = pass.extend(h_owned.to(device), t, t == 2, false, st);
@@ -380,7 +401,12 @@ TEST_F(Dist, HaloRowsAreExactlyTheOwnersLatestRows) {
   std::vector<int64_t> sent = st.halo_rows, full = st.halo_rows_full;
   comm->allreduce(sent.data(), int64_t(sent.size()), adgnn::DType::I64, adgnn::ReduceOp::Sum);
   comm->allreduce(full.data(), int64_t(full.size()), adgnn::DType::I64, adgnn::ReduceOp::Sum);
-  for (size_t k = 1; k < sent.size(); ++k) EXPECT_LE(sent[k], full[k]);
+  comm->allreduce(want_received.data(), L, adgnn::DType::I64, adgnn::ReduceOp::Sum);
+  ASSERT_EQ(sent.size(), size_t(L));
+  for (size_t k = 1; k < sent.size(); ++k) {
+    EXPECT_LE(sent[k], full[k]);
+    EXPECT_EQ(sent[k], want_received[k]) << "rows sent at layer " << k + 1 << " (all ranks)";
+  }
   if (size > 1) {
     EXPECT_GT(full[1], 0);
     EXPECT_LT(sent[size_t(L - 1)], full[size_t(L - 1)]);
