@@ -222,41 +222,66 @@ __global__ void edge_dots(const int64_t* __restrict__ rowptr, const int32_t* __r
   }
 }
 
+// A product rounded on its own (no fused multiply-add with a following sum): the accumulating
+// dropout gradient then equals the separate product and sum it replaces, bit for bit.
+__device__ inline float mul_rn(float a, float b) { return __fmul_rn(a, b); }
+__device__ inline double mul_rn(double a, double b) { return __dmul_rn(a, b); }
+
 // out = x * mask, the counter-based dropout mask computed in place: no [rows, cols] mask is
 // stored, read, or kept for the backward (which applies the same function to the gradient).
 // A group of tpr lanes walks one row's vectors (float4 / double2 where the width and alignment
-// allow: coalesced 16-byte accesses), so the row's key is hashed once per thread and row and no
-// element index is divided by the width (64-bit division per element made the first version
-// compute-bound: 10 ms per products-scale step). The groups stride over the rows from a grid
-// sized to fill the device once: one block per 8 rows (v14-v32) spent more time scheduling
-// blocks than moving data on the deeper layers, where most rows are not flagged (v33).
+// allow: coalesced 16-byte accesses), so the row's key is hashed once per row and no element
+// index is divided by the width (64-bit division per element made the first version
+// compute-bound: 10 ms per products-scale step). Each warp takes 32 consecutive rows at a time
+// from a grid sized to fill the device once: their flags and keys are loaded and hashed by one
+// lane each, in parallel, and the warp's groups then take the rows it has to write in turn.
+// (v33 walked the rows one group at a time, each waiting for its row's flag: on AD's deeper
+// layers, where few rows are flagged, that wait bounded the kernel, v36.)
 // flags (null: every row): rows with flag 0 are not read (forward: left unwritten; the gradient:
-// zero).
+// zero, or untouched when accumulating). accumulate: out += x * mask on the flagged rows.
 template <typename T, int V>
 __global__ void dropout_apply_rows(const T* __restrict__ x, const int64_t* __restrict__ gid, int64_t rows,
                                    int64_t cols, uint64_t key, uint64_t threshold, T scale,
-                                   const uint8_t* __restrict__ flags, bool zero_unflagged, int tpr,
-                                   T* __restrict__ out) {
+                                   const uint8_t* __restrict__ flags, bool zero_unflagged, bool accumulate,
+                                   int tpr, T* __restrict__ out) {
   using VT = typename Pack<T, V>::type;
   const int64_t vecs = cols / V;
-  const int lane = threadIdx.x % tpr;
-  const int64_t stride = int64_t(gridDim.x) * blockDim.x / tpr;
-  for (int64_t r = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / tpr; r < rows; r += stride) {
-    VT* outr = reinterpret_cast<VT*>(out + r * cols);
-    if (flags != nullptr && flags[r] == 0) {
-      if (zero_unflagged)
-        for (int64_t v = lane; v < vecs; v += tpr) outr[v] = Pack<T, V>::zero();
-      continue;
-    }
-    const uint64_t row_key = mix64(key ^ uint64_t(gid[r]));
-    const VT* xr = reinterpret_cast<const VT*>(x + r * cols);
-    for (int64_t v = lane; v < vecs; v += tpr) {
-      VT a = xr[v];
-      T* e = reinterpret_cast<T*>(&a);
-      const uint64_t c0 = row_key + uint64_t(v * V);
+  const int lane = threadIdx.x % 32, groups = 32 / tpr, group = lane / tpr, glane = lane % tpr;
+  const int64_t warp = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int64_t warps = int64_t(gridDim.x) * blockDim.x / 32;
+  for (int64_t base = warp * 32; base < rows; base += warps * 32) {
+    const int64_t mine = base + lane;
+    const bool valid = mine < rows;
+    const bool flagged = valid && (flags == nullptr || flags[mine] != 0);
+    const unsigned todo = __ballot_sync(0xffffffffu, flagged);
+    const unsigned zero = zero_unflagged ? __ballot_sync(0xffffffffu, valid && !flagged) : 0u;
+    const unsigned long long my_key = flagged ? mix64(key ^ uint64_t(gid[mine])) : 0ull;
+    int k = 0;  // the warp walks the rows in the same order (todo, zero: warp-uniform)
+    for (unsigned m = todo | zero; m != 0; m &= m - 1, ++k) {
+      const int bit = __ffs(m) - 1;
+      const uint64_t row_key = __shfl_sync(0xffffffffu, my_key, bit);
+      if (k % groups != group) continue;
+      VT* outr = reinterpret_cast<VT*>(out + (base + bit) * cols);
+      if (((todo >> bit) & 1u) == 0) {
+        for (int64_t v = glane; v < vecs; v += tpr) outr[v] = Pack<T, V>::zero();
+        continue;
+      }
+      const VT* xr = reinterpret_cast<const VT*>(x + (base + bit) * cols);
+      for (int64_t v = glane; v < vecs; v += tpr) {
+        VT a = xr[v];
+        T* e = reinterpret_cast<T*>(&a);
+        const uint64_t c0 = row_key + uint64_t(v * V);
+        if (accumulate) {
+          VT o = outr[v];
+          const T* f = reinterpret_cast<const T*>(&o);
 #pragma unroll
-      for (int i = 0; i < V; ++i) e[i] = e[i] * (mix64(c0 + uint64_t(i)) >= threshold ? scale : T(0));
-      outr[v] = a;
+          for (int i = 0; i < V; ++i) e[i] = f[i] + mul_rn(e[i], mix64(c0 + uint64_t(i)) >= threshold ? scale : T(0));
+        } else {
+#pragma unroll
+          for (int i = 0; i < V; ++i) e[i] = e[i] * (mix64(c0 + uint64_t(i)) >= threshold ? scale : T(0));
+        }
+        outr[v] = a;
+      }
     }
   }
 }
@@ -350,7 +375,8 @@ void mark_rows_read_cuda(const at::Tensor& rowptr, const at::Tensor& col, const 
 }
 
 at::Tensor dropout_apply_cuda(const at::Tensor& x, const at::Tensor& gid, uint64_t key, uint64_t threshold,
-                              float scale, const at::Tensor& row_flags, bool zero_unflagged) {
+                              float scale, const at::Tensor& row_flags, bool zero_unflagged,
+                              const at::Tensor& accumulate_into) {
   const at::Tensor xc = x.contiguous();
   const uint8_t* flags = nullptr;
   if (row_flags.defined()) {
@@ -358,8 +384,12 @@ at::Tensor dropout_apply_cuda(const at::Tensor& x, const at::Tensor& gid, uint64
                 "dropout_apply_cuda: row_flags must be a CUDA uint8 tensor with one entry per row");
     flags = row_flags.data_ptr<uint8_t>();
   }
+  const bool accumulate = accumulate_into.defined();
+  TORCH_CHECK(!accumulate || (accumulate_into.is_contiguous() && accumulate_into.sizes() == xc.sizes() &&
+                              accumulate_into.scalar_type() == xc.scalar_type() && !zero_unflagged),
+              "dropout_apply_cuda: accumulate into a contiguous tensor of x's shape and type (no zeroing)");
   const int64_t rows = xc.size(0), cols = xc.size(1);
-  at::Tensor out = at::empty_like(xc);
+  at::Tensor out = accumulate ? accumulate_into : at::empty_like(xc);
   if (rows * cols == 0) return out;
   const int threads = 256;
   const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
@@ -370,16 +400,16 @@ at::Tensor dropout_apply_cuda(const at::Tensor& x, const at::Tensor& gid, uint64
     const bool vec_ok = cols % kVec == 0 && reinterpret_cast<uintptr_t>(xc.data_ptr<T>()) % (kVec * sizeof(T)) == 0 &&
                         reinterpret_cast<uintptr_t>(out.data_ptr<T>()) % (kVec * sizeof(T)) == 0;
     const int tpr = lanes_for(vec_ok ? cols / kVec : cols);
-    // Enough blocks for every row's group, at most 8 resident 256-thread blocks per SM.
-    const int64_t blocks = std::min((rows * tpr + threads - 1) / threads, sms * 8);
+    // A warp per 32 rows, at most 8 resident 256-thread blocks per SM.
+    const int64_t blocks = std::min((rows + threads - 1) / threads, sms * 8);
     if (vec_ok)
       dropout_apply_rows<T, kVec><<<blocks, threads, 0, stream>>>(xc.data_ptr<T>(), gid.data_ptr<int64_t>(), rows,
                                                                   cols, key, threshold, static_cast<T>(scale), flags,
-                                                                  zero_unflagged, tpr, out.data_ptr<T>());
+                                                                  zero_unflagged, accumulate, tpr, out.data_ptr<T>());
     else
       dropout_apply_rows<T, 1><<<blocks, threads, 0, stream>>>(xc.data_ptr<T>(), gid.data_ptr<int64_t>(), rows,
                                                                cols, key, threshold, static_cast<T>(scale), flags,
-                                                               zero_unflagged, tpr, out.data_ptr<T>());
+                                                               zero_unflagged, accumulate, tpr, out.data_ptr<T>());
   });
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return out;

@@ -75,6 +75,10 @@ class HaloPass {
   // width unchanged): no tensor of the updated owned rows alone is built.
   at::Tensor extend_update(const RowUpdate& update, int64_t t, bool all_readers, ForwardStats& st);
 
+  // The last extend's result, replaced by the same rows under another autograd node (an
+  // alias of it, dropout_rows_and_input's second output), which the next extend_update reads.
+  void replace_last(const at::Tensor& src);
+
   // MixHop's inner power A h at layer t is needed on halo rows too: `inner_rows` are the owned
   // rows whose value some peer reads, `inner_fill` replaces a_src's halo rows by their owners'.
   at::Tensor inner_rows(int64_t t);

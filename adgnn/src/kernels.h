@@ -119,9 +119,11 @@ at::Tensor aggregate_cuda(const at::Tensor& rowptr, const at::Tensor& col, const
                           const at::Tensor& long_rows = {});
 // x[r, c] * (scale when mix64(mix64(key ^ gid[r]) + c) >= threshold, else 0); gid on x's device.
 // row_flags (uint8, one per row; undefined: every row): rows flagged 0 are left unwritten, or
-// zeroed with zero_unflagged.
+// zeroed with zero_unflagged. accumulate_into (contiguous, x's shape; no zeroing): added to in
+// place on the flagged rows, and returned.
 at::Tensor dropout_apply_cuda(const at::Tensor& x, const at::Tensor& gid, uint64_t key, uint64_t threshold,
-                              float scale, const at::Tensor& row_flags = {}, bool zero_unflagged = false);
+                              float scale, const at::Tensor& row_flags = {}, bool zero_unflagged = false,
+                              const at::Tensor& accumulate_into = {});
 void halo_read_bits_cuda(const at::Tensor& boundary_row, const at::Tensor& boundary_halo, const at::Tensor& peer_key,
                          const at::Tensor& comp_owned, const at::Tensor& comp_halo, at::Tensor& peer_bits,
                          at::Tensor& halo_bits);

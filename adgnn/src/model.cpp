@@ -176,13 +176,17 @@ namespace {
 // storing a [rows, cols] mask cost a write, two reads and its memory at every layer.
 // row_flags (uint8 per row, undefined: every row): rows flagged 0 are read by nobody. The forward
 // leaves them unset (CUDA: unwritten; CPU: NaN, so that a read shows in the tests), the gradient
-// is zero there.
+// is zero there. accumulate_into (a gradient: contiguous, h's shape): the flagged rows' result is
+// added to it in place, the other rows keep their values, and it is returned.
 at::Tensor apply_mask(const at::Tensor& h, const at::Tensor& gid, uint64_t key, uint64_t threshold,
-                      float keep_scale, const at::Tensor& flags_or_empty, bool gradient) {
+                      float keep_scale, const at::Tensor& flags_or_empty, bool gradient,
+                      const at::Tensor& accumulate_into = {}) {
   const at::Tensor row_flags = flags_or_empty.numel() > 0 ? flags_or_empty : at::Tensor();
+  const bool accumulate = accumulate_into.defined();
   if (h.is_cuda()) {
 #ifdef ADGNN_HAVE_CUDA_KERNELS
-    return kernels::dropout_apply_cuda(h, gid, key, threshold, keep_scale, row_flags, gradient);
+    return kernels::dropout_apply_cuda(h, gid, key, threshold, keep_scale, row_flags, gradient && !accumulate,
+                                       accumulate_into);
 #else
     TORCH_CHECK(false, "dropout on CUDA needs the CUDA kernels (configure with -DADGNN_CUDA=ON)");
 #endif
@@ -190,7 +194,10 @@ at::Tensor apply_mask(const at::Tensor& h, const at::Tensor& gid, uint64_t key, 
   using kernels::mix64;
   const at::Tensor x = h.contiguous();
   const int64_t rows = x.size(0), cols = x.size(1);
-  at::Tensor out = torch::empty_like(x);
+  TORCH_CHECK(!accumulate || (accumulate_into.is_contiguous() && accumulate_into.sizes() == x.sizes() &&
+                              accumulate_into.scalar_type() == x.scalar_type()),
+              "dropout: accumulate into a contiguous tensor of the input's shape and type");
+  at::Tensor out = accumulate ? accumulate_into : torch::empty_like(x);
   const int64_t* g = gid.data_ptr<int64_t>();
   const at::Tensor flags_c = row_flags.defined() ? row_flags.contiguous() : at::Tensor();
   const uint8_t* flags = flags_c.defined() ? flags_c.data_ptr<uint8_t>() : nullptr;
@@ -202,12 +209,14 @@ at::Tensor apply_mask(const at::Tensor& h, const at::Tensor& gid, uint64_t key, 
     at::parallel_for(0, rows, 256, [&](int64_t b, int64_t e) {
       for (int64_t r = b; r < e; ++r) {
         if (flags != nullptr && flags[r] == 0) {
-          std::fill(o + r * cols, o + (r + 1) * cols, unread);
+          if (!accumulate) std::fill(o + r * cols, o + (r + 1) * cols, unread);
           continue;
         }
         const uint64_t row_key = mix64(key ^ uint64_t(g[r]));
-        for (int64_t c = 0; c < cols; ++c)
-          o[r * cols + c] = in[r * cols + c] * (mix64(row_key + uint64_t(c)) >= threshold ? scale : scalar_t(0));
+        for (int64_t c = 0; c < cols; ++c) {
+          const scalar_t kept = in[r * cols + c] * (mix64(row_key + uint64_t(c)) >= threshold ? scale : scalar_t(0));
+          o[r * cols + c] = accumulate ? o[r * cols + c] + kept : kept;
+        }
       }
     });
   });
@@ -234,6 +243,64 @@ class DropoutRowsFn : public torch::autograd::Function<DropoutRowsFn> {
     return {g, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
+
+// The same with the input as a second output, for an input that is both dropped out and used
+// as it is (AD's frozen rows): the backward adds the dropped rows' gradient into the input's own
+// in place, over the flagged rows only. Autograd would otherwise get a full-size gradient from
+// the dropout (zero on the unflagged rows) and add the two: two more passes over every row.
+class DropoutAndInputFn : public torch::autograd::Function<DropoutAndInputFn> {
+ public:
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const at::Tensor& h,
+                                                const at::Tensor& gid, int64_t key, int64_t threshold,
+                                                double keep_scale, const at::Tensor& row_flags) {
+    ctx->save_for_backward({gid, row_flags});
+    ctx->saved_data["key"] = key;
+    ctx->saved_data["threshold"] = threshold;
+    ctx->saved_data["scale"] = keep_scale;
+    return {apply_mask(h, gid, uint64_t(key), uint64_t(threshold), float(keep_scale), row_flags, false), h};
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const at::Tensor &g_dropped = grads[0], &g_input = grads[1];
+    const auto saved = ctx->get_saved_variables();
+    auto mask = [&](const at::Tensor& into) {
+      return apply_mask(g_dropped, saved[0], uint64_t(ctx->saved_data["key"].toInt()),
+                        uint64_t(ctx->saved_data["threshold"].toInt()), float(ctx->saved_data["scale"].toDouble()),
+                        saved[1], true, into);
+    };
+    at::Tensor g;
+    if (!g_dropped.defined()) {
+      g = g_input;
+    } else if (!g_input.defined()) {
+      g = mask({});
+    } else {
+      // In place when nothing else holds the input's gradient (autograd's own test before it
+      // adds into a gradient).
+      const bool own = g_input.is_contiguous() && g_input.use_count() == 1 && g_input.storage().use_count() == 1;
+      g = mask(own ? g_input : g_input.clone(at::MemoryFormat::Contiguous));
+    }
+    return {g, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
+struct DropoutKey {
+  uint64_t key, threshold;
+  float keep_scale;
+};
+
+DropoutKey dropout_key(double p, uint64_t seed, int64_t epoch, int64_t layer) {
+  using kernels::mix64;
+  TORCH_CHECK(p < 1, "dropout must be below 1");
+  return {mix64(seed ^ mix64(uint64_t(epoch) * 0x100000001b3ULL ^ mix64(uint64_t(layer)))),
+          uint64_t(p * 18446744073709551616.0), float(1.0 / (1.0 - p))};
+}
+
+void check_row_flags(const at::Tensor& h, const at::Tensor& row_flags) {
+  TORCH_CHECK(!row_flags.defined() || (row_flags.scalar_type() == torch::kUInt8 && row_flags.dim() == 1 &&
+                                       row_flags.numel() == h.size(0) && row_flags.device() == h.device()),
+              "dropout_rows: row_flags must be uint8 with one entry per row, on h's device");
+}
 
 // The gradient of the hard straight-through term (s - s.detach()) * diff with respect to eps and
 // tau_t: <grad_term[i], diff[i]> ds_i/d(eps_i - tau_t), grad_term being `grad` or, with
@@ -307,20 +374,26 @@ at::Tensor detail::band_straight_through_term(const at::Tensor& eps, const at::T
 
 at::Tensor dropout_rows(const at::Tensor& h, const at::Tensor& global_id, double p, uint64_t seed,
                         int64_t epoch, int64_t layer, const at::Tensor& row_flags) {
-  using kernels::mix64;
   if (p <= 0) return h;
-  TORCH_CHECK(p < 1, "dropout must be below 1");
-  TORCH_CHECK(!row_flags.defined() || (row_flags.scalar_type() == torch::kUInt8 && row_flags.dim() == 1 &&
-                                       row_flags.numel() == h.size(0) && row_flags.device() == h.device()),
-              "dropout_rows: row_flags must be uint8 with one entry per row, on h's device");
-  const uint64_t key = mix64(seed ^ mix64(uint64_t(epoch) * 0x100000001b3ULL ^ mix64(uint64_t(layer))));
-  const float keep_scale = float(1.0 / (1.0 - p));
-  const uint64_t threshold = uint64_t(p * 18446744073709551616.0);
+  const DropoutKey k = dropout_key(p, seed, epoch, layer);
+  check_row_flags(h, row_flags);
   const at::Tensor gid = global_id.slice(0, 0, h.size(0)).to(h.device()).contiguous();
   // The 64-bit key and threshold travel through autograd's int64 slots bit for bit; no flags
   // travel as an empty tensor (autograd's inputs must be defined).
   const at::Tensor flags = row_flags.defined() ? row_flags : torch::empty({0}, h.options().dtype(torch::kUInt8));
-  return DropoutRowsFn::apply(h, gid, int64_t(key), int64_t(threshold), double(keep_scale), flags);
+  return DropoutRowsFn::apply(h, gid, int64_t(k.key), int64_t(k.threshold), double(k.keep_scale), flags);
+}
+
+std::pair<at::Tensor, at::Tensor> dropout_rows_and_input(const at::Tensor& h, const at::Tensor& global_id, double p,
+                                                         uint64_t seed, int64_t epoch, int64_t layer,
+                                                         const at::Tensor& row_flags) {
+  if (p <= 0) return {h, h};
+  const DropoutKey k = dropout_key(p, seed, epoch, layer);
+  check_row_flags(h, row_flags);
+  const at::Tensor gid = global_id.slice(0, 0, h.size(0)).to(h.device()).contiguous();
+  const at::Tensor flags = row_flags.defined() ? row_flags : torch::empty({0}, h.options().dtype(torch::kUInt8));
+  const auto out = DropoutAndInputFn::apply(h, gid, int64_t(k.key), int64_t(k.threshold), double(k.keep_scale), flags);
+  return {out[0], out[1]};
 }
 
 // ---- the model -----------------------------------------------------------------------------------
@@ -834,6 +907,16 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
         if (few && c.dropout_rows_read && (!reads_frozen || frozen_rows.defined())) {
           flags = layer.read_flags(gl, comp_rows);
           if (flags.defined() && reads_frozen) flags.index_fill_(0, frozen_rows, 1);
+        }
+        if (flags.defined() && !reads_frozen) {
+          // The frozen rows keep h_src as it is (h_dst.index_put below, or the next exchange's
+          // update): one node passes it on and adds the dropped rows' gradient into its own.
+          auto [dropped, kept] = dropout_rows_and_input(h_src, gl.global_id, c.dropout, c.seed, epoch, t, flags);
+          hin = dropped;
+          h_src = kept;
+          if (pass) pass->replace_last(kept);
+          else h_dst = kept;
+          return;
         }
         hin = dropout_rows(h_src, gl.global_id, c.dropout, c.seed, epoch, t, flags);
         return;

@@ -264,6 +264,32 @@ TEST(Cuda, DropoutRowFlagsEqualTheCpu) {
   }
 }
 
+// The dropout that passes its input on (AD's frozen rows), on the GPU: the gradient, added into
+// the input's own in place over the flagged rows, equals the CPU's bit for bit; dense and sparse
+// flags (most warps with no flagged row), float and double.
+TEST(Cuda, DropoutAndInputEqualsTheCpu) {
+  REQUIRE_GPU();
+  for (auto dtype : {torch::kFloat32, torch::kFloat64})
+    for (const DropoutInput& in : dropout_inputs(dtype))
+      for (const int64_t every : {int64_t(7), int64_t(97)}) {
+        const at::Tensor& x = in.cpu;
+        const at::Tensor ids = torch::arange(100, 100 + x.size(0), torch::kInt64);
+        const at::Tensor flags = (torch::arange(x.size(0)) % every < 2).to(torch::kUInt8);
+        const at::Tensor flagged = flags.to(torch::kBool).unsqueeze(1);
+        const at::Tensor p1 = torch::randn(x.sizes(), torch::dtype(dtype)), p2 = torch::randn(x.sizes(), torch::dtype(dtype));
+        at::Tensor grad[2];
+        for (int dev = 0; dev < 2; ++dev) {
+          auto on = [&](const at::Tensor& t) { return dev ? t.cuda() : t; };
+          at::Tensor h = (dev ? in.gpu : in.cpu).detach().requires_grad_(true);
+          auto [dropped, kept] = adgnn::dropout_rows_and_input(h * 1, on(ids), 0.3, 11, 7, 2, on(flags));
+          (torch::where(on(flagged), dropped * on(p1), 0).sum() + (kept * on(p2)).sum()).backward();
+          grad[dev] = h.grad().cpu();
+        }
+        EXPECT_TRUE(torch::equal(grad[0], grad[1])) << dtype << " width " << x.size(1) << " every " << every;
+        EXPECT_TRUE(torch::equal(grad[1].index({~flagged.squeeze(1)}), p2.index({~flagged.squeeze(1)})));
+      }
+}
+
 // The rows a few computed rows read, flagged on the GPU: the CPU's flags, on a power-law graph
 // (hub rows of more entries than a warp's lanes), into flags that already hold some rows.
 TEST(Cuda, MarkRowsReadEqualsTheCpu) {

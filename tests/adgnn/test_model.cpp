@@ -423,6 +423,39 @@ TEST(Dropout, RowFlagsComputeOnlyTheFlaggedRows) {
   EXPECT_THROW(adgnn::dropout_rows(torch::ones({40, 6}), ids, 0.4, 8, 1, 2, flags.slice(0, 0, 39)), c10::Error);
 }
 
+// The dropout that also passes its input on: the same values as dropout_rows, and the same
+// gradient bit for bit as dropping out and using the input separately (the backward adds into
+// the input's gradient in place), whichever outputs are used.
+TEST(Dropout, AndInputGivesTheSeparateGradients) {
+  const at::Tensor ids = torch::arange(3, 43, torch::kInt64);
+  const at::Tensor flags = (torch::arange(40) % 3 == 1).to(torch::kUInt8);
+  const at::Tensor flagged = flags.to(torch::kBool).unsqueeze(1);
+  for (auto dtype : {torch::kFloat32, torch::kFloat64}) {
+    for (const bool with_flags : {true, false}) {
+      const at::Tensor f = with_flags ? flags : at::Tensor();
+      const at::Tensor p1 = torch::randn({40, 6}, torch::dtype(dtype)), p2 = torch::randn({40, 6}, torch::dtype(dtype));
+      for (int use = 1; use <= 3; ++use) {  // bit 0: the dropped output, bit 1: the input
+        const at::Tensor base = torch::rand({40, 6}, torch::dtype(dtype)) + 0.5;
+        const at::Tensor h1 = base.clone().requires_grad_(true), h2 = base.clone().requires_grad_(true);
+        // Reference: the two uses apart (autograd adds the gradients).
+        const at::Tensor d1 = adgnn::dropout_rows(h1 * 1, ids, 0.4, 8, 1, 2, f);
+        at::Tensor loss1 = torch::zeros({}, torch::dtype(dtype));
+        if (use & 1) loss1 = loss1 + (with_flags ? torch::where(flagged, d1 * p1, 0) : d1 * p1).sum();
+        if (use & 2) loss1 = loss1 + ((h1 * 1) * p2).sum();
+        loss1.backward();
+        auto [d2, kept] = adgnn::dropout_rows_and_input(h2 * 1, ids, 0.4, 8, 1, 2, f);
+        EXPECT_TRUE(torch::equal(torch::where(flagged, d2, 0).detach(), torch::where(flagged, d1, 0).detach()));
+        EXPECT_TRUE(torch::equal(kept.detach(), base));
+        at::Tensor loss2 = torch::zeros({}, torch::dtype(dtype));
+        if (use & 1) loss2 = loss2 + (with_flags ? torch::where(flagged, d2 * p1, 0) : d2 * p1).sum();
+        if (use & 2) loss2 = loss2 + (kept * p2).sum();
+        loss2.backward();
+        EXPECT_TRUE(torch::equal(h1.grad(), h2.grad())) << dtype << " flags " << with_flags << " use " << use;
+      }
+    }
+  }
+}
+
 // AD's deeper layers drop out only the rows their computed rows read: on a compact graph of them
 // (compact on) or flagged in the full-size input (compact off; the classifier, which also reads
 // its frozen rows, flags those too). Logits equal those of dropout

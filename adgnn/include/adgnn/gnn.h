@@ -220,5 +220,11 @@ class Model {
 // (their values are unset: NaN on the CPU) and get a zero gradient.
 at::Tensor dropout_rows(const at::Tensor& h, const at::Tensor& global_id, double p, uint64_t seed,
                         int64_t epoch, int64_t layer, const at::Tensor& row_flags = {});
+// {dropout_rows(h, ...), h}: for an input that is both dropped out and used as it is (AD's
+// frozen rows). Same values and gradient; the backward adds the dropped rows' gradient into the
+// second output's in place, over the flagged rows only, instead of two passes over every row.
+std::pair<at::Tensor, at::Tensor> dropout_rows_and_input(const at::Tensor& h, const at::Tensor& global_id, double p,
+                                                         uint64_t seed, int64_t epoch, int64_t layer,
+                                                         const at::Tensor& row_flags = {});
 
 }  // namespace adgnn
