@@ -16,6 +16,7 @@
 #include <tuple>
 
 #include "csr_cache.h"
+#include "grad_in_place.h"
 #include "kernels.h"
 
 namespace adgnn::detail {
@@ -51,6 +52,7 @@ class HaloExchangeFn : public torch::autograd::Function<HaloExchangeFn> {
                                std::vector<int64_t> recv_counts, int64_t num_owned, int64_t num_halo,
                                int64_t transport) {
     auto* tr = reinterpret_cast<RankTransport*>(transport);
+    probe_gradient_hand_over();  // for the backward's gradient_is_exclusive
     const int64_t n = num_owned;
     at::Tensor src = torch::empty({n + num_halo, src_in.size(1)}, src_in.options());
     at::Tensor owned = src.slice(0, 0, n);
@@ -80,15 +82,20 @@ class HaloExchangeFn : public torch::autograd::Function<HaloExchangeFn> {
     const at::Tensor send_idx = saved[0], recv_idx = saved[1], rows = saved[2], add_rows = saved[3];
     const int64_t n = ctx->saved_data["num_owned"].toInt();
     const bool in_halo = ctx->saved_data["in_halo"].toBool(), has_prev = ctx->saved_data["has_prev"].toBool();
-    const at::Tensor g_owned = grads[0].slice(0, 0, n), g_halo = grads[0].slice(0, n);
+    const at::Tensor& g = grads[0];
+    // src_in of the output's shape: its gradient is the output's, changed in place when nothing
+    // else holds that, which saves a copy of every row per exchange (docs/performance.md, v37).
+    const bool reuse = in_halo && gradient_is_exclusive(g);
+    const at::Tensor g_owned = g.slice(0, 0, n), g_halo = g.slice(0, n);
     const at::Tensor back = transport_of(ctx)->exchange(
         g_halo.index_select(0, recv_idx).contiguous(), to_vec(ctx->saved_data["recv_counts"]),
         to_vec(ctx->saved_data["send_counts"]));
     // One buffer for src_in's gradient: the owned rows' (their own plus what the peers return),
     // then (src_in holding the previous copies) the halo rows that were not received.
-    at::Tensor grad_in = torch::empty({in_halo ? grads[0].size(0) : n, grads[0].size(1)}, grads[0].options());
+    at::Tensor grad_in = reuse ? g : torch::empty({in_halo ? g.size(0) : n, g.size(1)}, g.options());
     at::Tensor go = grad_in.slice(0, 0, n);
-    go.copy_(g_owned).index_add_(0, send_idx, back);
+    if (!reuse) go.copy_(g_owned);
+    go.index_add_(0, send_idx, back);
     at::Tensor grad_values, grad_add, grad_prev;
     if (add_rows.numel() > 0) grad_add = go.index_select(0, add_rows);
     if (rows.numel() > 0) {
@@ -97,8 +104,12 @@ class HaloExchangeFn : public torch::autograd::Function<HaloExchangeFn> {
     }
     if (in_halo) {
       at::Tensor gh = grad_in.slice(0, n);
-      if (has_prev) gh.copy_(g_halo).index_fill_(0, recv_idx, 0);
-      else gh.zero_();
+      if (has_prev) {
+        if (!reuse) gh.copy_(g_halo);
+        gh.index_fill_(0, recv_idx, 0);
+      } else {
+        gh.zero_();
+      }
     } else if (has_prev) {
       grad_prev = g_halo.clone().index_fill_(0, recv_idx, 0);
     }

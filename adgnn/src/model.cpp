@@ -11,6 +11,7 @@
 
 #include "adgnn/gnn.h"
 #include "kernels.h"
+#include "grad_in_place.h"
 #include "halo.h"
 #include "heuristics.h"
 #include "surrogate.h"
@@ -253,6 +254,7 @@ class DropoutAndInputFn : public torch::autograd::Function<DropoutAndInputFn> {
   static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const at::Tensor& h,
                                                 const at::Tensor& gid, int64_t key, int64_t threshold,
                                                 double keep_scale, const at::Tensor& row_flags) {
+    detail::probe_gradient_hand_over();  // for the backward's gradient_is_exclusive
     ctx->save_for_backward({gid, row_flags});
     ctx->saved_data["key"] = key;
     ctx->saved_data["threshold"] = threshold;
@@ -275,10 +277,8 @@ class DropoutAndInputFn : public torch::autograd::Function<DropoutAndInputFn> {
     } else if (!g_input.defined()) {
       g = mask({});
     } else {
-      // In place when nothing else holds the input's gradient (autograd's own test before it
-      // adds into a gradient).
-      const bool own = g_input.is_contiguous() && g_input.use_count() == 1 && g_input.storage().use_count() == 1;
-      g = mask(own ? g_input : g_input.clone(at::MemoryFormat::Contiguous));
+      // In place when nothing else holds the input's gradient.
+      g = mask(detail::gradient_is_exclusive(g_input) ? g_input : g_input.clone(at::MemoryFormat::Contiguous));
     }
     return {g, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }

@@ -454,6 +454,16 @@ TEST(Dropout, AndInputGivesTheSeparateGradients) {
       }
     }
   }
+  // A gradient that its producer also hands to another input (AddBackward's) is not changed in
+  // place: the other input's gradient stays what it is.
+  // (`other` is created first, so its backward runs after the dropout's.)
+  const at::Tensor h = torch::rand({40, 6}).requires_grad_(true), o = torch::zeros({40, 6}).requires_grad_(true);
+  const at::Tensor other = o * 1, probe = torch::randn({40, 6});
+  auto [dropped, kept] = adgnn::dropout_rows_and_input(h * 1, ids, 0.4, 8, 1, 2, flags);
+  (torch::where(flagged, dropped, 0).sum() + ((kept + other) * probe).sum()).backward();
+  EXPECT_TRUE(torch::equal(o.grad(), probe));
+  const at::Tensor mask = adgnn::dropout_rows(torch::ones({40, 6}), ids, 0.4, 8, 1, 2);
+  EXPECT_TRUE(torch::equal(h.grad(), probe + torch::where(flagged, mask, 0)));
 }
 
 // AD's deeper layers drop out only the rows their computed rows read: on a compact graph of them
