@@ -7,7 +7,7 @@
 #   git archive <commit> | { mkdir -p build-ab/old && tar -x -C build-ab/old; }   # here, once
 #   source .device/setup.sh; OUT=$OUT/ab bash scripts/device_ab.sh                # carry build-ab
 # PROFILE_STEPS (default 3) profiles the last run of this tree on every GPU (per-rank summaries
-# in $OUT/new2_p<P>/); RANKS (default: 1 and every GPU) picks the rank counts.
+# in $OUT/new2_p<P>/; KEEP_TRACES=1 keeps their Chrome traces); RANKS (default: 1 and every GPU) picks the rank counts.
 # WORKLOAD=arxiv instead: one GPU, `adgnn bench` (GCN and AD-GCN_fast at depth 4 and 8) on the
 # arxiv-scale graph, the same interleaving; TESTS=1 also builds and runs this tree's CUDA tests.
 # Time on a cold 2 x H200 machine (32 cores): both builds 160-270 s (give a call >= 300 s),
@@ -65,4 +65,4 @@ for P in ${RANKS:-1 $ngpu}; do
     elapsed "$run, $P GPU(s): $(grep "^| $P " "$OUT/${run}_p$P.md" || tail -3 "$OUT/${run}_p$P.md")"
   done
 done
-rm -f "$OUT"/*/profile_*/*.trace.json
+[ -n "${KEEP_TRACES:-}" ] || rm -f "$OUT"/*/profile_*/*.trace.json
