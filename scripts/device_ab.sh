@@ -7,7 +7,8 @@
 #   git archive <commit> | { mkdir -p build-ab/old && tar -x -C build-ab/old; }   # here, once
 #   source .device/setup.sh; OUT=$OUT/ab bash scripts/device_ab.sh                # carry build-ab
 # PROFILE_STEPS (default 3) profiles the last run of this tree on every GPU (per-rank summaries
-# in $OUT/new2_p<P>/; KEEP_TRACES=1 keeps their Chrome traces); RANKS (default: 1 and every GPU) picks the rank counts.
+# in $OUT/new2_p<P>/; KEEP_TRACES=1 keeps their Chrome traces); RANKS (default: 1 and every GPU) picks
+# the rank counts, RUNS (default "old1 new1 new2 old2") the runs per rank count.
 # WORKLOAD=arxiv instead: one GPU, `adgnn bench` (GCN and AD-GCN_fast at depth 4 and 8) on the
 # arxiv-scale graph, the same interleaving; TESTS=1 also builds and runs this tree's CUDA tests.
 # Time on a cold 2 x H200 machine (32 cores): both builds 160-270 s (give a call >= 300 s),
@@ -55,7 +56,7 @@ if [ "${RANKS:-1 $ngpu}" != 1 ] && [ ! -d "/tmp/products_parts/p$ngpu" ]; then
 fi
 common=(DEVICE=cuda LAYERS=4 EPOCHS="${EPOCHS:-12}" VARIANTS=ad_fast PARTITION_DIR=/tmp/products_parts)
 for P in ${RANKS:-1 $ngpu}; do
-  for run in old1 new1 new2 old2; do
+  for run in ${RUNS:-old1 new1 new2 old2}; do
     bin=build-gpu/adgnn
     [ "${run#old}" != "$run" ] && bin=build-gpu-old/adgnn
     prof=0
