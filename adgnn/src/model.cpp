@@ -81,8 +81,11 @@ MessageGraph restrict_to(const MessageGraph& g, const at::Tensor& rows, const at
 // A rank's graph for layers >= 2 when those read only `rows` of its halo rows (bool mask,
 // `count` of them): the same owned rows and CSR entries, the source rows [owned; those halo rows]
 // (docs/distributed.md). Columns of other halo rows, which no computed row reads, point at row 0.
-// halo_pos: each halo row's position among the kept ones, -1 for the others.
-MessageGraph compact_halo_graph(const MessageGraph& g, const at::Tensor& rows, int64_t count, at::Tensor& halo_pos) {
+// halo_pos: each halo row's position among the kept ones, -1 for the others. The directed CSRs
+// only when `directed` (DirGNN; the others' directed columns, 2 x 31 M entries per rank of
+// products-scale, are not remapped and not kept).
+MessageGraph compact_halo_graph(const MessageGraph& g, const at::Tensor& rows, int64_t count, bool directed,
+                                at::Tensor& halo_pos) {
   const int64_t n = g.num_dst;
   const auto idx = g.rowptr.options();
   const at::Tensor kept = torch::nonzero_static(rows, count).squeeze(1);  // size known: no wait
@@ -98,8 +101,12 @@ MessageGraph compact_halo_graph(const MessageGraph& g, const at::Tensor& rows, i
   MessageGraph c = g;
   c.num_src = n + count;
   c.col = remap(g.col);
-  c.in_col = remap(g.in_col);
-  c.out_col = remap(g.out_col);
+  if (directed) {
+    c.in_col = remap(g.in_col);
+    c.out_col = remap(g.out_col);
+  } else {
+    c.in_rowptr = c.in_col = c.in_weight = c.out_rowptr = c.out_col = c.out_weight = at::Tensor();
+  }
   c.degree = rows_of(g.degree);
   c.gcn_self_weight = rows_of(g.gcn_self_weight);
   c.in_degree = rows_of(g.in_degree);
@@ -844,7 +851,7 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
       for (int64_t t = 2; t <= L; ++t) few_deep = few_deep && size[t - 1] * 8 < n;
       if (c.compact_halo == "on" || (held * 4 < g.num_halo() && few_deep)) {
         at::Tensor halo_pos;
-        deep_graph.emplace(compact_halo_graph(g, halo_read, held, halo_pos));
+        deep_graph.emplace(compact_halo_graph(g, halo_read, held, c.backbone == "dirgnn", halo_pos));
         pass->set_compact_halo(halo_pos, held);
         out.stats.deep_halo_rows = held;
       }
