@@ -1,0 +1,71 @@
+#!/usr/bin/env python3
+"""Kernel time of a Chrome trace (`adgnn train --profile`, kept with KEEP_TRACES=1 in
+scripts/device_ab.sh) summed by the operation that launched each kernel: the innermost profiler
+scope (ours: "forward", "halo exchange", "dropout", ...), the outermost and innermost aten / autograd
+operation on the launching thread, and the kernel's name. The Markdown summaries of
+`--profile` total kernels by name only; this tells which line of code a kernel came from.
+
+    python3 scripts/trace_by_op.py rank1.trace.json [--scope forward] [--top 40] [--steps 1]
+
+--steps: how many steps the trace holds (the summaries' Chrome trace holds the last one).
+"""
+import argparse
+import bisect
+import collections
+import json
+import sys
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("trace")
+    ap.add_argument("--scope", help="only kernels launched inside this innermost profiler scope ('-': none)")
+    ap.add_argument("--top", type=int, default=40)
+    ap.add_argument("--steps", type=int, default=1)
+    a = ap.parse_args()
+    try:
+        with open(a.trace) as f:
+            events = json.load(f)["traceEvents"]
+    except (OSError, ValueError, KeyError) as e:
+        print(f"trace_by_op.py: {a.trace}: not a readable Chrome trace ({e})", file=sys.stderr)
+        sys.exit(2)
+    launches = {e["args"].get("correlation"): e for e in events
+                if e.get("cat") in ("cuda_runtime", "cuda_driver") and "args" in e}
+    ops = collections.defaultdict(list)  # per thread, sorted by start
+    for e in events:
+        if e.get("cat") in ("cpu_op", "user_annotation") and "dur" in e:
+            ops[e["tid"]].append(e)
+    starts = {}
+    for tid, lst in ops.items():
+        lst.sort(key=lambda o: (o["ts"], -o["dur"]))
+        starts[tid] = [o["ts"] for o in lst]
+    total = collections.defaultdict(lambda: [0, 0.0])
+    for e in events:
+        if e.get("cat") not in ("kernel", "gpu_memcpy", "gpu_memset"):
+            continue
+        launch = launches.get(e.get("args", {}).get("correlation"))
+        stack = []
+        if launch is not None and launch["tid"] in starts:
+            lst = ops[launch["tid"]]
+            end = bisect.bisect_right(starts[launch["tid"]], launch["ts"])
+            stack = [o for o in lst[:end] if launch["ts"] <= o["ts"] + o["dur"]]
+        scopes = [o["name"] for o in stack if o.get("cat") == "user_annotation"]
+        aten = [o["name"] for o in stack if o.get("cat") == "cpu_op"]
+        scope = scopes[-1] if scopes else "-"
+        if a.scope is not None and scope != a.scope:
+            continue
+        key = (scope, aten[0][:50] if aten else "?", aten[-1][:30] if aten else "?", e["name"][:70])
+        total[key][0] += 1
+        total[key][1] += e["dur"]
+    busy = sum(v[1] for v in total.values()) / a.steps
+    print(f"{a.trace}: {busy / 1000:.3f} ms of kernels and copies per step" +
+          (f" in scope {a.scope!r}" if a.scope else ""))
+    print("| us per step | calls per step | scope | outer op | inner op | kernel |")
+    print("|---:|---:|---|---|---|---|")
+    for key, (calls, us) in sorted(total.items(), key=lambda kv: -kv[1][1])[:a.top]:
+        cells = " | ".join(k.replace("|", "/") for k in key)
+        print(f"| {us / a.steps:.0f} | {calls / a.steps:g} | {cells} |")
+
+
+if __name__ == "__main__":
+    main()
