@@ -7,8 +7,9 @@
 #   git archive <commit> | { mkdir -p build-ab/old && tar -x -C build-ab/old; }   # here, once
 #   source .device/setup.sh; OUT=$OUT/ab bash scripts/device_ab.sh                # carry build-ab
 # PROFILE_STEPS (default 3) profiles the last run of this tree on every GPU (per-rank summaries
-# in $OUT/new2_p<P>/; KEEP_TRACES=1 keeps their Chrome traces: scripts/trace_by_op.py); RANKS (default: 1 and every GPU) picks
-# the rank counts, RUNS (default "old1 new1 new2 old2") the runs per rank count.
+# in $OUT/new2_p<P>/; KEEP_TRACES=1 keeps their Chrome traces: scripts/trace_by_op.py). RANKS
+# (default: 1 and every GPU) picks the rank counts, RUNS (default "old1 new1 new2 old2") the
+# runs per rank count.
 # WORKLOAD=arxiv instead: one GPU, `adgnn bench` (GCN and AD-GCN_fast at depth 4 and 8) on the
 # arxiv-scale graph, the same interleaving; TESTS=1 also builds and runs this tree's CUDA tests.
 # Time on a cold 2 x H200 machine (32 cores): both builds 160-270 s (give a call >= 300 s),
