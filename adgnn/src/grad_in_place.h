@@ -2,6 +2,7 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
 
 namespace adgnn::detail {
 
@@ -12,8 +13,9 @@ namespace adgnn::detail {
 // (AddBackward's) or that a hook kept fails the test and is copied instead.
 bool gradient_is_exclusive(const at::Tensor& grad);
 
-// Measures the count now (a tiny backward pass): call it outside any backward pass, e.g. in a
-// forward, before the first gradient_is_exclusive.
-void probe_gradient_hand_over();
+// Measures the count for gradients on `device`'s type now (a tiny backward pass there), once:
+// call it outside any backward pass, e.g. in a forward, before gradient_is_exclusive is asked
+// about such a gradient (which says no until then).
+void probe_gradient_hand_over(const c10::Device& device);
 
 }  // namespace adgnn::detail

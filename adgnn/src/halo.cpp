@@ -52,7 +52,7 @@ class HaloExchangeFn : public torch::autograd::Function<HaloExchangeFn> {
                                std::vector<int64_t> recv_counts, int64_t num_owned, int64_t num_halo,
                                int64_t transport) {
     auto* tr = reinterpret_cast<RankTransport*>(transport);
-    probe_gradient_hand_over();  // for the backward's gradient_is_exclusive
+    probe_gradient_hand_over(src_in.device());  // for the backward's gradient_is_exclusive
     const int64_t n = num_owned;
     at::Tensor src = torch::empty({n + num_halo, src_in.size(1)}, src_in.options());
     at::Tensor owned = src.slice(0, 0, n);

@@ -263,7 +263,7 @@ class DropoutAndInputFn : public torch::autograd::Function<DropoutAndInputFn> {
   static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const at::Tensor& h,
                                                 const at::Tensor& gid, int64_t key, int64_t threshold,
                                                 double keep_scale, const at::Tensor& row_flags) {
-    detail::probe_gradient_hand_over();  // for the backward's gradient_is_exclusive
+    detail::probe_gradient_hand_over(h.device());  // for the backward's gradient_is_exclusive
     ctx->save_for_backward({gid, row_flags});
     ctx->saved_data["key"] = key;
     ctx->saved_data["threshold"] = threshold;

@@ -290,6 +290,23 @@ TEST(Cuda, DropoutAndInputEqualsTheCpu) {
       }
 }
 
+// On the GPU too (its own probe of the engine's hand-over: backward runs on a device thread), a
+// gradient that AddBackward hands to two inputs is copied, not changed in place.
+TEST(Cuda, DropoutAndInputLeavesASharedGradientAlone) {
+  REQUIRE_GPU();
+  const at::Tensor ids = torch::arange(3, 43, torch::kInt64).cuda();
+  const at::Tensor flags = (torch::arange(40) % 3 == 1).to(torch::kUInt8).cuda();
+  const at::Tensor flagged = flags.to(torch::kBool).unsqueeze(1);
+  const at::Tensor h = torch::rand({40, 8}).cuda().requires_grad_(true);
+  const at::Tensor o = torch::zeros({40, 8}).cuda().requires_grad_(true);
+  const at::Tensor other = o * 1, probe = torch::randn({40, 8}).cuda();  // (its backward runs last)
+  auto [dropped, kept] = adgnn::dropout_rows_and_input(h * 1, ids, 0.4, 8, 1, 2, flags);
+  (torch::where(flagged, dropped, 0).sum() + ((kept + other) * probe).sum()).backward();
+  EXPECT_TRUE(torch::equal(o.grad(), probe));
+  const at::Tensor mask = adgnn::dropout_rows(torch::ones({40, 8}).cuda(), ids, 0.4, 8, 1, 2);
+  EXPECT_TRUE(torch::allclose(h.grad(), probe + torch::where(flagged, mask, 0)));
+}
+
 // The rows a few computed rows read, flagged on the GPU: the CPU's flags, on a power-law graph
 // (hub rows of more entries than a warp's lanes), into flags that already hold some rows.
 TEST(Cuda, MarkRowsReadEqualsTheCpu) {
