@@ -1,5 +1,6 @@
 #include "grad_in_place.h"
 
+#include <c10/core/InferenceMode.h>
 #include <torch/torch.h>
 
 #include <atomic>
@@ -35,14 +36,19 @@ class HandOverProbeFn : public torch::autograd::Function<HandOverProbeFn> {
 
 void probe_gradient_hand_over(const c10::Device& device) {
   const int slot = slot_of(device);
-  if (slot < 0 || probed_count[slot].load() > 0) return;
+  // (Under InferenceMode no gradient is ever handed over, and no probe can run.)
+  if (slot < 0 || probed_count[slot].load() > 0 || c10::InferenceMode::is_enabled()) return;
   std::lock_guard<std::mutex> lock(probe_mutex);
   if (probed_count[slot].load() > 0) return;
   at::AutoGradMode grad_on(true);
-  const at::Tensor x = torch::ones({2}, torch::dtype(torch::kFloat32).device(device).requires_grad(true));
   probing_slot.store(slot);
-  // MulBackward hands the probe a product of its own: a gradient nobody else holds.
-  (HandOverProbeFn::apply(x) * 2).sum().backward();
+  try {
+    const at::Tensor x = torch::ones({2}, torch::dtype(torch::kFloat32).device(device).requires_grad(true));
+    // MulBackward hands the probe a product of its own: a gradient nobody else holds.
+    (HandOverProbeFn::apply(x) * 2).sum().backward();
+  } catch (const c10::Error&) {
+    // No count: gradients on this device are copied, never changed in place.
+  }
   probing_slot.store(-1);
 }
 
