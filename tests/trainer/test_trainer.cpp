@@ -1,5 +1,6 @@
 // Training: AD-GCN_fast against GCN on a heterophilic graph, checkpoint/resume, configs, errors.
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 #include <unistd.h>
 
 #include <filesystem>
@@ -117,6 +118,10 @@ TEST(Training, MetricsPredictionsAndSplits) {
   while (std::getline(in, line)) {
     ++lines;
     EXPECT_NE(line.find("\"edges_processed\""), std::string::npos);
+    const auto j = nlohmann::json::parse(line);
+    // The host's share of the step: positive, and never past the step itself.
+    EXPECT_GT(j.at("train_issue_ms").get<double>(), 0.0);
+    EXPECT_LE(j.at("train_issue_ms").get<double>(), j.at("train_step_ms").get<double>());
   }
   EXPECT_EQ(lines, 5);
   const auto p = adgnn::read_arrays_h5(c.predictions, nullptr);
