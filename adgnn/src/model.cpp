@@ -233,31 +233,11 @@ at::Tensor apply_mask(const at::Tensor& h, const at::Tensor& gid, uint64_t key, 
   return out;
 }
 
-class DropoutRowsFn : public torch::autograd::Function<DropoutRowsFn> {
- public:
-  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& h, const at::Tensor& gid,
-                            int64_t key, int64_t threshold, double keep_scale, const at::Tensor& row_flags) {
-    ctx->save_for_backward({gid, row_flags});
-    ctx->saved_data["key"] = key;
-    ctx->saved_data["threshold"] = threshold;
-    ctx->saved_data["scale"] = keep_scale;
-    return apply_mask(h, gid, uint64_t(key), uint64_t(threshold), float(keep_scale), row_flags, false);
-  }
-
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
-                                                 torch::autograd::variable_list grads) {
-    const auto saved = ctx->get_saved_variables();
-    const at::Tensor g = apply_mask(grads[0], saved[0], uint64_t(ctx->saved_data["key"].toInt()),
-                                    uint64_t(ctx->saved_data["threshold"].toInt()),
-                                    float(ctx->saved_data["scale"].toDouble()), saved[1], true);
-    return {g, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
-  }
-};
-
-// The same with the input as a second output, for an input that is both dropped out and used
-// as it is (AD's frozen rows): the backward adds the dropped rows' gradient into the input's own
-// in place, over the flagged rows only. Autograd would otherwise get a full-size gradient from
-// the dropout (zero on the unflagged rows) and add the two: two more passes over every row.
+// h * mask, and h itself as a second output for an input that is both dropped out and used as
+// it is (AD's frozen rows): the backward applies the mask to the dropped rows' gradient and, when
+// the second output has one too, adds it into that in place, over the flagged rows only.
+// Autograd would otherwise get a full-size gradient from the dropout (zero on the unflagged
+// rows) and add the two: two more passes over every row. (dropout_rows uses the first output.)
 class DropoutAndInputFn : public torch::autograd::Function<DropoutAndInputFn> {
  public:
   static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const at::Tensor& h,
@@ -292,24 +272,6 @@ class DropoutAndInputFn : public torch::autograd::Function<DropoutAndInputFn> {
     return {g, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
-
-struct DropoutKey {
-  uint64_t key, threshold;
-  float keep_scale;
-};
-
-DropoutKey dropout_key(double p, uint64_t seed, int64_t epoch, int64_t layer) {
-  using kernels::mix64;
-  TORCH_CHECK(p < 1, "dropout must be below 1");
-  return {mix64(seed ^ mix64(uint64_t(epoch) * 0x100000001b3ULL ^ mix64(uint64_t(layer)))),
-          uint64_t(p * 18446744073709551616.0), float(1.0 / (1.0 - p))};
-}
-
-void check_row_flags(const at::Tensor& h, const at::Tensor& row_flags) {
-  TORCH_CHECK(!row_flags.defined() || (row_flags.scalar_type() == torch::kUInt8 && row_flags.dim() == 1 &&
-                                       row_flags.numel() == h.size(0) && row_flags.device() == h.device()),
-              "dropout_rows: row_flags must be uint8 with one entry per row, on h's device");
-}
 
 // The gradient of the hard straight-through term (s - s.detach()) * diff with respect to eps and
 // tau_t: <grad_term[i], diff[i]> ds_i/d(eps_i - tau_t), grad_term being `grad` or, with
@@ -383,25 +345,26 @@ at::Tensor detail::band_straight_through_term(const at::Tensor& eps, const at::T
 
 at::Tensor dropout_rows(const at::Tensor& h, const at::Tensor& global_id, double p, uint64_t seed,
                         int64_t epoch, int64_t layer, const at::Tensor& row_flags) {
-  if (p <= 0) return h;
-  const DropoutKey k = dropout_key(p, seed, epoch, layer);
-  check_row_flags(h, row_flags);
-  const at::Tensor gid = global_id.slice(0, 0, h.size(0)).to(h.device()).contiguous();
-  // The 64-bit key and threshold travel through autograd's int64 slots bit for bit; no flags
-  // travel as an empty tensor (autograd's inputs must be defined).
-  const at::Tensor flags = row_flags.defined() ? row_flags : torch::empty({0}, h.options().dtype(torch::kUInt8));
-  return DropoutRowsFn::apply(h, gid, int64_t(k.key), int64_t(k.threshold), double(k.keep_scale), flags);
+  return dropout_rows_and_input(h, global_id, p, seed, epoch, layer, row_flags).first;
 }
 
 std::pair<at::Tensor, at::Tensor> dropout_rows_and_input(const at::Tensor& h, const at::Tensor& global_id, double p,
                                                          uint64_t seed, int64_t epoch, int64_t layer,
                                                          const at::Tensor& row_flags) {
+  using kernels::mix64;
   if (p <= 0) return {h, h};
-  const DropoutKey k = dropout_key(p, seed, epoch, layer);
-  check_row_flags(h, row_flags);
+  TORCH_CHECK(p < 1, "dropout must be below 1");
+  TORCH_CHECK(!row_flags.defined() || (row_flags.scalar_type() == torch::kUInt8 && row_flags.dim() == 1 &&
+                                       row_flags.numel() == h.size(0) && row_flags.device() == h.device()),
+              "dropout_rows: row_flags must be uint8 with one entry per row, on h's device");
+  const uint64_t key = mix64(seed ^ mix64(uint64_t(epoch) * 0x100000001b3ULL ^ mix64(uint64_t(layer))));
+  const float keep_scale = float(1.0 / (1.0 - p));
+  const uint64_t threshold = uint64_t(p * 18446744073709551616.0);
   const at::Tensor gid = global_id.slice(0, 0, h.size(0)).to(h.device()).contiguous();
+  // The 64-bit key and threshold travel through autograd's int64 slots bit for bit; no flags
+  // travel as an empty tensor (autograd's inputs must be defined).
   const at::Tensor flags = row_flags.defined() ? row_flags : torch::empty({0}, h.options().dtype(torch::kUInt8));
-  const auto out = DropoutAndInputFn::apply(h, gid, int64_t(k.key), int64_t(k.threshold), double(k.keep_scale), flags);
+  const auto out = DropoutAndInputFn::apply(h, gid, int64_t(key), int64_t(threshold), double(keep_scale), flags);
   return {out[0], out[1]};
 }
 
