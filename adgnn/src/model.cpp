@@ -402,6 +402,16 @@ struct Model::Impl {
   at::Tensor fast_eps;
   // forward() leaves ForwardStats' device counts for the caller to settle (set_defer_stats).
   bool defer_stats = false;
+  // The stream on which a GPU plans a pass while layer 1 runs (ModelConfig::layer1_first): the
+  // same one every pass, since the caching allocator reuses blocks per stream; of high
+  // priority, so that the block scheduler starts its small kernels between the blocks of layer
+  // 1's aggregation instead of after all of them.
+  std::optional<c10::Stream> plan_stream;
+  c10::Stream side_stream(c10::Device device) {
+    if (!plan_stream || plan_stream->device() != device)
+      plan_stream = c10::impl::VirtualGuardImpl(device.type()).getStreamFromGlobalPool(device, /*isHighPriority=*/true);
+    return *plan_stream;
+  }
 
   bool adaptive() const { return cfg.variant != "plain"; }
 
@@ -856,7 +866,7 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
       // The side stream starts after everything issued so far (the previous step included), so
       // the blocks its allocations reuse are no longer read there.
       const c10::impl::VirtualGuardImpl impl(x.device().type());
-      plan_stream = impl.getStreamFromGlobalPool(x.device());
+      plan_stream = m.side_stream(x.device());
       c10::Event issued(x.device().type());
       issued.record(impl.getStream(x.device()));
       issued.block(*plan_stream);

@@ -215,6 +215,7 @@ NcclCommunicator::NcclCommunicator(Communicator& bootstrap, int device)
   // without its device fails everywhere at once instead of leaving the others in
   // ncclCommInitRank until they time out.
   std::string local_error;
+  int least_priority = 0, greatest_priority = 0;
   ncclUniqueId id;
   std::memset(&id, 0, sizeof(id));
   auto try_cuda = [&](cudaError_t rc, const char* call) {
@@ -227,8 +228,13 @@ NcclCommunicator::NcclCommunicator(Communicator& bootstrap, int device)
   if (device < 0) {
     local_error = fmt::format("make_nccl_communicator: device {} < 0", device);
   } else if (try_cuda(cudaSetDevice(device), "cudaSetDevice") &&
-             try_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking),
-                      "cudaStreamCreateWithFlags") &&
+             try_cuda(cudaDeviceGetStreamPriorityRange(&least_priority, &greatest_priority),
+                      "cudaDeviceGetStreamPriorityRange") &&
+             // The highest priority: the block scheduler starts our kernels as soon as SMs free
+             // up instead of after every block of a large kernel queued before them elsewhere
+             // (a side stream's exchange while the default stream aggregates).
+             try_cuda(cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, greatest_priority),
+                      "cudaStreamCreateWithPriority") &&
              try_cuda(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming),
                       "cudaEventCreateWithFlags") &&
              try_cuda(cudaMalloc(reinterpret_cast<void**>(&scratch_), sizeof(int32_t)),
