@@ -12,28 +12,34 @@
 # runs per rank count.
 # WORKLOAD=arxiv instead: one GPU, `adgnn bench` (GCN and AD-GCN_fast at depth 4 and 8) on the
 # arxiv-scale graph, the same interleaving; TESTS=1 also builds and runs this tree's CUDA tests.
+# OLD_FLAGS="--flag value" instead of build-ab/old: the old runs are this tree's build with those
+# flags (one build with every core: a switch's A/B, e.g. OLD_FLAGS="--layer1-first off").
 # Time on a cold 2 x H200 machine (32 cores): both builds 160-270 s (give a call >= 300 s),
 # products-scale METIS partition 125 s, a one-GPU run ~45 s (loading the 2.45 M-node graph), a
 # 2-GPU run ~22 s: more than one 600 s call. Run RANKS=1 first, then RANKS=<P> in a second call
 # while the machine is warm (the builds, /tmp/products.h5 and the partition stay).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
-[ -f build-ab/old/CMakeLists.txt ] || { echo "device_ab.sh: no build-ab/old (see the header)" >&2; exit 2; }
+[ -n "${OLD_FLAGS:-}" ] && [ "${WORKLOAD:-products}" = arxiv ] &&
+  { echo "device_ab.sh: OLD_FLAGS applies to the products workload only" >&2; exit 2; }
+[ -n "${OLD_FLAGS:-}" ] || [ -f build-ab/old/CMakeLists.txt ] ||
+  { echo "device_ab.sh: no build-ab/old and no OLD_FLAGS (see the header)" >&2; exit 2; }
 # shellcheck source=device_env.sh
 source scripts/device_env.sh
 device_script_start /tmp/adgnn_ab
 nvidia-smi -L >"$OUT/gpus.txt" 2>&1
 ensure_gpu_configure "$OUT" || exit 1
-half=$(( $(nproc) / 2 ))
+jobs=$(( $(nproc) / 2 ))
+[ -n "${OLD_FLAGS:-}" ] && jobs=$(nproc)
 build() {  # build SRC_DIR BUILD_DIR TAG [more targets]
   (cd "$1" && adgnn_gpu_configure "$2" >"$OUT/configure_$3.log" 2>&1) &&
-    cmake --build "$2" -j"$half" --target adgnn "${@:4}" >"$OUT/build_$3.log" 2>&1
+    cmake --build "$2" -j"$jobs" --target adgnn "${@:4}" >"$OUT/build_$3.log" 2>&1
 }
 build . "$PWD/build-gpu" new ${TESTS:+cuda_tests} & new_pid=$!
-build build-ab/old "$PWD/build-gpu-old" old & old_pid=$!
+[ -z "${OLD_FLAGS:-}" ] && { build build-ab/old "$PWD/build-gpu-old" old & old_pid=$!; }
 wait $new_pid || { grep -B2 -A12 error "$OUT/build_new.log" | head -60; exit 1; }
-wait $old_pid || { grep -B2 -A12 error "$OUT/build_old.log" | head -60; exit 1; }
-elapsed "built both"
+[ -z "${OLD_FLAGS:-}" ] && { wait $old_pid || { grep -B2 -A12 error "$OUT/build_old.log" | head -60; exit 1; }; }
+elapsed "built"
 if [ -n "${TESTS:-}" ]; then
   build-gpu/tests/cuda_tests --gtest_brief=1 >"$OUT/cuda_tests.txt" 2>&1
   elapsed "CUDA tests (exit $?): $(grep -E '^\[  (PASSED|FAILED|SKIPPED)' "$OUT/cuda_tests.txt" | tr '\n' ' ')"
@@ -58,11 +64,13 @@ fi
 common=(DEVICE=cuda LAYERS=4 EPOCHS="${EPOCHS:-12}" VARIANTS=ad_fast PARTITION_DIR=/tmp/products_parts)
 for P in ${RANKS:-1 $ngpu}; do
   for run in ${RUNS:-old1 new1 new2 old2}; do
-    bin=build-gpu/adgnn
-    [ "${run#old}" != "$run" ] && bin=build-gpu-old/adgnn
+    bin=build-gpu/adgnn flags=
+    if [ "${run#old}" != "$run" ]; then
+      if [ -n "${OLD_FLAGS:-}" ]; then flags=$OLD_FLAGS; else bin=build-gpu-old/adgnn; fi
+    fi
     prof=0
     [ "$run" = new2 ] && [ "$P" -gt 1 ] && prof=${PROFILE_STEPS:-3}
-    env "${common[@]}" ADGNN="$bin" RANKS="$P" PROFILE_STEPS="$prof" OUT_DIR="$OUT/${run}_p$P" \
+    env "${common[@]}" ADGNN="$bin" EXTRA_FLAGS="$flags" RANKS="$P" PROFILE_STEPS="$prof" OUT_DIR="$OUT/${run}_p$P" \
       bash scripts/bench_distributed.sh /tmp/products.h5 >"$OUT/${run}_p$P.md" 2>&1
     elapsed "$run, $P GPU(s): $(grep "^| $P " "$OUT/${run}_p$P.md" || tail -3 "$OUT/${run}_p$P.md")"
   done
