@@ -12,7 +12,8 @@
 # runs per rank count.
 # WORKLOAD=arxiv instead: one GPU, `adgnn bench` (GCN and AD-GCN_fast at depth 4 and 8) on the
 # arxiv-scale graph, the same interleaving; TESTS=1 also builds and runs this tree's CUDA tests.
-# OLD_FLAGS="--flag value" instead of build-ab/old: the old runs are this tree's build with those
+# GRAPH=arxiv: the `adgnn train` runs on the arxiv-scale graph instead (e.g. RANKS=1: a host-bound
+# step). OLD_FLAGS="--flag value" instead of build-ab/old: the old runs are this tree's build with those
 # flags (one build with every core: a switch's A/B, e.g. OLD_FLAGS="--layer1-first off").
 # Time on a cold 2 x H200 machine (32 cores): both builds 160-270 s (give a call >= 300 s),
 # products-scale METIS partition 125 s, a one-GPU run ~45 s (loading the 2.45 M-node graph), a
@@ -55,13 +56,15 @@ if [ "${WORKLOAD:-products}" = arxiv ]; then
   done
   exit 0
 fi
-[ -f /tmp/products.h5 ] || build-gpu/adgnn data generate --preset products-scale -o /tmp/products.h5 >/dev/null
-if [ "${RANKS:-1 $ngpu}" != 1 ] && [ ! -d "/tmp/products_parts/p$ngpu" ]; then
-  mkdir -p /tmp/products_parts
-  build-gpu/adgnn partition /tmp/products.h5 -p "$ngpu" -o "/tmp/products_parts/p$ngpu" --json >"$OUT/partition.json" 2>&1
+graph=${GRAPH:-products}
+case $graph in products | arxiv) ;; *) echo "device_ab.sh: GRAPH=$graph: expected products or arxiv" >&2; exit 2 ;; esac
+[ -f "/tmp/$graph.h5" ] || build-gpu/adgnn data generate --preset "$graph-scale" -o "/tmp/$graph.h5" >/dev/null
+if [ "${RANKS:-1 $ngpu}" != 1 ] && [ ! -d "/tmp/${graph}_parts/p$ngpu" ]; then
+  mkdir -p "/tmp/${graph}_parts"
+  build-gpu/adgnn partition "/tmp/$graph.h5" -p "$ngpu" -o "/tmp/${graph}_parts/p$ngpu" --json >"$OUT/partition.json" 2>&1
   elapsed "partitioned into $ngpu: exit $?"
 fi
-common=(DEVICE=cuda LAYERS=4 EPOCHS="${EPOCHS:-12}" VARIANTS=ad_fast PARTITION_DIR=/tmp/products_parts)
+common=(DEVICE=cuda LAYERS=4 EPOCHS="${EPOCHS:-12}" VARIANTS=ad_fast PARTITION_DIR="/tmp/${graph}_parts")
 for P in ${RANKS:-1 $ngpu}; do
   for run in ${RUNS:-old1 new1 new2 old2}; do
     bin=build-gpu/adgnn flags=
@@ -71,7 +74,7 @@ for P in ${RANKS:-1 $ngpu}; do
     prof=0
     [ "$run" = new2 ] && [ "$P" -gt 1 ] && prof=${PROFILE_STEPS:-3}
     env "${common[@]}" ADGNN="$bin" EXTRA_FLAGS="$flags" RANKS="$P" PROFILE_STEPS="$prof" OUT_DIR="$OUT/${run}_p$P" \
-      bash scripts/bench_distributed.sh /tmp/products.h5 >"$OUT/${run}_p$P.md" 2>&1
+      bash scripts/bench_distributed.sh "/tmp/$graph.h5" >"$OUT/${run}_p$P.md" 2>&1
     elapsed "$run, $P GPU(s): $(grep "^| $P " "$OUT/${run}_p$P.md" || tail -3 "$OUT/${run}_p$P.md")"
   done
 done
