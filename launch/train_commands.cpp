@@ -135,9 +135,6 @@ void register_train_flags(CLI::App* cmd, const std::shared_ptr<TrainArgs>& a) {
                   "AD: deeper layers read a compact input: auto (CPU only), on, off (docs/performance.md v9)");
   cmd->add_option("--compact-halo", f.model.compact_halo,
                   "AD under mpirun: layers >= 2 hold only the halo rows they read: auto, on, off (docs/distributed.md)");
-  cmd->add_option("--layer1-first", f.model.layer1_first,
-                  "AD_fast with lambda 0: layer 1 before the pass's plan (a GPU plans on a side stream meanwhile): "
-                  "auto, off (docs/performance.md v41)");
   cmd->add_option("--splits", f.splits, "auto, random, or a split family of the dataset (geom-gcn, platonov, public)");
   cmd->add_option("--epochs", f.epochs, "Training epochs");
   cmd->add_option("--lr", f.lr, "Adam learning rate");
@@ -200,7 +197,6 @@ TrainConfig resolve(CLI::App* cmd, const TrainArgs& args, std::vector<std::strin
   if (given("--device")) c.model.device = f.model.device;
   if (given("--compact")) c.model.compact_deep_layers = f.model.compact_deep_layers;
   if (given("--compact-halo")) c.model.compact_halo = f.model.compact_halo;
-  if (given("--layer1-first")) c.model.layer1_first = f.model.layer1_first;
   if (given("--splits")) c.splits = f.splits;
   if (given("--epochs")) c.epochs = f.epochs;
   if (given("--lr")) c.lr = f.lr;

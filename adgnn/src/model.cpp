@@ -2,16 +2,12 @@
 // with per-node depth (frozen rows, self-only updates at width-changing layers) and the
 // straight-through surrogate for the hard masks.
 #include <ATen/CPUGeneratorImpl.h>
-#include <c10/core/Event.h>
-#include <c10/core/StreamGuard.h>
-#include <c10/core/impl/VirtualGuardImpl.h>
 #include <torch/torch.h>
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <optional>
-#include <stdexcept>
 
 #include "adgnn/gnn.h"
 #include "kernels.h"
@@ -402,16 +398,6 @@ struct Model::Impl {
   at::Tensor fast_eps;
   // forward() leaves ForwardStats' device counts for the caller to settle (set_defer_stats).
   bool defer_stats = false;
-  // The stream on which a GPU plans a pass while layer 1 runs (ModelConfig::layer1_first): the
-  // same one every pass, since the caching allocator reuses blocks per stream; of high
-  // priority, so that the block scheduler starts its small kernels between the blocks of layer
-  // 1's aggregation instead of after all of them.
-  std::optional<c10::Stream> plan_stream;
-  c10::Stream side_stream(c10::Device device) {
-    if (!plan_stream || plan_stream->device() != device)
-      plan_stream = c10::impl::VirtualGuardImpl(device.type()).getStreamFromGlobalPool(device, /*isHighPriority=*/true);
-    return *plan_stream;
-  }
 
   bool adaptive() const { return cfg.variant != "plain"; }
 
@@ -606,8 +592,6 @@ Model::Model(const ModelConfig& cfg) : impl_(std::make_unique<Impl>()) {
     throw InputError("--compact " + cfg.compact_deep_layers + ": expected auto, on or off");
   if (cfg.compact_halo != "auto" && cfg.compact_halo != "on" && cfg.compact_halo != "off")
     throw InputError("--compact-halo " + cfg.compact_halo + ": expected auto, on or off");
-  if (cfg.layer1_first != "auto" && cfg.layer1_first != "off")
-    throw InputError("--layer1-first " + cfg.layer1_first + ": expected auto or off");
   if (cfg.degree_threshold < 0) throw InputError("--degree-threshold: must be >= 0");
   if (cfg.degree_threshold > 0 && cfg.variant != "plain")
     throw InputError("--degree-threshold: only with --variant plain (Exp-2's case study)");
@@ -727,188 +711,127 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
   at::Tensor h_dst;      // the previous layer's output, over the destination rows
   at::Tensor hin = training ? dropout_rows(h_src, g.global_id, c.dropout, c.seed, epoch, 1) : h_src;
 
-  at::Tensor eps, depth;
-  at::Tensor tau = m.adaptive() ? m.tau() : at::Tensor();
+  at::Tensor eps, tau, depth;
   // Per layer t (row t - 1): the rows fully updated (active) and those computed for the surrogate
   // (band), as [L, n] masks from a few whole-tensor operations (built layer by layer, they cost
   // the host about a dozen launches per layer).
   at::Tensor active_all, band_all, comp_all;  // comp_all: active or band, the rows computed
-  // Every layer's row lists (computed, active, surrogate band; frozen at width-changing layers).
+  if (m.adaptive()) {
+    RECORD_USER_SCOPE("depth benefit");
+    const at::Tensor z = c.variant == "ad" ? m.layers.front()->input_transform(hin) : at::Tensor();
+    eps = m.depth_benefit(g, z, training, labels, train_mask, out.reg_loss);
+    tau = m.tau();
+    // T(v) = max{t : eps_v >= tau(t)}; tau increases, so it is the count of satisfied t.
+    const at::Tensor eps_d = eps.detach().unsqueeze(0), tau_d = tau.detach().unsqueeze(1);  // [1, n], [L, 1]
+    depth = (eps_d >= tau_d).sum(0);
+    // The surrogate only matters where it carries a gradient: through tau(t) (theta enters from
+    // t = 2 on) or through eps (the learned variant). Elsewhere the band would cost a self-only
+    // update of nearly every row for a zero gradient.
+    if (!training)
+      band_all = torch::zeros({L, n}, depth.options().dtype(torch::kBool));
+    else if (c.band > 0)
+      band_all = (eps_d - tau_d).abs() < c.band * c.kappa;
+    else
+      band_all = torch::ones({L, n}, depth.options().dtype(torch::kBool));
+    if (training && !eps.requires_grad()) band_all.select(0, 0).fill_(false);
+  } else if (c.degree_threshold > 0) {
+    // Exp-2: low-degree nodes never aggregate; the others use every layer.
+    depth = torch::where(g.degree.slice(0, 0, n) > double(c.degree_threshold), L, 0).to(torch::kInt64);
+    tau = torch::zeros({L}, x.options());
+    band_all = torch::zeros({L, n}, depth.options().dtype(torch::kBool));
+  } else {
+    depth = torch::full({n}, L, torch::dtype(torch::kInt64).device(x.device()));
+    if (pass) pass->set_computed({}, true);
+  }
+  if (band_all.defined()) {
+    const at::Tensor layer_no = torch::arange(1, L + 1, depth.options()).unsqueeze(1);  // [L, 1]
+    active_all = depth.unsqueeze(0) >= layer_no;
+    comp_all = active_all | band_all;
+    if (pass)  // bit t - 1: computed at layer t
+      pass->set_computed(comp_all.to(torch::kInt64).bitwise_left_shift(layer_no - 1).sum(0), false);
+  }
+  if (pass) {  // every exchange's rows, decided now: their sizes come back with the row lists
+    std::vector<bool> input_changed(size_t(L + 1), false);
+    for (int64_t t = 2; t <= L; ++t) {
+      const Layer& prev = *m.layers[size_t(t - 2)];
+      input_changed[size_t(t)] = t - 1 == 1 || prev.in_dim() != prev.out_dim();
+    }
+    pass->plan(input_changed, c.backbone == "mixhop");
+  }
+
+  // Every layer's row lists (computed, active, surrogate band; frozen at width-changing layers)
+  // from one nonzero over the stacked masks and one host copy of their sizes: on a GPU each
+  // nonzero waits for the device, and three or four per layer left it idle between the layers.
+  auto width_changes = [&](int64_t t) {
+    const Layer& l = *m.layers[size_t(t - 1)];
+    return t == 1 || t == L || l.in_dim() != l.out_dim();
+  };
   std::vector<at::Tensor> comp_list(size_t(L + 1)), act_list(size_t(L + 1)), band_list(size_t(L + 1)),
       frozen_list(size_t(L + 1));
   std::vector<int64_t> comp_entries(size_t(L + 1), -1);  // per layer: CSR entries of comp_list
   at::Tensor comp_entries_dev;  // the same, [L] on the device (the per-layer edge counts)
   std::optional<MessageGraph> deep_graph;  // a rank's graph for layers >= 2 (compact halo rows)
-  auto width_changes = [&](int64_t t) {
-    const Layer& l = *m.layers[size_t(t - 1)];
-    return t == 1 || t == L || l.in_dim() != l.out_dim();
-  };
-  // The plan of the pass: depth benefit, stopping depths, every layer's rows and (a rank) every
-  // halo exchange's rows. It ends in device waits (the sizes of the lists).
-  auto plan_pass = [&] {
-    if (m.adaptive()) {
-      RECORD_USER_SCOPE("depth benefit");
-      const at::Tensor z = c.variant == "ad" ? m.layers.front()->input_transform(hin) : at::Tensor();
-      eps = m.depth_benefit(g, z, training, labels, train_mask, out.reg_loss);
-      // T(v) = max{t : eps_v >= tau(t)}; tau increases, so it is the count of satisfied t.
-      const at::Tensor eps_d = eps.detach().unsqueeze(0), tau_d = tau.detach().unsqueeze(1);  // [1, n], [L, 1]
-      depth = (eps_d >= tau_d).sum(0);
-      // The surrogate only matters where it carries a gradient: through tau(t) (theta enters from
-      // t = 2 on) or through eps (the learned variant). Elsewhere the band would cost a self-only
-      // update of nearly every row for a zero gradient.
-      if (!training)
-        band_all = torch::zeros({L, n}, depth.options().dtype(torch::kBool));
-      else if (c.band > 0)
-        band_all = (eps_d - tau_d).abs() < c.band * c.kappa;
-      else
-        band_all = torch::ones({L, n}, depth.options().dtype(torch::kBool));
-      if (training && !eps.requires_grad()) band_all.select(0, 0).fill_(false);
-    } else if (c.degree_threshold > 0) {
-      // Exp-2: low-degree nodes never aggregate; the others use every layer.
-      depth = torch::where(g.degree.slice(0, 0, n) > double(c.degree_threshold), L, 0).to(torch::kInt64);
-      tau = torch::zeros({L}, x.options());
-      band_all = torch::zeros({L, n}, depth.options().dtype(torch::kBool));
-    } else {
-      depth = torch::full({n}, L, torch::dtype(torch::kInt64).device(x.device()));
-      if (pass) pass->set_computed({}, true);
-    }
-    if (band_all.defined()) {
-      const at::Tensor layer_no = torch::arange(1, L + 1, depth.options()).unsqueeze(1);  // [L, 1]
-      active_all = depth.unsqueeze(0) >= layer_no;
-      comp_all = active_all | band_all;
-      if (pass)  // bit t - 1: computed at layer t
-        pass->set_computed(comp_all.to(torch::kInt64).bitwise_left_shift(layer_no - 1).sum(0), false);
-    }
-    if (pass) {  // every exchange's rows, decided now: their sizes come back with the row lists
-      std::vector<bool> input_changed(size_t(L + 1), false);
-      for (int64_t t = 2; t <= L; ++t) {
-        const Layer& prev = *m.layers[size_t(t - 2)];
-        input_changed[size_t(t)] = t - 1 == 1 || prev.in_dim() != prev.out_dim();
+  if (active_all.defined()) {
+    // Rows of `stacked`: every layer's computed, then active, then band rows, then the frozen
+    // rows of the width-changing layers; `lists` in the same order.
+    const at::Tensor frozen_all = ~active_all | band_all;
+    std::vector<at::Tensor> masks{comp_all, active_all, band_all};
+    std::vector<at::Tensor*> lists;
+    for (auto* v : {&comp_list, &act_list, &band_list})
+      for (int64_t t = 1; t <= L; ++t) lists.push_back(&(*v)[size_t(t)]);
+    for (int64_t t = 1; t <= L; ++t)
+      if (width_changes(t)) {
+        masks.push_back(frozen_all.narrow(0, t - 1, 1));
+        lists.push_back(&frozen_list[size_t(t)]);
       }
-      pass->plan(input_changed, c.backbone == "mixhop");
-    }
-
-    // Every layer's row lists (computed, active, surrogate band; frozen at width-changing layers)
-    // from one nonzero over the stacked masks and one host copy of their sizes: on a GPU each
-    // nonzero waits for the device, and three or four per layer left it idle between the layers.
-    if (active_all.defined()) {
-      // Rows of `stacked`: every layer's computed, then active, then band rows, then the frozen
-      // rows of the width-changing layers; `lists` in the same order.
-      const at::Tensor frozen_all = ~active_all | band_all;
-      std::vector<at::Tensor> masks{comp_all, active_all, band_all};
-      std::vector<at::Tensor*> lists;
-      for (auto* v : {&comp_list, &act_list, &band_list})
-        for (int64_t t = 1; t <= L; ++t) lists.push_back(&(*v)[size_t(t)]);
-      for (int64_t t = 1; t <= L; ++t)
-        if (width_changes(t)) {
-          masks.push_back(frozen_all.narrow(0, t - 1, 1));
-          lists.push_back(&frozen_list[size_t(t)]);
-        }
-      const at::Tensor stacked = torch::cat(masks);
-      // One host copy: the lists' sizes, each layer's CSR entries of its computed rows (the
-      // aggregation's backward sizes its buffers with them instead of waiting for the device) and
-      // the halo exchanges' sizes (a rank of a distributed run).
-      const at::Tensor row_entries = g.rowptr.slice(0, 1, n + 1) - g.rowptr.slice(0, 0, n);
-      comp_entries_dev = comp_all.to(torch::kInt64).mul(row_entries.unsqueeze(0)).sum(1);
-      at::Tensor sizes = torch::cat({stacked.sum(1), comp_entries_dev});
-      // Compact halo inputs for layers >= 2 (docs/distributed.md): the count of halo rows they
-      // read. "auto" only where the backward of few rows regroups their entries (the CPU; on a GPU
-      // from kRegroupMinEntries), so that the per-pass graph needs no transpose.
-      const bool try_compact_halo =
-          pass && L >= 2 && g.num_halo() > 0 && c.backbone != "mixhop" &&
-          (c.compact_halo == "on" ||
-           (c.compact_halo == "auto" && (x.is_cpu() || g.col.numel() >= kernels::regroup_min_entries())));
-      const at::Tensor halo_read = try_compact_halo ? pass->halo_read_after_first_layer(L) : at::Tensor();
-      if (try_compact_halo) sizes = torch::cat({sizes, halo_read.sum().to(torch::kInt64).view({1})});
-      const int64_t counts_at = int64_t(lists.size()) + L + (try_compact_halo ? 1 : 0);
-      const at::Tensor halo_counts = pass ? pass->plan_counts() : at::Tensor();
-      if (halo_counts.defined()) sizes = torch::cat({sizes, halo_counts});
-      sizes = sizes.to(torch::kCPU).contiguous();
-      if (halo_counts.defined()) pass->set_plan_counts(sizes.slice(0, counts_at));
-      const at::Tensor rows = stacked.nonzero().select(1, 1).contiguous();  // by mask, then row
-      const int64_t* size = sizes.data_ptr<int64_t>();
-      for (int64_t t = 1; t <= L; ++t) comp_entries[size_t(t)] = size[int64_t(lists.size()) + t - 1];
-      if (try_compact_halo) {
-        const int64_t held = size[int64_t(lists.size()) + L];
-        bool few_deep = true;  // every layer >= 2 computes few rows (the backward's regrouping)
-        for (int64_t t = 2; t <= L; ++t) few_deep = few_deep && size[t - 1] * 8 < n;
-        if (c.compact_halo == "on" || (held * 4 < g.num_halo() && few_deep)) {
-          at::Tensor halo_pos;
-          deep_graph.emplace(compact_halo_graph(g, halo_read, held, c.backbone == "dirgnn", halo_pos));
-          pass->set_compact_halo(halo_pos, held);
-          out.stats.deep_halo_rows = held;
-        }
-      }
-      int64_t offset = 0;
-      for (size_t k = 0; k < lists.size(); ++k) {
-        const int64_t count = size[k];
-        *lists[k] = rows.narrow(0, offset, count);
-        offset += count;
+    const at::Tensor stacked = torch::cat(masks);
+    // One host copy: the lists' sizes, each layer's CSR entries of its computed rows (the
+    // aggregation's backward sizes its buffers with them instead of waiting for the device) and
+    // the halo exchanges' sizes (a rank of a distributed run).
+    const at::Tensor row_entries = g.rowptr.slice(0, 1, n + 1) - g.rowptr.slice(0, 0, n);
+    comp_entries_dev = comp_all.to(torch::kInt64).mul(row_entries.unsqueeze(0)).sum(1);
+    at::Tensor sizes = torch::cat({stacked.sum(1), comp_entries_dev});
+    // Compact halo inputs for layers >= 2 (docs/distributed.md): the count of halo rows they
+    // read. "auto" only where the backward of few rows regroups their entries (the CPU; on a GPU
+    // from kRegroupMinEntries), so that the per-pass graph needs no transpose.
+    const bool try_compact_halo =
+        pass && L >= 2 && g.num_halo() > 0 && c.backbone != "mixhop" &&
+        (c.compact_halo == "on" ||
+         (c.compact_halo == "auto" && (x.is_cpu() || g.col.numel() >= kernels::regroup_min_entries())));
+    const at::Tensor halo_read = try_compact_halo ? pass->halo_read_after_first_layer(L) : at::Tensor();
+    if (try_compact_halo) sizes = torch::cat({sizes, halo_read.sum().to(torch::kInt64).view({1})});
+    const int64_t counts_at = int64_t(lists.size()) + L + (try_compact_halo ? 1 : 0);
+    const at::Tensor halo_counts = pass ? pass->plan_counts() : at::Tensor();
+    if (halo_counts.defined()) sizes = torch::cat({sizes, halo_counts});
+    sizes = sizes.to(torch::kCPU).contiguous();
+    if (halo_counts.defined()) pass->set_plan_counts(sizes.slice(0, counts_at));
+    const at::Tensor rows = stacked.nonzero().select(1, 1).contiguous();  // by mask, then row
+    const int64_t* size = sizes.data_ptr<int64_t>();
+    for (int64_t t = 1; t <= L; ++t) comp_entries[size_t(t)] = size[int64_t(lists.size()) + t - 1];
+    if (try_compact_halo) {
+      const int64_t held = size[int64_t(lists.size()) + L];
+      bool few_deep = true;  // every layer >= 2 computes few rows (the backward's regrouping)
+      for (int64_t t = 2; t <= L; ++t) few_deep = few_deep && size[t - 1] * 8 < n;
+      if (c.compact_halo == "on" || (held * 4 < g.num_halo() && few_deep)) {
+        at::Tensor halo_pos;
+        deep_graph.emplace(compact_halo_graph(g, halo_read, held, c.backbone == "dirgnn", halo_pos));
+        pass->set_compact_halo(halo_pos, held);
+        out.stats.deep_halo_rows = held;
       }
     }
-
-  };
-  // Layer 1 before the plan, where it computes every row: with lambda = 0, tau(1) = 0 <= every
-  // eps_tilde, and without the learned variant's gradient through eps layer 1 has no surrogate
-  // band. On a GPU the plan then runs on a side stream while layer 1's aggregation runs: its
-  // device waits (and a rank's exchange of the computed layers) no longer leave the GPU idle
-  // before the largest aggregation of the pass (docs/performance.md, v41). MixHop's layer 1
-  // reads the plan (its inner rows on a rank).
-  const bool layer1_first = c.layer1_first == "auto" && m.adaptive() && c.variant != "ad" && c.lambda == 0 &&
-                            c.backbone != "mixhop";
-  std::optional<c10::Stream> plan_stream;
-  bool planned = false;
-  if (layer1_first) {
-    comp_list[1] = act_list[1] = all_rows;
-    band_list[1] = all_rows.slice(0, 0, 0);
-    comp_entries[1] = g.col.numel();
-    if (x.is_cuda()) {
-      // The side stream starts after everything issued so far (the previous step included), so
-      // the blocks its allocations reuse are no longer read there.
-      const c10::impl::VirtualGuardImpl impl(x.device().type());
-      plan_stream = m.side_stream(x.device());
-      c10::Event issued(x.device().type());
-      issued.record(impl.getStream(x.device()));
-      issued.block(*plan_stream);
+    int64_t offset = 0;
+    for (size_t k = 0; k < lists.size(); ++k) {
+      const int64_t count = size[k];
+      *lists[k] = rows.narrow(0, offset, count);
+      offset += count;
     }
-  } else {
-    plan_pass();
-    planned = true;
   }
-  auto plan_after_layer1 = [&] {
-    planned = true;
-    {
-      // Nothing of the plan is differentiated (eps has no gradient here; tau was computed
-      // above), so no backward node runs on the side stream.
-      torch::NoGradGuard no_grad;
-      std::optional<c10::StreamGuard> on_side;
-      if (plan_stream) on_side.emplace(*plan_stream);
-      struct TransportStream {  // a rank's exchanges order after the side stream meanwhile
-        RankTransport* t;
-        TransportStream(RankTransport* tr, void* s) : t(tr) { if (t) t->set_stream(s); }
-        ~TransportStream() { if (t) t->set_stream(nullptr); }
-      } transport_stream(plan_stream && g.distributed() ? g.transport.get() : nullptr,
-                         plan_stream ? plan_stream->native_handle() : nullptr);
-      plan_pass();
-    }
-    if (plan_stream) {  // layers >= 2 read the plan
-      const c10::impl::VirtualGuardImpl impl(x.device().type());
-      c10::Event done(x.device().type());
-      done.record(*plan_stream);
-      done.block(impl.getStream(x.device()));
-    }
-    if (comp_list[1].numel() != n || act_list[1].numel() != n || band_list[1].numel() != 0)
-      throw std::logic_error("Model::forward: layer 1 computed every row, but the plan computes " +
-                             std::to_string(comp_list[1].numel()) + " of " + std::to_string(n) +
-                             " (a depth benefit that is not a number?)");
-  };
 
   std::vector<at::Tensor> edges;  // per layer, on the device until the end of the pass
   // A rank's deeper layer hands its update of the frozen rows to the next layer's halo exchange
   // (HaloPass::extend_update), which builds the next input from it: no separate output tensor.
   std::optional<detail::RowUpdate> pending;
   for (int64_t t = 1; t <= L; ++t) {
-    if (!planned && t == 2) plan_after_layer1();
     // Profiler scopes (adgnn train --profile): per layer, and its parts.
     RECORD_USER_SCOPE(t == 1 ? "layer 1" : t == 2 ? "layer 2" : t == 3 ? "layer 3" : "layer 4+");
     Layer& layer = *m.layers[t - 1];
@@ -1003,7 +926,7 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
                      &band_rows = band_list[size_t(t)];
     out.stats.active_rows.push_back(act_rows.numel());
     out.stats.computed_rows.push_back(comp_rows.numel());
-    edges.push_back(layer.edges_read(gl, comp_rows, comp_entries_dev.defined() ? comp_entries_dev.select(0, t - 1) : at::Tensor()));
+    edges.push_back(layer.edges_read(gl, comp_rows, comp_entries_dev.select(0, t - 1)));
 
     drop_input(comp_rows, width_change, width_change ? frozen_list[size_t(t)] : at::Tensor());
     at::Tensor upd;
@@ -1111,7 +1034,6 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
     h_dst = next;
     out.layer_outputs.push_back(h_dst);
   }
-  if (!planned) plan_after_layer1();  // one layer: the depths and eps are outputs
   out.stats.pending_edges = torch::stack(edges);
   if (!m.defer_stats) out.stats.settle();
   out.logits = pass ? pass->finish(h_dst) : h_dst;

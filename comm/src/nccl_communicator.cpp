@@ -8,10 +8,9 @@
 // CUDA runtime API only: this file needs no nvcc.
 //
 // Deferred mode (set_deferred): an operation records an event on our stream after its work and
-// makes the caller's stream (the legacy default stream unless set_stream named another) wait
-// for it, instead of polling until it completes; a watchdog thread polls the events in order and
-// aborts the communicator when one is not done by its deadline (or NCCL reports an asynchronous
-// error). The mutex serialises the watchdog's
+// makes the legacy default stream wait for it, instead of polling until it completes; a
+// watchdog thread polls the events in order and aborts the communicator when one is not done by
+// its deadline (or NCCL reports an asynchronous error). The mutex serialises the watchdog's
 // abort with the operations' NCCL calls, so that no call ever uses an aborted communicator.
 #include <cuda_runtime_api.h>
 #include <nccl.h>
@@ -140,9 +139,6 @@ class NcclCommunicator final : public Communicator {
                 const std::vector<int64_t>& recv_counts, int64_t row_bytes) override;
   void set_deferred(bool on) override;
   bool deferred() const override { return deferred_; }
-  void set_stream(void* cuda_stream) override {
-    caller_ = cuda_stream ? static_cast<cudaStream_t>(cuda_stream) : cudaStreamLegacy;
-  }
   void synchronize() override;
 
  private:
@@ -176,10 +172,9 @@ class NcclCommunicator final : public Communicator {
   void wait_ready(const std::string& what, Clock::time_point deadline);
   // Polls the stream (and NCCL's asynchronous errors) until everything enqueued has completed.
   void wait_stream(const std::string& what, Clock::time_point deadline);
-  // Makes our stream wait for the work already queued on the caller's stream (set_stream; the
-  // legacy default stream, which also waits for every blocking stream, unless set), so that
-  // buffers written there are complete.
-  void order_after_caller_stream(const std::string& what);
+  // Makes our stream wait for the work already queued on the legacy default stream (which also
+  // waits for every blocking stream), so that buffers written there are complete.
+  void order_after_default_stream(const std::string& what);
   void release();  // frees the CUDA objects (not the NCCL communicator)
 
   int rank_ = -1;
@@ -189,8 +184,7 @@ class NcclCommunicator final : public Communicator {
   int device_ = -1;
   ncclComm_t comm_ = nullptr;
   cudaStream_t stream_ = nullptr;
-  cudaStream_t caller_ = cudaStreamLegacy;  // set_stream: the stream operations order after
-  cudaEvent_t ready_ = nullptr;     // recorded on caller_ before each operation
+  cudaEvent_t ready_ = nullptr;     // recorded on the legacy default stream before each operation
   int32_t* scratch_ = nullptr;      // one device int for the barrier
   std::string broken_;              // the failure that made this communicator unusable
   // Deferred mode. mu_ guards comm_ (against the watchdog's abort), broken_, pending_ and
@@ -231,8 +225,8 @@ NcclCommunicator::NcclCommunicator(Communicator& bootstrap, int device)
              try_cuda(cudaDeviceGetStreamPriorityRange(&least_priority, &greatest_priority),
                       "cudaDeviceGetStreamPriorityRange") &&
              // The highest priority: the block scheduler starts our kernels as soon as SMs free
-             // up instead of after every block of a large kernel queued before them elsewhere
-             // (a side stream's exchange while the default stream aggregates).
+             // up rather than after every block of a large kernel queued before them on another
+             // stream (docs/performance.md, v41).
              try_cuda(cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, greatest_priority),
                       "cudaStreamCreateWithPriority") &&
              try_cuda(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming),
@@ -444,8 +438,8 @@ void NcclCommunicator::wait_stream(const std::string& what, Clock::time_point de
   }
 }
 
-void NcclCommunicator::order_after_caller_stream(const std::string& what) {
-  cuda(cudaEventRecord(ready_, caller_), "cudaEventRecord", what);
+void NcclCommunicator::order_after_default_stream(const std::string& what) {
+  cuda(cudaEventRecord(ready_, cudaStreamLegacy), "cudaEventRecord", what);
   cuda(cudaStreamWaitEvent(stream_, ready_, 0), "cudaStreamWaitEvent", what);
 }
 
@@ -471,9 +465,8 @@ void NcclCommunicator::complete(const std::string& what, Clock::time_point deadl
   const cudaError_t rec = cudaEventRecord(done, stream_);
   if (rec != cudaSuccess) free_events_.push_back(done);
   cuda(rec, "cudaEventRecord", what);
-  // Everything queued later on the caller's stream (the default stream: and on the blocking
-  // streams) waits for it.
-  const cudaError_t wait = cudaStreamWaitEvent(caller_, done, 0);
+  // Everything queued later on the default stream (and the blocking streams) waits for it.
+  const cudaError_t wait = cudaStreamWaitEvent(cudaStreamLegacy, done, 0);
   pending_.push_back(Pending{done, deadline, what});
   cuda(wait, "cudaStreamWaitEvent (default stream)", what);
   cv_.notify_all();
@@ -561,7 +554,7 @@ void NcclCommunicator::allreduce(void* data, int64_t count, DType dt, ReduceOp o
   const std::string what = fmt::format("ncclAllReduce (allreduce of {} {} {})", count,
                                        to_string(dt), to_string(op));
   const auto deadline = deadline_after(timeout_);
-  order_after_caller_stream(what);
+  order_after_default_stream(what);
   nccl(ncclAllReduce(data, data, static_cast<size_t>(count), type, nop, comm_, stream_),
        "ncclAllReduce", what, deadline);
   complete(what, deadline);
@@ -581,7 +574,7 @@ void NcclCommunicator::broadcast(void* data, int64_t bytes, int root) {
   const std::string what =
       fmt::format("ncclBroadcast (broadcast of {} bytes from rank {})", bytes, root);
   const auto deadline = deadline_after(timeout_);
-  order_after_caller_stream(what);
+  order_after_default_stream(what);
   nccl(ncclBroadcast(data, data, static_cast<size_t>(bytes), ncclUint8, root, comm_, stream_),
        "ncclBroadcast", what, deadline);
   complete(what, deadline);
@@ -618,7 +611,7 @@ void NcclCommunicator::exchange(const void* send, const std::vector<int64_t>& se
   const auto deadline = deadline_after(timeout_);
   const char* sbuf = static_cast<const char*>(send);
   char* rbuf = static_cast<char*>(recv);
-  order_after_caller_stream(what);
+  order_after_default_stream(what);
   const int64_t self_bytes = send_off[rank_ + 1] - send_off[rank_];
   if (self_bytes > 0)
     cuda(cudaMemcpyAsync(rbuf + recv_off[rank_], sbuf + send_off[rank_],

@@ -515,50 +515,6 @@ TEST(Dropout, RowsReadOnlyEqualsEveryRow) {
   }
 }
 
-// Layer 1 issued before the pass's plan (layer1_first auto: AD_fast and AD# with lambda = 0)
-// against the plan first (off): the same operations on the same values, so logits, depths and
-// every gradient are equal bit for bit, training (dropout, band from layer 2) and evaluation,
-// one layer (the plan after the loop) and four.
-TEST(LayerOneFirst, EqualsThePlanFirst) {
-  const auto g = csbm(300, 0.4, 2);
-  const auto t = adgnn::to_tensors(g, torch::kCPU);
-  const auto mg = adgnn::message_graph(t);
-  const at::Tensor train = torch::arange(300) % 3 != 0;
-  for (const char* backbone : {"gcn", "gat", "sage", "dirgnn"})
-    for (const char* variant : {"ad_fast", "ad_sharp"})
-      for (int64_t layers : {1, 4})
-        for (bool training : {true, false}) {
-          SCOPED_TRACE(std::string(backbone) + " " + variant + " " + std::to_string(layers) +
-                       (training ? " training" : " evaluation"));
-          auto cfg = config(variant, layers, g);
-          cfg.backbone = backbone;
-          cfg.dropout = 0.4;
-          cfg.theta_init = -1;
-          std::vector<at::Tensor> outs[2];
-          for (int order = 0; order < 2; ++order) {
-            cfg.layer1_first = order ? "auto" : "off";
-            adgnn::Model model(cfg);
-            for (int64_t epoch = 1; epoch <= 2; ++epoch) {  // AD#: the second pass uses the first's estimates
-              const auto out = model.forward(mg, t.x, training, epoch, t.y, train);
-              outs[order].push_back(out.logits.detach());
-              outs[order].push_back(out.depth);
-              if (!training) continue;
-              torch::nll_loss(torch::log_softmax(out.logits, 1).index({train}), t.y.index({train})).backward();
-              for (auto& [name, p] : model.named_parameters())
-                if (p.grad().defined()) {
-                  outs[order].push_back(p.grad().clone());
-                  p.mutable_grad() = at::Tensor();
-                }
-            }
-          }
-          ASSERT_EQ(outs[0].size(), outs[1].size());
-          for (size_t i = 0; i < outs[0].size(); ++i) EXPECT_TRUE(torch::equal(outs[0][i], outs[1][i])) << "tensor " << i;
-        }
-  adgnn::ModelConfig bad = config("ad_fast", 2, g);
-  bad.layer1_first = "on";
-  EXPECT_THROW(adgnn::Model{bad}, adgnn::InputError);
-}
-
 // AD#: the first pass has beta = gamma = 1 (the fast metric); a training pass estimates them per
 // degree bucket from its embeddings, and the next pass's log eps_hat moves by
 // t_max (log beta - log gamma) of the node's bucket.

@@ -228,22 +228,6 @@ TEST_F(Dist, BatchNormAndAdSharpMatchTheOneProcessRun) {
   }
 }
 
-// Layer 1 before the pass's plan on the ranks (layer1_first auto; on a GPU the plan, with its
-// exchange of the computed layers, then runs on a side stream) against the one-process run with
-// the plan first: same logits, loss and gradients.
-TEST_F(Dist, LayerOneFirstMatchesTheOneProcessRunWithThePlanFirst) {
-  const adgnn::Graph g = test_graph(240, 3);
-  for (const std::string backbone : {"gcn", "gat", "dirgnn"}) {
-    SCOPED_TRACE(backbone);
-    adgnn::ModelConfig ref = model_config(g, backbone, "ad_fast");
-    ref.layers = 4;
-    ref.layer1_first = "off";
-    adgnn::ModelConfig first = ref;
-    first.layer1_first = "auto";
-    expect_equivalent(*this, g, ref, metis_part(g, size, rank), 3, &first);
-  }
-}
-
 // AD's deeper layers computing few rows drop out only the rows those read (flagged in the
 // [owned; halo] input, the others left unset: the GPU's default), against the one-process run
 // dropping out every row: same logits, loss and gradients, halo rows included.

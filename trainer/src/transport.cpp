@@ -44,8 +44,6 @@ class CommTransport : public RankTransport {
     return recv.to(send.device());
   }
 
-  void set_stream(void* cuda_stream) override { comm_.set_stream(cuda_stream); }
-
  private:
   // The memory the communicator takes: CUDA for NCCL (on the tensor's device when it has one),
   // host memory for MPI.

@@ -64,9 +64,6 @@ class RankTransport {
   // the received rows [sum recv_counts, F], packed by peer.
   virtual at::Tensor exchange(const at::Tensor& send, const std::vector<int64_t>& send_counts,
                               const std::vector<int64_t>& recv_counts) = 0;
-  // The CUDA stream (a cudaStream_t) whose queued work the following operations wait for and
-  // which waits for their results; nullptr: the default stream. No effect with host memory.
-  virtual void set_stream(void* cuda_stream) { (void)cuda_stream; }
 };
 
 // Where a layer's neighbour rows come from. Destination rows are the first num_dst source rows
@@ -157,10 +154,6 @@ struct ModelConfig {
   // the per-pass graph needs no transpose; "on" / "off": whenever possible / never (MixHop
   // never: its second hop reads every row).
   std::string compact_halo = "auto";
-  // AD_fast / AD# with lambda = 0 compute every row at layer 1: "auto" issues layer 1 before the
-  // pass's plan (depths, row lists, halo exchanges' rows), which a GPU then builds on a side
-  // stream while layer 1 runs; "off": the plan first (the tests' reference; the same values).
-  std::string layer1_first = "auto";
 };
 
 // What one forward pass computed, besides the logits.

@@ -73,11 +73,6 @@ class Communicator {
   // Waits (up to the timeout) until every enqueued operation has completed, and throws the
   // CommError of one that failed. Returns at once where operations complete before returning.
   virtual void synchronize() {}
-  // Device-memory communicators order each operation after the work queued so far on the
-  // caller's CUDA stream and, deferred, make that stream wait for the operation: the legacy
-  // default stream unless set here (`cuda_stream` is a cudaStream_t; nullptr: that default
-  // again). A caller working on a side stream for a while names it. No effect with host memory.
-  virtual void set_stream(void* cuda_stream) { (void)cuda_stream; }
 
   // Every wait fails with CommError after this many seconds (> 0; infinity disables). Default
   // 300 s, or $ADGNN_COMM_TIMEOUT when set.
