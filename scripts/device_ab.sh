@@ -12,9 +12,10 @@
 # runs per rank count.
 # WORKLOAD=arxiv instead: one GPU, `adgnn bench` (GCN and AD-GCN_fast at depth 4 and 8) on the
 # arxiv-scale graph, the same interleaving; TESTS=1 also builds and runs this tree's CUDA tests.
-# GRAPH=arxiv: the `adgnn train` runs on the arxiv-scale graph instead (e.g. RANKS=1: a host-bound
-# step). OLD_FLAGS="--flag value" instead of build-ab/old: the old runs are this tree's build with those
-# flags (one build with every core: a switch's A/B, e.g. OLD_FLAGS="--layer1-first off").
+# GRAPH=arxiv: the `adgnn train` runs on the arxiv-scale graph instead (e.g. RANKS=1: a
+# host-bound step). OLD_FLAGS="--flag value" instead of build-ab/old: the old runs are this tree's
+# build with those flags added to EXTRA_FLAGS (one build with every core: a switch's A/B, e.g.
+# OLD_FLAGS="--compact-halo off").
 # Time on a cold 2 x H200 machine (32 cores): both builds 160-270 s (give a call >= 300 s),
 # products-scale METIS partition 125 s, a one-GPU run ~45 s (loading the 2.45 M-node graph), a
 # 2-GPU run ~22 s: more than one 600 s call. Run RANKS=1 first, then RANKS=<P> in a second call
@@ -73,7 +74,7 @@ for P in ${RANKS:-1 $ngpu}; do
     fi
     prof=0
     [ "$run" = new2 ] && [ "$P" -gt 1 ] && prof=${PROFILE_STEPS:-3}
-    env "${common[@]}" ADGNN="$bin" EXTRA_FLAGS="$flags" RANKS="$P" PROFILE_STEPS="$prof" OUT_DIR="$OUT/${run}_p$P" \
+    env "${common[@]}" ADGNN="$bin" EXTRA_FLAGS="${EXTRA_FLAGS:-} $flags" RANKS="$P" PROFILE_STEPS="$prof" OUT_DIR="$OUT/${run}_p$P" \
       bash scripts/bench_distributed.sh "/tmp/$graph.h5" >"$OUT/${run}_p$P.md" 2>&1
     elapsed "$run, $P GPU(s): $(grep "^| $P " "$OUT/${run}_p$P.md" || tail -3 "$OUT/${run}_p$P.md")"
   done
