@@ -174,6 +174,23 @@ class SyncBatchNormFn : public torch::autograd::Function<SyncBatchNormFn> {
   }
 };
 
+// The logits, with the last token as a second input: backward passes the logits' gradient on
+// untouched and hands the token chain a zero, so every exchange's backward runs. The logits come
+// back as a view of themselves (LibTorch's handling of a returned input): no pass over them, where
+// `logits + token * 0` cost an add forward and a sum backward over every row (0.12 ms per step on
+// a rank of products-scale).
+class TieTokenFn : public torch::autograd::Function<TieTokenFn> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& logits, const at::Tensor& token) {
+    ctx->saved_data["token_type"] = int64_t(token.scalar_type());
+    return logits;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto type = c10::ScalarType(ctx->saved_data["token_type"].toInt());
+    return {grads[0], torch::zeros({}, grads[0].options().dtype(type))};
+  }
+};
+
 // ---- the halo layout, cached per rank graph ------------------------------------------------------
 
 bool built_from(const HaloLayout& h, const MessageGraph& g) {
@@ -489,7 +506,7 @@ at::Tensor HaloPass::batch_norm(const at::Tensor& x, const at::Tensor& weight, c
 
 at::Tensor HaloPass::finish(const at::Tensor& logits) const {
   if (!token_.requires_grad()) return logits;
-  return logits + token_.to(logits.scalar_type()) * 0;
+  return TieTokenFn::apply(logits, token_);
 }
 
 }  // namespace adgnn::detail
