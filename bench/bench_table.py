@@ -81,7 +81,10 @@ def table(ours, pyg, card, date):
     our_rows = {}
     for r in (ours or {}).get('rows', []):
         if r.get('backbone', 'gcn') == 'gcn':
-            our_rows[(r.get('variant'), int(r['depth']))] = r
+            v = r.get('variant')
+            if v == 'ad' and r.get('fdelta_precision', 'fp32') == 'tf32':
+                v = 'ad_tf32'  # f_delta's products in TF32 (--fdelta-precision): extra columns
+            our_rows[(v, int(r['depth']))] = r
     pyg_rows = (pyg or {}).get('rows', [])
     peer = {}
     for r in pyg_rows:
@@ -89,11 +92,12 @@ def table(ours, pyg, card, date):
         if d not in peer or r['step_ms_median'] < peer[d]['step_ms_median']:
             peer[d] = r
     depths = sorted({d for _, d in our_rows} | set(peer))
+    tf32 = any(v == 'ad_tf32' for v, _ in our_rows)
 
     out.append('| depth | GCN (ms) | AD-GCN_fast (ms) | AD-GCN (ms) | PyG GCN (ms) | PyG / GCN '
                '| AD_fast / GCN | AD / GCN | active edges AD_fast / AD '
-               '| peak MiB GCN / AD_fast / AD / PyG |')
-    out.append('|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|')
+               '| peak MiB GCN / AD_fast / AD / PyG |' + (' AD-GCN, f_delta TF32 (ms) | AD tf32 / GCN |' if tf32 else ''))
+    out.append('|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|' + ('---:|---:|' if tf32 else ''))
     for d in depths:
         t = {v: our_rows.get((v, d), {}).get('step_ms_median') for v, _ in OURS}
         p = peer.get(d, {})
@@ -104,7 +108,10 @@ def table(ours, pyg, card, date):
                    f'| {ratio(tp, t["plain"])} | {ratio(t["ad_fast"], t["plain"])} '
                    f'| {ratio(t["ad"], t["plain"])} '
                    f'| {" / ".join("-" if a is None else f"{a:.2f}" for a in act)} '
-                   f'| {" / ".join(mib(b) for b in peaks)} |')
+                   f'| {" / ".join(mib(b) for b in peaks)} |'
+                   + (f' {ms(our_rows.get(("ad_tf32", d), {}).get("step_ms_median"))} '
+                      f'| {ratio(our_rows.get(("ad_tf32", d), {}).get("step_ms_median"), t["plain"])} |'
+                      if tf32 else ''))
 
     if pyg_rows:
         out.append('')

@@ -30,6 +30,7 @@ struct BenchFlags {
   std::string dataset = "csbm:arxiv-scale", data_dir, device = "cuda", json;
   std::vector<std::string> backbones{"gcn"}, variants{"plain", "ad_fast", "ad"};
   std::vector<int64_t> depths{2, 4, 8};
+  std::vector<std::string> fdelta_precisions{"fp32"};  // one row of the learned variant per entry
   int64_t hidden = 128, steps = 30, warmup = 5;
   double dropout = 0.5, lr = 0.01, weight_decay = 5e-4, lambda = 0.0;
   std::string normalisation = "linear", compact = "auto";
@@ -103,7 +104,8 @@ struct BenchRow {
 
 BenchRow bench_model(const MessageGraph& mg, const at::Tensor& x, const at::Tensor& y,
                      const at::Tensor& train_idx, const BenchFlags& f, int64_t num_classes,
-                     const std::string& backbone, const std::string& variant, int64_t depth) {
+                     const std::string& backbone, const std::string& variant, int64_t depth,
+                     const std::string& fdelta_precision) {
   const c10::Device dev(f.device);
   ModelConfig mc;
   mc.backbone = backbone;
@@ -116,6 +118,7 @@ BenchRow bench_model(const MessageGraph& mg, const at::Tensor& x, const at::Tens
   mc.lambda = f.lambda;
   mc.normalisation = f.normalisation;
   mc.compact_deep_layers = f.compact;
+  mc.fdelta_precision = fdelta_precision;
   mc.seed = f.seed;
   mc.device = f.device;
   reset_peak_device_memory(dev);
@@ -264,6 +267,8 @@ int run_bench(const BenchFlags& f) {
   for (const auto& v : f.variants)
     if (v != "plain" && v != "ad" && v != "ad_fast" && v != "ad_sharp")
       throw InputError("--variants: " + v + " is not one of plain, ad, ad_fast, ad_sharp");
+  for (const auto& p : f.fdelta_precisions)
+    if (p != "fp32" && p != "tf32") throw InputError("--fdelta-precision: " + p + " is not one of fp32, tf32");
   for (const auto& b : f.backbones)
     if (b != "gcn" && b != "gat" && b != "sage" && b != "mixhop" && b != "gatv2" && b != "dirgnn")
       throw InputError("--backbones: " + b + " is not one of gcn, gat, sage, mixhop, gatv2, dirgnn");
@@ -307,8 +312,9 @@ int run_bench(const BenchFlags& f) {
   std::string profiles;
   for (int64_t d : f.depths) {
     for (const auto& b : f.backbones) {
-      for (const auto& v : f.variants) {
-        const BenchRow r = bench_model(mg, gt.x, gt.y, train_idx, fl, g.num_classes, b, v, d);
+      for (const auto& v : f.variants) for (const auto& prec : v == "ad" ? f.fdelta_precisions : std::vector<std::string>{"fp32"}) {
+        const BenchRow r = bench_model(mg, gt.x, gt.y, train_idx, fl, g.num_classes, b, v, d, prec);
+        const std::string label = model_label(b, v) + (prec == "fp32" ? "" : " (f_delta " + prec + ")");
         std::vector<double> frac;
         std::string per_layer;
         for (int64_t e : r.edges) {
@@ -316,7 +322,7 @@ int run_bench(const BenchFlags& f) {
           per_layer += fmt::format("{}{:.1f}", per_layer.empty() ? "" : " / ", 100.0 * frac.back());
         }
         const double med = quantile(r.step_ms, 0.5);
-        fmt::print("| {} | {} | {:.2f} | {:.2f}-{:.2f} | {}{} | {} |\n", model_label(b, v), d, med,
+        fmt::print("| {} | {} | {:.2f} | {:.2f}-{:.2f} | {}{} | {} |\n", label, d, med,
                    quantile(r.step_ms, 0.1), quantile(r.step_ms, 0.9),
                    f.breakdown ? fmt::format("{:.2f} / {:.2f} / {:.2f} | ", quantile(r.forward_ms, 0.5),
                                              quantile(r.backward_ms, 0.5), quantile(r.optimizer_ms, 0.5))
@@ -324,7 +330,7 @@ int run_bench(const BenchFlags& f) {
                    dev.is_cuda() ? fmt::format("{:.0f}", double(r.peak_bytes) / (1 << 20)) : std::string("n/a"),
                    per_layer);
         std::fflush(stdout);
-        nlohmann::json row = {{"model", model_label(b, v)}, {"backbone", b}, {"variant", v},
+        nlohmann::json row = {{"model", label}, {"backbone", b}, {"variant", v}, {"fdelta_precision", prec},
                               {"depth", d}, {"hidden", f.hidden},
                               {"step_ms_median", med},
                               {"step_ms_p10", quantile(r.step_ms, 0.1)},
@@ -341,7 +347,7 @@ int run_bench(const BenchFlags& f) {
           nlohmann::json prof = nlohmann::json::array();
           for (const auto& [name, ms] : r.profile_ms) prof.push_back({{"name", name}, {"ms_per_step", ms}});
           row["profile"] = {{"busy_ms_per_step", r.busy_ms_per_step}, {"by_name", prof}};
-          profiles += fmt::format("\n{} depth {}: {} {:.2f} ms per step (wall {:.2f} ms); largest:\n", model_label(b, v), d,
+          profiles += fmt::format("\n{} depth {}: {} {:.2f} ms per step (wall {:.2f} ms); largest:\n", label, d,
                                   dev.is_cuda() ? "device busy" : "operators (inclusive)", r.busy_ms_per_step, med);
           for (size_t i = 0; i < std::min<size_t>(r.profile_ms.size(), 14); ++i)
             profiles += fmt::format("  {:8.3f}  {}\n", r.profile_ms[i].second, r.profile_ms[i].first.substr(0, 150));
@@ -405,6 +411,9 @@ void add_bench_commands(CLI::App& app, std::function<int()>& run) {
   cmd->add_option("--compact", f->compact,
                   "AD: deeper layers read a compact input: auto (CPU only), on, off (docs/performance.md v9)")
       ->check(CLI::IsMember({"auto", "on", "off"}));
+  cmd->add_option("--fdelta-precision", f->fdelta_precisions,
+                  "AD (learned): f_delta's matrix products, one row per entry (fp32, tf32; tf32 on CUDA only)")
+      ->delimiter(',')->capture_default_str();
   cmd->add_option("--normalisation", f->normalisation, "AD: depth-benefit normalisation (linear, log)")
       ->check(CLI::IsMember({"linear", "log"}))->capture_default_str();
   cmd->add_option("--seed", f->seed, "Seed")->capture_default_str();

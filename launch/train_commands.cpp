@@ -135,6 +135,8 @@ void register_train_flags(CLI::App* cmd, const std::shared_ptr<TrainArgs>& a) {
                   "AD: deeper layers read a compact input: auto (CPU only), on, off (docs/performance.md v9)");
   cmd->add_option("--compact-halo", f.model.compact_halo,
                   "AD under mpirun: layers >= 2 hold only the halo rows they read: auto, on, off (docs/distributed.md)");
+  cmd->add_option("--fdelta-precision", f.model.fdelta_precision,
+                  "AD (learned): f_delta's matrix products in fp32 or tf32 (CUDA only; docs/performance.md v43)");
   cmd->add_option("--splits", f.splits, "auto, random, or a split family of the dataset (geom-gcn, platonov, public)");
   cmd->add_option("--epochs", f.epochs, "Training epochs");
   cmd->add_option("--lr", f.lr, "Adam learning rate");
@@ -197,6 +199,7 @@ TrainConfig resolve(CLI::App* cmd, const TrainArgs& args, std::vector<std::strin
   if (given("--device")) c.model.device = f.model.device;
   if (given("--compact")) c.model.compact_deep_layers = f.model.compact_deep_layers;
   if (given("--compact-halo")) c.model.compact_halo = f.model.compact_halo;
+  if (given("--fdelta-precision")) c.model.fdelta_precision = f.model.fdelta_precision;
   if (given("--splits")) c.splits = f.splits;
   if (given("--epochs")) c.epochs = f.epochs;
   if (given("--lr")) c.lr = f.lr;

@@ -161,63 +161,44 @@ class CsrAggregate : public torch::autograd::Function<CsrAggregate> {
   }
 };
 
-// entry_rows: z's rows at every CSR entry; the backward's sums per row run in a fixed order.
-class EntryRows : public torch::autograd::Function<EntryRows> {
- public:
-  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& rowptr,
-                            const at::Tensor& col, const at::Tensor& z, bool by_column) {
-    ctx->save_for_backward({rowptr, col});
-    ctx->saved_data["by_column"] = by_column;
-    ctx->saved_data["num_src"] = z.size(0);
-    if (by_column) return z.index_select(0, col.to(torch::kInt64));
-    const int64_t n = rowptr.numel() - 1;
-    return z.slice(0, 0, n).repeat_interleave(rowptr.slice(0, 1) - rowptr.slice(0, 0, n), 0);
-  }
-
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
-                                                 torch::autograd::variable_list grads) {
-    const auto saved = ctx->get_saved_variables();
-    const at::Tensor &rowptr = saved[0], &col = saved[1];
-    const at::Tensor g = grads[0].contiguous();
-    const int64_t num_src = ctx->saved_data["num_src"].toInt(), E = col.numel();
-    // Groups of entries (ptr), the gradient row of each (idx), and entry ids for the (absent)
-    // weights: the transpose's source groups, or the CSR's own rows.
-    at::Tensor ptr, idx, eid;
-    if (ctx->saved_data["by_column"].toBool()) {
-      const kernels::Transposed t = cached_transpose(rowptr, col, num_src);
-      ptr = t.rowptr;
-      eid = t.entry;
-      idx = t.entry.to(torch::kInt32);
-    } else {
-      ptr = rowptr;
-      eid = torch::arange(E, rowptr.options());
-      idx = eid.to(torch::kInt32);
-    }
-    at::Tensor sums;
-    if (g.is_cuda()) {
-#ifdef ADGNN_HAVE_CUDA_KERNELS
-      sums = kernels::aggregate_entries_cuda(ptr, idx, eid, {}, g);
-#else
-      TORCH_CHECK(false, "entry_rows: this build has no CUDA kernels");
-#endif
-    } else {
-      sums = kernels::aggregate_entries_cpu(ptr, idx, eid, {}, g);
-    }
-    // Rows without entries (and, by row, the source rows beyond the destinations) get zeros.
-    if (sums.size(0) < num_src)
-      sums = torch::cat({sums, torch::zeros({num_src - sums.size(0), g.size(1)}, g.options())}, 0);
-    return {at::Tensor(), at::Tensor(), sums, at::Tensor()};
-  }
-};
-
 }  // namespace
 
 namespace detail {
-at::Tensor entry_rows(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& z, bool by_column) {
+at::Tensor sum_over_entries(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& g_in,
+                            int64_t num_src, bool by_column) {
   TORCH_CHECK(rowptr.scalar_type() == torch::kInt64 && col.scalar_type() == torch::kInt32,
-              "entry_rows: rowptr must be int64 and col int32");
-  TORCH_CHECK(z.dim() == 2 && z.size(0) >= rowptr.numel() - 1, "entry_rows: z must be [source rows, features]");
-  return EntryRows::apply(rowptr.contiguous(), col.contiguous(), z, by_column);
+              "sum_over_entries: rowptr must be int64 and col int32");
+  TORCH_CHECK(g_in.dim() == 2 && g_in.size(0) == col.numel() && num_src >= rowptr.numel() - 1,
+              "sum_over_entries: one gradient row per entry, and at least one source row per CSR row");
+  const at::Tensor g = g_in.contiguous();
+  const int64_t E = col.numel();
+  // Groups of entries (ptr), the gradient row of each (idx), and entry ids for the (absent)
+  // weights: the transpose's source groups, or the CSR's own rows.
+  at::Tensor ptr, idx, eid;
+  if (by_column) {
+    const kernels::Transposed t = cached_transpose(rowptr, col, num_src);
+    ptr = t.rowptr;
+    eid = t.entry;
+    idx = t.entry.to(torch::kInt32);
+  } else {
+    ptr = rowptr;
+    eid = torch::arange(E, rowptr.options());
+    idx = eid.to(torch::kInt32);
+  }
+  at::Tensor sums;
+  if (g.is_cuda()) {
+#ifdef ADGNN_HAVE_CUDA_KERNELS
+    sums = kernels::aggregate_entries_cuda(ptr, idx, eid, {}, g);
+#else
+    TORCH_CHECK(false, "sum_over_entries: this build has no CUDA kernels");
+#endif
+  } else {
+    sums = kernels::aggregate_entries_cpu(ptr, idx, eid, {}, g);
+  }
+  // Rows without entries (and, by row, the source rows beyond the destinations) get zeros.
+  if (sums.size(0) < num_src)
+    sums = torch::cat({sums, torch::zeros({num_src - sums.size(0), g.size(1)}, g.options())}, 0);
+  return sums;
 }
 }  // namespace detail
 

@@ -4,6 +4,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <utility>
 
 namespace adgnn::kernels {
 
@@ -77,6 +78,15 @@ at::Tensor aggregate_entries_cpu(const at::Tensor& ptr, const at::Tensor& idx, c
 // Runs on flags' device (the CUDA kernel when the build has it).
 void mark_rows_read(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& rows, at::Tensor& flags);
 
+// ---- f_delta's per-pair input (fdelta.cpp; the CUDA kernels when the build has them) -------------
+// out[p] = [z[row[p]] * z[col[p]], |z[row[p]] - z[col[p]]|]: [P, 2F] for z [rows, F] (row, col
+// int32 [P]). One pass writes the MLP's input, without per-pair copies of z's rows.
+at::Tensor pair_features_cpu(const at::Tensor& row, const at::Tensor& col, const at::Tensor& z);
+// Its backward for grad [P, 2F]: the gradient of z[row[p]] and of z[col[p]] per pair ([P, F]
+// each; the derivative of |d| at d = 0 is 0, as autograd's).
+std::pair<at::Tensor, at::Tensor> pair_features_backward_cpu(const at::Tensor& row, const at::Tensor& col,
+                                                             const at::Tensor& z, const at::Tensor& grad);
+
 // ---- a distributed pass's halo plan (halo.cpp; the CUDA kernels when the build has them) ----------
 // Computed-layer bits: bit t-1 of a row's value is set when layer t computes the row.
 
@@ -124,6 +134,9 @@ at::Tensor aggregate_cuda(const at::Tensor& rowptr, const at::Tensor& col, const
 at::Tensor dropout_apply_cuda(const at::Tensor& x, const at::Tensor& gid, uint64_t key, uint64_t threshold,
                               float scale, const at::Tensor& row_flags = {}, bool zero_unflagged = false,
                               const at::Tensor& accumulate_into = {});
+at::Tensor pair_features_cuda(const at::Tensor& row, const at::Tensor& col, const at::Tensor& z);
+std::pair<at::Tensor, at::Tensor> pair_features_backward_cuda(const at::Tensor& row, const at::Tensor& col,
+                                                              const at::Tensor& z, const at::Tensor& grad);
 void halo_read_bits_cuda(const at::Tensor& boundary_row, const at::Tensor& boundary_halo, const at::Tensor& peer_key,
                          const at::Tensor& comp_owned, const at::Tensor& comp_halo, at::Tensor& peer_bits,
                          at::Tensor& halo_bits);

@@ -27,10 +27,20 @@ struct EdgeList {
 EdgeList edges_of_rows(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& rows,
                        int64_t entries = -1);
 
-// The rows of z at every entry of the CSR (every row computed): z[col[k]] (by_column) or z[r] for
-// the entry's own row r. Backward sums each row's gradient over its entries with the aggregation
-// kernels (the transpose for by_column), in a fixed order: no scatter with atomics on the GPU.
-at::Tensor entry_rows(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& z, bool by_column);
+// s[i] = the sum of g's rows over the CSR entries whose row (by_column: column) is i, for
+// i < num_src (rows without entries: zeros). Summed by the aggregation kernels (the transpose,
+// cached, for by_column) in a fixed order: no scatter with atomics on the GPU.
+at::Tensor sum_over_entries(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& g,
+                            int64_t num_src, bool by_column);
+
+// f_delta's logit at every CSR entry (row v, column u): MLP([z_u * z_v, |z_u - z_v|]) with
+// w1 [2H, H], b1 [H], w2 [H, 1], b2 [1] and a ReLU between (method.md). The input is symmetric,
+// so an entry whose mirror (row u, column v) is in the CSR shares its evaluation: about half the
+// work on an undirected graph, the same values. tf32: the MLP's matrix products in TF32 on the
+// GPU (float32 elsewhere; no effect on the CPU or in float64).
+at::Tensor fdelta_entry_logits(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& z,
+                               const at::Tensor& w1, const at::Tensor& b1, const at::Tensor& w2,
+                               const at::Tensor& b2, bool tf32);
 
 // While one lives on this thread, csr_aggregate treats its CSRs as built for one call (a graph
 // of a few rows): their transposes are built in the backward instead of cached, so that they do

@@ -508,10 +508,8 @@ struct Model::Impl {
       d_plus = heuristic_d_plus.to(theta_a.scalar_type());
     } else {
       const detail::EdgeList e = detail::edges_of_rows(g.rowptr, g.col, all);
-      const at::Tensor zu = detail::entry_rows(g.rowptr, g.col, z_src, true),
-                       zv = detail::entry_rows(g.rowptr, g.col, z_src, false);
-      const at::Tensor hidden = torch::relu(torch::addmm(fd_b1, torch::cat({zu * zv, (zu - zv).abs()}, 1), fd_w1));
-      const at::Tensor logit = torch::addmm(fd_b2, hidden, fd_w2).squeeze(1);
+      const at::Tensor logit = detail::fdelta_entry_logits(g.rowptr, g.col, z_src, fd_w1, fd_b1, fd_w2, fd_b2,
+                                                           cfg.fdelta_precision == "tf32");
       d_plus = torch::zeros({n}, logit.options()).index_add(0, e.dst_local, torch::sigmoid(logit));
       // L_reg: BCE on training edges (both endpoints in the training set), target y_u == y_v.
       // On a rank: this rank's rows' share of the mean over every rank's training edges.
@@ -592,6 +590,8 @@ Model::Model(const ModelConfig& cfg) : impl_(std::make_unique<Impl>()) {
     throw InputError("--compact " + cfg.compact_deep_layers + ": expected auto, on or off");
   if (cfg.compact_halo != "auto" && cfg.compact_halo != "on" && cfg.compact_halo != "off")
     throw InputError("--compact-halo " + cfg.compact_halo + ": expected auto, on or off");
+  if (cfg.fdelta_precision != "fp32" && cfg.fdelta_precision != "tf32")
+    throw InputError("--fdelta-precision " + cfg.fdelta_precision + ": expected fp32 or tf32");
   if (cfg.degree_threshold < 0) throw InputError("--degree-threshold: must be >= 0");
   if (cfg.degree_threshold > 0 && cfg.variant != "plain")
     throw InputError("--degree-threshold: only with --variant plain (Exp-2's case study)");

@@ -5,6 +5,7 @@
 
 #include "adgnn/gnn.h"
 #include "kernels.h"
+#include "layers.h"
 
 namespace {
 
@@ -218,6 +219,53 @@ std::vector<DropoutInput> dropout_inputs(torch::ScalarType dtype) {
   const at::Tensor tall = torch::randn({20011, 128}, torch::dtype(dtype));
   in.push_back({tall, tall.cuda()});
   return in;
+}
+
+// f_delta per mirrored pair on the GPU: the pair kernels (width 128: vectorised; 7: scalar;
+// float32 and float64) equal the CPU's, logits and the gradients of z and w1. In TF32 the logits
+// stay within 2e-2 of float32 yet differ from them (the products did run in TF32), and the
+// precision setting is what it was before.
+TEST(Cuda, FDeltaEqualsTheCpuAndTf32StaysClose) {
+  REQUIRE_GPU();
+  const auto g = graph(3000, 4);
+  const auto t = adgnn::to_tensors(g, torch::kCPU);
+  const auto d = c10::Device("cuda");
+  for (const int64_t H : {int64_t(128), int64_t(7)}) {
+    for (const bool dbl : {false, true}) {
+      SCOPED_TRACE("width " + std::to_string(H) + (dbl ? " float64" : " float32"));
+      const auto dtype = dbl ? torch::kFloat64 : torch::kFloat32;
+      torch::manual_seed(H);
+      const at::Tensor z = torch::randn({g.num_nodes, H}, dtype);
+      const at::Tensor w1 = torch::randn({2 * H, 16}, dtype) / std::sqrt(double(2 * H)), b1 = torch::randn({16}, dtype);
+      const at::Tensor w2 = torch::randn({16, 1}, dtype) / 4, b2 = torch::randn({1}, dtype);
+      const at::Tensor probe = torch::randn({t.col.numel()}, dtype);
+      auto run = [&](const c10::Device& dev, bool tf32, at::Tensor& grad_z, at::Tensor& grad_w1) {
+        at::Tensor zz = z.to(dev).requires_grad_(true), ww = w1.to(dev).requires_grad_(true);
+        const at::Tensor logit = adgnn::detail::fdelta_entry_logits(t.rowptr.to(dev), t.col.to(dev), zz, ww,
+                                                                    b1.to(dev), w2.to(dev), b2.to(dev), tf32);
+        (logit * probe.to(dev)).sum().backward();
+        grad_z = zz.grad().cpu();
+        grad_w1 = ww.grad().cpu();
+        return logit.cpu();
+      };
+      at::Tensor gz_cpu, gw_cpu, gz_gpu, gw_gpu;
+      const at::Tensor cpu = run(c10::Device("cpu"), false, gz_cpu, gw_cpu);
+      const at::Tensor gpu = run(d, false, gz_gpu, gw_gpu);
+      const double tol = dbl ? 1e-10 : 1e-4;
+      EXPECT_TRUE(torch::allclose(gpu, cpu, tol, tol));
+      EXPECT_TRUE(torch::allclose(gz_gpu, gz_cpu, tol, tol));
+      EXPECT_TRUE(torch::allclose(gw_gpu, gw_cpu, tol, tol));
+      if (dbl || H != 128) continue;
+      const auto before = at::globalContext().float32Precision(at::Float32Backend::CUDA, at::Float32Op::MATMUL);
+      at::Tensor gz_tf, gw_tf;
+      const at::Tensor tf = run(d, true, gz_tf, gw_tf);
+      EXPECT_EQ(at::globalContext().float32Precision(at::Float32Backend::CUDA, at::Float32Op::MATMUL), before);
+      EXPECT_FALSE(torch::equal(tf, gpu));
+      EXPECT_TRUE(torch::allclose(tf, gpu, 2e-2, 2e-2)) << (tf - gpu).abs().max();
+      EXPECT_TRUE(torch::allclose(gw_tf, gw_gpu, 2e-2, 2e-2 * gw_gpu.abs().max().item<double>()))
+          << (gw_tf - gw_gpu).abs().max();
+    }
+  }
 }
 
 TEST(Cuda, DropoutMasksEqualTheCpuOnes) {

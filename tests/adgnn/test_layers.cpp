@@ -366,27 +366,60 @@ TEST(RowsRead, FlagsEqualTheListedRows) {
   }
 }
 
-// f_delta's per-entry rows: forward equal to index_select by column / by row, and the backward's
-// per-row sums (kernels, fixed order) equal to index_add_'s, on a CSR with empty rows and more
-// source rows than destination rows (a rank's halo rows), in float64.
-TEST(EntryRows, EqualIndexSelectAndItsGradient) {
+// The per-row sums behind f_delta's backward: equal to index_add_ by column / by row, on a CSR
+// with empty rows and more source rows than destination rows (a rank's halo rows), in float64.
+TEST(SumOverEntries, EqualIndexAdd) {
   const at::Tensor rowptr = torch::tensor(std::vector<int64_t>{0, 2, 2, 5, 6}, torch::kInt64);
   const at::Tensor col = torch::tensor(std::vector<int64_t>{1, 5, 0, 3, 5, 2}, torch::kInt64).to(torch::kInt32);
   const at::Tensor dst = torch::tensor(std::vector<int64_t>{0, 0, 2, 2, 2, 3}, torch::kInt64);
   torch::manual_seed(3);
-  const at::Tensor z = torch::randn({7, 3}, torch::kFloat64);  // 4 destination rows, 7 source rows
-  const at::Tensor probe = torch::randn({6, 3}, torch::kFloat64);
+  const at::Tensor g = torch::randn({6, 3}, torch::kFloat64);
   for (bool by_column : {true, false}) {
     SCOPED_TRACE(by_column ? "by column" : "by row");
     const at::Tensor idx = by_column ? col.to(torch::kInt64) : dst;
-    at::Tensor a = z.clone().requires_grad_(true), b = z.clone().requires_grad_(true);
-    const at::Tensor ours = adgnn::detail::entry_rows(rowptr, col, a, by_column);
-    const at::Tensor ref = b.index_select(0, idx);
-    EXPECT_TRUE(torch::equal(ours, ref));
-    (ours * probe).sum().backward();
-    (ref * probe).sum().backward();
-    EXPECT_TRUE(torch::allclose(a.grad(), b.grad(), 1e-12, 1e-12)) << a.grad() << b.grad();
-    EXPECT_EQ(a.grad().sizes(), z.sizes());
+    const at::Tensor ours = adgnn::detail::sum_over_entries(rowptr, col, g, 7, by_column);
+    const at::Tensor ref = torch::zeros({7, 3}, torch::kFloat64).index_add_(0, idx, g);
+    EXPECT_TRUE(torch::allclose(ours, ref, 1e-12, 1e-12)) << ours << ref;
+  }
+}
+
+// f_delta evaluated once per mirrored pair equals the MLP on every entry's own input (values and
+// the gradients of z and of the four parameters, float64), on a CSR with a self-loop, a
+// duplicated entry, directed entries without a mirror either way round, halo columns beyond
+// the destination rows, and an empty row.
+TEST(FDelta, PairsEqualEveryEntrysOwnEvaluation) {
+  // 5 destination rows, 7 source rows; row 4 is empty.
+  const at::Tensor rowptr = torch::tensor(std::vector<int64_t>{0, 4, 6, 9, 10, 10}, torch::kInt64);
+  const std::vector<int64_t> cols{0, 1, 2, 1, 0, 3, 0, 5, 6, 2}, rows{0, 0, 0, 0, 1, 1, 2, 2, 2, 3};
+  const at::Tensor col = torch::tensor(cols, torch::kInt64).to(torch::kInt32);
+  torch::manual_seed(5);
+  const int64_t H = 4, K = 3;
+  const at::Tensor z0 = torch::randn({7, H}, torch::kFloat64);
+  z0[6].copy_(z0[2]);  // an entry whose difference is exactly zero (|d|' = 0 in both)
+  const at::Tensor probe = torch::randn({10}, torch::kFloat64);
+  std::vector<at::Tensor> ours_p, ref_p;
+  for (int i = 0; i < 2; ++i) {
+    std::vector<at::Tensor>& p = i == 0 ? ours_p : ref_p;
+    torch::manual_seed(6);
+    p = {z0.clone(), torch::randn({2 * H, K}, torch::kFloat64), torch::randn({K}, torch::kFloat64),
+         torch::randn({K, 1}, torch::kFloat64), torch::randn({1}, torch::kFloat64)};
+    for (at::Tensor& t : p) t.requires_grad_(true);
+  }
+  const at::Tensor ours =
+      adgnn::detail::fdelta_entry_logits(rowptr, col, ours_p[0], ours_p[1], ours_p[2], ours_p[3], ours_p[4], false);
+  const at::Tensor zu = ref_p[0].index_select(0, torch::tensor(cols, torch::kInt64));
+  const at::Tensor zv = ref_p[0].index_select(0, torch::tensor(rows, torch::kInt64));
+  const at::Tensor ref =
+      torch::addmm(ref_p[4], torch::relu(torch::addmm(ref_p[2], torch::cat({zu * zv, (zu - zv).abs()}, 1), ref_p[1])),
+                   ref_p[3]).squeeze(1);
+  ASSERT_EQ(ours.sizes(), ref.sizes());
+  EXPECT_TRUE(torch::allclose(ours, ref, 1e-12, 1e-12)) << ours << ref;
+  (ours * probe).sum().backward();
+  (ref * probe).sum().backward();
+  for (size_t i = 0; i < ours_p.size(); ++i) {
+    SCOPED_TRACE(i);
+    ASSERT_TRUE(ours_p[i].grad().defined());
+    EXPECT_TRUE(torch::allclose(ours_p[i].grad(), ref_p[i].grad(), 1e-12, 1e-12)) << ours_p[i].grad() << ref_p[i].grad();
   }
 }
 

@@ -52,6 +52,7 @@ void apply_yaml(const YAML::Node& root, TrainConfig& c, const std::string& path)
   take(root, "device", m.device, path, seen);
   take(root, "compact", m.compact_deep_layers, path, seen);
   take(root, "compact_halo", m.compact_halo, path, seen);
+  take(root, "fdelta_precision", m.fdelta_precision, path, seen);
   take(root, "dataset", c.dataset, path, seen);
   take(root, "data_dir", c.data_dir, path, seen);
   take(root, "splits", c.splits, path, seen);

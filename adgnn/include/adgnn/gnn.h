@@ -154,6 +154,9 @@ struct ModelConfig {
   // the per-pass graph needs no transpose; "on" / "off": whenever possible / never (MixHop
   // never: its second hop reads every row).
   std::string compact_halo = "auto";
+  // AD (learned): f_delta's matrix products in "fp32" or "tf32" (TF32 tensor cores, forward and
+  // backward; CUDA float32 models only, elsewhere fp32). Only f_delta's MLP; the layers stay fp32.
+  std::string fdelta_precision = "fp32";
 };
 
 // What one forward pass computed, besides the logits.
