@@ -240,7 +240,7 @@ TEST(Cuda, FDeltaEqualsTheCpuAndTf32StaysClose) {
       const at::Tensor w2 = torch::randn({16, 1}, dtype) / 4, b2 = torch::randn({1}, dtype);
       const at::Tensor probe = torch::randn({t.col.numel()}, dtype);
       auto run = [&](const c10::Device& dev, bool tf32, at::Tensor& grad_z, at::Tensor& grad_w1) {
-        at::Tensor zz = z.to(dev).requires_grad_(true), ww = w1.to(dev).requires_grad_(true);
+        at::Tensor zz = z.to(dev).clone().requires_grad_(true), ww = w1.to(dev).clone().requires_grad_(true);
         const at::Tensor logit = adgnn::detail::fdelta_entry_logits(t.rowptr.to(dev), t.col.to(dev), zz, ww,
                                                                     b1.to(dev), w2.to(dev), b2.to(dev), tf32);
         (logit * probe.to(dev)).sum().backward();
