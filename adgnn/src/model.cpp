@@ -396,6 +396,51 @@ struct Model::Impl {
   // included), so computed on the first pass over a graph (d+'s key) and reused: no per-step
   // reductions, host reads or (distributed) allreduce.
   at::Tensor fast_eps;
+
+  // The learned variant's per-graph constants: every entry's row (for d+) and L_reg's training
+  // edges with their targets. They depend on the graph, the labels and the training mask only,
+  // so they are built once (a device wait for the selection's size) instead of every step. Keyed
+  // by the tensors' storage and version counters (an in-place change rebuilds them), which the
+  // entry holds so that no other tensor can take their addresses meanwhile.
+  struct RegEdges {
+    at::Tensor rowptr, col, labels, mask;
+    int64_t labels_version = -1, mask_version = -1;
+    at::Tensor dst, sel, target;  // int64 [E]; int64 [S] entries; bool [S], y_u == y_v
+  };
+  RegEdges reg_edges;
+  static bool same_tensor(const at::Tensor& a, const at::Tensor& b, int64_t version) {
+    if (a.defined() != b.defined()) return false;
+    return !a.defined() || (a.data_ptr() == b.data_ptr() && a.numel() == b.numel() && a._version() == version);
+  }
+  const RegEdges& reg_edges_for(const MessageGraph& g, const at::Tensor& labels, const at::Tensor& train_mask) {
+    RegEdges& r = reg_edges;
+    const bool with_reg = labels.defined() && train_mask.defined();
+    if (r.dst.defined() && r.rowptr.data_ptr() == g.rowptr.data_ptr() && r.rowptr.numel() == g.rowptr.numel() &&
+        r.col.data_ptr() == g.col.data_ptr() && r.col.numel() == g.col.numel() &&
+        (!with_reg || (r.sel.defined() && same_tensor(labels, r.labels, r.labels_version) &&
+                       same_tensor(train_mask, r.mask, r.mask_version))))
+      return r;
+    r = RegEdges{};
+    r.rowptr = g.rowptr;
+    r.col = g.col;
+    const detail::EdgeList e = detail::edges_of_rows(g.rowptr, g.col, torch::arange(g.num_dst, g.rowptr.options()),
+                                                     g.col.numel());
+    r.dst = e.dst_local;
+    if (with_reg) {
+      r.labels = labels;
+      r.mask = train_mask;
+      r.labels_version = labels._version();
+      r.mask_version = train_mask._version();
+      // Both endpoints in the training set; a halo source beyond the mask's rows is not.
+      const at::Tensor src_ok = e.src < train_mask.size(0);
+      const at::Tensor src_c = torch::where(src_ok, e.src, torch::zeros_like(e.src));
+      r.sel = (src_ok & train_mask.index_select(0, src_c) & train_mask.index_select(0, e.dst_local))
+                  .nonzero().squeeze(1);
+      r.target = labels.index_select(0, src_c.index_select(0, r.sel)) ==
+                 labels.index_select(0, e.dst_local.index_select(0, r.sel));
+    }
+    return r;
+  }
   // forward() leaves ForwardStats' device counts for the caller to settle (set_defer_stats).
   bool defer_stats = false;
 
@@ -507,30 +552,25 @@ struct Model::Impl {
       }
       d_plus = heuristic_d_plus.to(theta_a.scalar_type());
     } else {
-      const detail::EdgeList e = detail::edges_of_rows(g.rowptr, g.col, all);
+      const bool with_reg = training && labels.defined() && train_mask.defined();
+      const RegEdges& re = reg_edges_for(g, with_reg ? labels : at::Tensor(), with_reg ? train_mask : at::Tensor());
       const at::Tensor logit = detail::fdelta_entry_logits(g.rowptr, g.col, z_src, fd_w1, fd_b1, fd_w2, fd_b2,
                                                            cfg.fdelta_precision == "tf32");
-      d_plus = torch::zeros({n}, logit.options()).index_add(0, e.dst_local, torch::sigmoid(logit));
+      d_plus = torch::zeros({n}, logit.options()).index_add(0, re.dst, torch::sigmoid(logit));
       // L_reg: BCE on training edges (both endpoints in the training set), target y_u == y_v.
-      // On a rank: this rank's rows' share of the mean over every rank's training edges.
-      if (training && labels.defined() && train_mask.defined()) {
-        const at::Tensor src_ok = e.src < train_mask.size(0);
-        const at::Tensor src_c = torch::where(src_ok, e.src, torch::zeros_like(e.src));
-        const at::Tensor sel = (src_ok & train_mask.index_select(0, src_c) &
-                                train_mask.index_select(0, e.dst_local)).nonzero().squeeze(1);
-        const at::Tensor target = (labels.index_select(0, src_c.index_select(0, sel)) ==
-                                   labels.index_select(0, e.dst_local.index_select(0, sel)))
-                                      .to(logit.scalar_type());
+      // On a rank: this rank's rows' share of the mean over every rank's training edges (the
+      // count reduced on the device: no host wait).
+      if (with_reg) {
+        const at::Tensor target = re.target.to(logit.scalar_type());
         if (g.distributed()) {
-          at::Tensor count = torch::full({1}, double(sel.numel()), logit.options().dtype(torch::kFloat64));
+          at::Tensor count = torch::full({1}, double(re.sel.numel()), logit.options().dtype(torch::kFloat64));
           g.transport->allreduce(count, RankTransport::Op::Sum);
-          const double total = count.item<double>();
-          if (total > 0)
-            reg_loss = F::binary_cross_entropy_with_logits(
-                           logit.index_select(0, sel), target,
-                           F::BinaryCrossEntropyWithLogitsFuncOptions().reduction(torch::kSum)) / total;
-        } else if (sel.numel() > 0) {
-          reg_loss = F::binary_cross_entropy_with_logits(logit.index_select(0, sel), target);
+          reg_loss = F::binary_cross_entropy_with_logits(
+                         logit.index_select(0, re.sel), target,
+                         F::BinaryCrossEntropyWithLogitsFuncOptions().reduction(torch::kSum)) /
+                     count.clamp_min(1).to(logit.scalar_type()).squeeze(0);
+        } else if (re.sel.numel() > 0) {
+          reg_loss = F::binary_cross_entropy_with_logits(logit.index_select(0, re.sel), target);
         }
       }
     }
@@ -544,21 +584,32 @@ struct Model::Impl {
       const at::Tensor b = degree_bucket(deg);
       l = l + t_max * (sharp_log_beta.index_select(0, b) - sharp_log_gamma.index_select(0, b)).to(l.scalar_type());
     }
-    double lo = n ? l.min().item<double>() : INFINITY, hi = n ? l.max().item<double>() : -INFINITY;
-    if (g.distributed()) {  // global min and max: every rank normalises identically
-      at::Tensor m = torch::tensor({-lo, hi}, torch::dtype(torch::kFloat64)).to(l.device());
-      g.transport->allreduce(m, RankTransport::Op::Max);
-      lo = -m[0].item<double>();
-      hi = m[1].item<double>();
+    // The min and max stay on the device (float64 [-lo, hi]): no host wait per step.
+    at::Tensor range;
+    const auto f64 = l.options().dtype(torch::kFloat64);
+    if (cfg.benefit_range) {
+      range = torch::tensor({-cfg.benefit_range->first, cfg.benefit_range->second}, f64);
+    } else {
+      const at::Tensor ld = l.detach();
+      range = n ? torch::stack({-ld.min(), ld.max()}).to(torch::kFloat64) : torch::full({2}, -INFINITY, f64);
+      // Global min and max: every rank normalises identically.
+      if (g.distributed()) g.transport->allreduce(range, RankTransport::Op::Max);
     }
-    if (cfg.benefit_range) std::tie(lo, hi) = *cfg.benefit_range;
-    if (!(hi > lo)) return torch::ones_like(l);  // all nodes equal: everyone is the maximum
+    const at::Tensor lo = -range[0], hi = range[1];
+    // All nodes equal (hi <= lo): everyone is the maximum. The denominators are made safe there
+    // so that the branch not taken has finite values and gradients.
+    const at::Tensor spread = hi > lo;
     // Min-max constants are treated as constants (not differentiated), identically on every rank.
     // Clamped to [0, 1]: l is in the model's precision and lo/hi in double, so the nodes at the
     // minimum could otherwise land a rounding error below 0 = tau(1) and never aggregate.
-    if (cfg.normalisation == "log") return ((l - lo) / (hi - lo)).clamp(0.0, 1.0);
-    const double base = std::exp(lo - hi);
-    return (((l - hi).exp() - base) / (1 - base)).clamp(0.0, 1.0);
+    at::Tensor eps;
+    if (cfg.normalisation == "log") {
+      eps = (l - lo) / torch::where(spread, hi - lo, torch::ones_like(hi));
+    } else {
+      const at::Tensor base = torch::where(spread, (lo - hi).exp(), torch::zeros_like(hi));
+      eps = ((l - hi).exp() - base) / (1 - base);
+    }
+    return torch::where(spread, eps.clamp(0.0, 1.0), torch::ones_like(eps));
   }
 
   // BatchNorm1d over the given rows (training: batch statistics, updating running ones).

@@ -89,6 +89,50 @@ TEST(DepthBenefit, LearnedMetricWithAConstantSameLabelProbability) {
   for (int v = 0; v < 6; ++v) EXPECT_NEAR(out.eps[v].item<double>(), lin[v], 1e-6) << "node " << v;
 }
 
+// Every node with the same depth benefit (a ring: equal degrees; the learned variant with a
+// constant f_delta): the min-max normalisation has no spread, so every node gets eps = 1 and the
+// full depth, and the gradients stay finite (the normalisation's branch not taken must not turn
+// them into NaN).
+TEST(DepthBenefit, EqualBenefitsGiveEveryNodeTheFullDepthAndFiniteGradients) {
+  adgnn::Graph g;
+  g.name = "ring";
+  g.num_nodes = 8;
+  g.adj.rows = g.adj.cols = 8;
+  g.adj.indptr = {0, 2, 3, 4, 5, 6, 7, 8, 8};
+  g.adj.indices = {1, 7, 2, 3, 4, 5, 6, 7};
+  g.features.rows = 8;
+  g.features.cols = 3;
+  for (int i = 0; i < 24; ++i) g.features.dense.push_back(float((i * 7) % 5) - 2.0f);
+  g.labels = {0, 1, 0, 1, 1, 0, 0, 1};
+  g.num_classes = 2;
+  g.validate("ring");
+  const auto t = adgnn::to_tensors(g, torch::kCPU);
+  const auto mg = adgnn::message_graph(t);
+  const at::Tensor train = torch::ones({8}, torch::kBool);
+  for (const char* variant : {"ad_fast", "ad"}) {
+    for (const char* norm : {"linear", "log"}) {
+      SCOPED_TRACE(std::string(variant) + " " + norm);
+      auto cfg = config(variant, 3, g);
+      cfg.normalisation = norm;
+      cfg.band = 0;  // every row in the surrogate's band: eps gets a gradient
+      adgnn::Model model(cfg);
+      {
+        torch::NoGradGuard guard;
+        for (auto& [name, w] : model.named_parameters()) {
+          if (name == "f_delta.w2") w.zero_();
+          if (name == "f_delta.b2") w.fill_(0.3);
+        }
+      }
+      const auto out = model.forward(mg, t.x, true, 0, t.y, train);
+      EXPECT_TRUE(torch::equal(out.eps, torch::ones_like(out.eps))) << out.eps;
+      EXPECT_TRUE(torch::equal(out.depth, torch::full_like(out.depth, 3))) << out.depth;
+      (out.logits.sum() + out.reg_loss).backward();
+      for (auto& [name, w] : model.named_parameters())
+        if (w.grad().defined()) EXPECT_TRUE(torch::isfinite(w.grad()).all().item<bool>()) << name;
+    }
+  }
+}
+
 adgnn::Graph csbm(int64_t nodes, double h, uint64_t seed) {
   adgnn::CsbmParams p;
   p.nodes = nodes;
