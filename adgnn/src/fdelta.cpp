@@ -74,6 +74,23 @@ std::pair<at::Tensor, at::Tensor> pair_features_backward_cpu(const at::Tensor& r
   return {grad_row, grad_col};
 }
 
+at::Tensor fdelta_hidden_grad_cpu(const at::Tensor& g_in, const at::Tensor& w2_in, const at::Tensor& hidden_in) {
+  const at::Tensor g = g_in.contiguous(), w2 = w2_in.contiguous(), hidden = hidden_in.contiguous();
+  const int64_t P = hidden.size(0), H = hidden.size(1);
+  at::Tensor out = at::empty_like(hidden);
+  AT_DISPATCH_FLOATING_TYPES(hidden.scalar_type(), "fdelta_hidden_grad_cpu", [&] {
+    const scalar_t* gp = g.data_ptr<scalar_t>();
+    const scalar_t* w = w2.data_ptr<scalar_t>();
+    const scalar_t* h = hidden.data_ptr<scalar_t>();
+    scalar_t* o = out.data_ptr<scalar_t>();
+    at::parallel_for(0, P, 4096, [&](int64_t begin, int64_t end) {
+      for (int64_t p = begin; p < end; ++p)
+        for (int64_t k = 0; k < H; ++k) o[p * H + k] = h[p * H + k] > 0 ? gp[p] * w[k] : scalar_t(0);
+    });
+  });
+  return out;
+}
+
 }  // namespace kernels
 
 namespace {
@@ -208,9 +225,18 @@ class FDeltaMlpFn : public torch::autograd::Function<FDeltaMlpFn> {
     at::Tensor gx, gw1, gb1, gw2, gb2;
     if (ctx->needs_input_grad(3)) gw2 = at::mm(hidden.t(), g);
     if (ctx->needs_input_grad(4)) gb2 = g.sum(0);
-    const at::Tensor g_hidden = at::threshold_backward(at::mm(g, w2.t()), hidden, 0);
+    at::Tensor g_hidden;
+    if (hidden.is_cuda()) {
+#ifdef ADGNN_HAVE_CUDA_KERNELS
+      g_hidden = kernels::fdelta_hidden_grad_cuda(g.squeeze(1), w2.view({-1}), hidden);
+#endif
+    } else {
+      g_hidden = kernels::fdelta_hidden_grad_cpu(g.squeeze(1), w2.view({-1}), hidden);
+    }
     if (ctx->needs_input_grad(1)) gw1 = at::mm(x.t(), g_hidden);
-    if (ctx->needs_input_grad(2)) gb1 = g_hidden.sum(0);
+    // The column sum as a matrix-vector product (v45): with f_delta, the step's row reductions
+    // grew by 0.5 ms (v44 profile), where one pass over [P, H] takes ~0.13 ms.
+    if (ctx->needs_input_grad(2)) gb1 = at::mv(g_hidden.t(), at::ones({g_hidden.size(0)}, g_hidden.options()));
     if (ctx->needs_input_grad(0)) gx = at::mm(g_hidden, w1.t());
     return {gx, gw1, gb1, gw2, gb2, at::Tensor()};
   }

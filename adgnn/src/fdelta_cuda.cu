@@ -81,6 +81,23 @@ __global__ void pair_features_backward_kernel(const int32_t* __restrict__ row, c
   }
 }
 
+// out[p, k] = g[p] * w2[k] where hidden[p, k] > 0: a grid-stride loop over vectors of V.
+template <typename T, int V>
+__global__ void hidden_grad_kernel(const T* __restrict__ g, const T* __restrict__ w2, const T* __restrict__ hidden,
+                                   int64_t rows, int64_t H, T* __restrict__ out) {
+  using VT = Vec<T, V>;
+  const int64_t vecs_per_row = H / V, total = rows * vecs_per_row;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t p = i / vecs_per_row, v = i - p * vecs_per_row;
+    const VT h = reinterpret_cast<const VT*>(hidden)[i];
+    const T gp = g[p];
+    VT o;
+#pragma unroll
+    for (int k = 0; k < V; ++k) o.v[k] = h.v[k] > T(0) ? gp * w2[v * V + k] : T(0);
+    reinterpret_cast<VT*>(out)[i] = o;
+  }
+}
+
 // Vectors of V elements where every row starts on such a boundary (the width is a multiple of
 // V and the tensors' storage is aligned), else single elements.
 template <typename T, int V>
@@ -140,6 +157,29 @@ std::pair<at::Tensor, at::Tensor> pair_features_backward_cuda(const at::Tensor& 
   });
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return {grad_row, grad_col};
+}
+
+at::Tensor fdelta_hidden_grad_cuda(const at::Tensor& g_in, const at::Tensor& w2_in, const at::Tensor& hidden_in) {
+  const at::Tensor g = g_in.contiguous(), w2 = w2_in.contiguous(), hidden = hidden_in.contiguous();
+  const int64_t P = hidden.size(0), H = hidden.size(1);
+  at::Tensor out = at::empty_like(hidden);
+  if (P == 0 || H == 0) return out;
+  const int sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+  const auto stream = at::cuda::getCurrentCUDAStream();
+  AT_DISPATCH_FLOATING_TYPES(hidden.scalar_type(), "fdelta_hidden_grad_cuda", [&] {
+    constexpr int V = 16 / sizeof(scalar_t);
+    const bool vec = vectorisable<scalar_t, V>(H, {&hidden, &out});
+    const int64_t total = P * (vec ? H / V : H);
+    const dim3 grid(unsigned(std::min<int64_t>((total + 255) / 256, int64_t(sms) * 16)));
+    if (vec)
+      hidden_grad_kernel<scalar_t, V><<<grid, 256, 0, stream>>>(g.data_ptr<scalar_t>(), w2.data_ptr<scalar_t>(),
+                                                                hidden.data_ptr<scalar_t>(), P, H, out.data_ptr<scalar_t>());
+    else
+      hidden_grad_kernel<scalar_t, 1><<<grid, 256, 0, stream>>>(g.data_ptr<scalar_t>(), w2.data_ptr<scalar_t>(),
+                                                                hidden.data_ptr<scalar_t>(), P, H, out.data_ptr<scalar_t>());
+  });
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return out;
 }
 
 }  // namespace adgnn::kernels

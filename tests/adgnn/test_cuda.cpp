@@ -222,7 +222,7 @@ std::vector<DropoutInput> dropout_inputs(torch::ScalarType dtype) {
 }
 
 // f_delta per mirrored pair on the GPU: the pair kernels (width 128: vectorised; 7: scalar;
-// float32 and float64) equal the CPU's, logits and the gradients of z and w1. In TF32 the logits
+// float32 and float64) equal the CPU's, logits and the gradients of z, w1 and b1. In TF32 the logits
 // stay within 2e-2 of float32 yet differ from them (the products did run in TF32), and the
 // precision setting is what it was before.
 TEST(Cuda, FDeltaEqualsTheCpuAndTf32StaysClose) {
@@ -239,26 +239,29 @@ TEST(Cuda, FDeltaEqualsTheCpuAndTf32StaysClose) {
       const at::Tensor w1 = torch::randn({2 * H, 16}, dtype) / std::sqrt(double(2 * H)), b1 = torch::randn({16}, dtype);
       const at::Tensor w2 = torch::randn({16, 1}, dtype) / 4, b2 = torch::randn({1}, dtype);
       const at::Tensor probe = torch::randn({t.col.numel()}, dtype);
-      auto run = [&](const c10::Device& dev, bool tf32, at::Tensor& grad_z, at::Tensor& grad_w1) {
+      auto run = [&](const c10::Device& dev, bool tf32, at::Tensor& grad_z, at::Tensor& grad_w1, at::Tensor& grad_b1) {
         at::Tensor zz = z.to(dev).clone().requires_grad_(true), ww = w1.to(dev).clone().requires_grad_(true);
+        at::Tensor bb = b1.to(dev).clone().requires_grad_(true);
         const at::Tensor logit = adgnn::detail::fdelta_entry_logits(t.rowptr.to(dev), t.col.to(dev), zz, ww,
-                                                                    b1.to(dev), w2.to(dev), b2.to(dev), tf32);
+                                                                    bb, w2.to(dev), b2.to(dev), tf32);
         (logit * probe.to(dev)).sum().backward();
         grad_z = zz.grad().cpu();
         grad_w1 = ww.grad().cpu();
+        grad_b1 = bb.grad().cpu();
         return logit.cpu();
       };
-      at::Tensor gz_cpu, gw_cpu, gz_gpu, gw_gpu;
-      const at::Tensor cpu = run(c10::Device("cpu"), false, gz_cpu, gw_cpu);
-      const at::Tensor gpu = run(d, false, gz_gpu, gw_gpu);
+      at::Tensor gz_cpu, gw_cpu, gb_cpu, gz_gpu, gw_gpu, gb_gpu;
+      const at::Tensor cpu = run(c10::Device("cpu"), false, gz_cpu, gw_cpu, gb_cpu);
+      const at::Tensor gpu = run(d, false, gz_gpu, gw_gpu, gb_gpu);
       const double tol = dbl ? 1e-10 : 1e-4;
       EXPECT_TRUE(torch::allclose(gpu, cpu, tol, tol));
       EXPECT_TRUE(torch::allclose(gz_gpu, gz_cpu, tol, tol));
       EXPECT_TRUE(torch::allclose(gw_gpu, gw_cpu, tol, tol));
+      EXPECT_TRUE(torch::allclose(gb_gpu, gb_cpu, tol, tol));
       if (dbl || H != 128) continue;
       const auto before = at::globalContext().float32Precision(at::Float32Backend::CUDA, at::Float32Op::MATMUL);
-      at::Tensor gz_tf, gw_tf;
-      const at::Tensor tf = run(d, true, gz_tf, gw_tf);
+      at::Tensor gz_tf, gw_tf, gb_tf;
+      const at::Tensor tf = run(d, true, gz_tf, gw_tf, gb_tf);
       EXPECT_EQ(at::globalContext().float32Precision(at::Float32Backend::CUDA, at::Float32Op::MATMUL), before);
       EXPECT_FALSE(torch::equal(tf, gpu));
       EXPECT_TRUE(torch::allclose(tf, gpu, 2e-2, 2e-2)) << (tf - gpu).abs().max();
