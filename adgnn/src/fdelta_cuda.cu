@@ -81,20 +81,54 @@ __global__ void pair_features_backward_kernel(const int32_t* __restrict__ row, c
   }
 }
 
-// out[p, k] = g[p] * w2[k] where hidden[p, k] > 0: a grid-stride loop over vectors of V.
-template <typename T, int V>
+// out[p, k] = g[p] * w2[k] where hidden[p, k] > 0. Warps stride over rows, each lane owning the
+// same J vectors of V columns in every row, so that it also sums its columns over its rows; the
+// block then adds its warps' sums in a fixed order into partial[block] (sums: the bias
+// gradient's column sums without another pass over out; deterministic for a given grid).
+template <typename T, int V, int J>
 __global__ void hidden_grad_kernel(const T* __restrict__ g, const T* __restrict__ w2, const T* __restrict__ hidden,
-                                   int64_t rows, int64_t H, T* __restrict__ out) {
+                                   int64_t rows, int64_t H, T* __restrict__ out, T* __restrict__ partial) {
   using VT = Vec<T, V>;
-  const int64_t vecs_per_row = H / V, total = rows * vecs_per_row;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t p = i / vecs_per_row, v = i - p * vecs_per_row;
-    const VT h = reinterpret_cast<const VT*>(hidden)[i];
-    const T gp = g[p];
-    VT o;
+  const int64_t vecs = H / V;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  T acc[J][V];
 #pragma unroll
-    for (int k = 0; k < V; ++k) o.v[k] = h.v[k] > T(0) ? gp * w2[v * V + k] : T(0);
-    reinterpret_cast<VT*>(out)[i] = o;
+  for (int j = 0; j < J; ++j)
+#pragma unroll
+    for (int k = 0; k < V; ++k) acc[j][k] = T(0);
+  for (int64_t p = int64_t(blockIdx.x) * warps + warp; p < rows; p += int64_t(gridDim.x) * warps) {
+    const T gp = g[p];
+    const VT* hr = reinterpret_cast<const VT*>(hidden + p * H);
+    VT* outr = reinterpret_cast<VT*>(out + p * H);
+#pragma unroll
+    for (int j = 0; j < J; ++j) {
+      const int64_t v = lane + 32 * j;
+      if (v >= vecs) break;
+      const VT h = hr[v];
+      VT o;
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        o.v[k] = h.v[k] > T(0) ? gp * w2[v * V + k] : T(0);
+        acc[j][k] += o.v[k];
+      }
+      outr[v] = o;
+    }
+  }
+  if (partial == nullptr) return;
+  extern __shared__ unsigned char shared_raw[];
+  T* sums = reinterpret_cast<T*>(shared_raw);  // [warps, H]
+#pragma unroll
+  for (int j = 0; j < J; ++j) {
+    const int64_t v = lane + 32 * j;
+    if (v >= vecs) break;
+#pragma unroll
+    for (int k = 0; k < V; ++k) sums[warp * H + v * V + k] = acc[j][k];
+  }
+  __syncthreads();
+  for (int64_t c = threadIdx.x; c < H; c += blockDim.x) {
+    T total = T(0);
+    for (int w = 0; w < warps; ++w) total += sums[w * H + c];
+    partial[int64_t(blockIdx.x) * H + c] = total;
   }
 }
 
@@ -159,27 +193,42 @@ std::pair<at::Tensor, at::Tensor> pair_features_backward_cuda(const at::Tensor& 
   return {grad_row, grad_col};
 }
 
-at::Tensor fdelta_hidden_grad_cuda(const at::Tensor& g_in, const at::Tensor& w2_in, const at::Tensor& hidden_in) {
+std::pair<at::Tensor, at::Tensor> fdelta_hidden_grad_cuda(const at::Tensor& g_in, const at::Tensor& w2_in,
+                                                           const at::Tensor& hidden_in) {
   const at::Tensor g = g_in.contiguous(), w2 = w2_in.contiguous(), hidden = hidden_in.contiguous();
   const int64_t P = hidden.size(0), H = hidden.size(1);
   at::Tensor out = at::empty_like(hidden);
-  if (P == 0 || H == 0) return out;
+  if (P == 0 || H == 0) return {out, at::zeros({H}, hidden.options())};
+  constexpr int kThreads = 256, kWarps = kThreads / 32;
   const int sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+  const int64_t blocks = std::min<int64_t>((P + kWarps - 1) / kWarps, int64_t(sms) * 8);
+  at::Tensor partial = at::empty({blocks, H}, hidden.options());
   const auto stream = at::cuda::getCurrentCUDAStream();
+  bool launched = false;
   AT_DISPATCH_FLOATING_TYPES(hidden.scalar_type(), "fdelta_hidden_grad_cuda", [&] {
     constexpr int V = 16 / sizeof(scalar_t);
     const bool vec = vectorisable<scalar_t, V>(H, {&hidden, &out});
-    const int64_t total = P * (vec ? H / V : H);
-    const dim3 grid(unsigned(std::min<int64_t>((total + 255) / 256, int64_t(sms) * 16)));
-    if (vec)
-      hidden_grad_kernel<scalar_t, V><<<grid, 256, 0, stream>>>(g.data_ptr<scalar_t>(), w2.data_ptr<scalar_t>(),
-                                                                hidden.data_ptr<scalar_t>(), P, H, out.data_ptr<scalar_t>());
-    else
-      hidden_grad_kernel<scalar_t, 1><<<grid, 256, 0, stream>>>(g.data_ptr<scalar_t>(), w2.data_ptr<scalar_t>(),
-                                                                hidden.data_ptr<scalar_t>(), P, H, out.data_ptr<scalar_t>());
+    const int64_t vecs = vec ? H / V : H;
+    const size_t shared = size_t(kWarps) * H * sizeof(scalar_t);
+    if (shared > 48 * 1024) return;  // wider than any hidden layer we run: the fallback below
+    auto launch = [&](auto kernel) {
+      kernel<<<unsigned(blocks), kThreads, shared, stream>>>(g.data_ptr<scalar_t>(), w2.data_ptr<scalar_t>(),
+                                                            hidden.data_ptr<scalar_t>(), P, H,
+                                                            out.data_ptr<scalar_t>(), partial.data_ptr<scalar_t>());
+      launched = true;
+    };
+    if (vec && vecs <= 32) launch(hidden_grad_kernel<scalar_t, V, 1>);
+    else if (vec && vecs <= 64) launch(hidden_grad_kernel<scalar_t, V, 2>);
+    else if (vec && vecs <= 128) launch(hidden_grad_kernel<scalar_t, V, 4>);
+    else if (!vec && vecs <= 32) launch(hidden_grad_kernel<scalar_t, 1, 1>);
+    else if (!vec && vecs <= 128) launch(hidden_grad_kernel<scalar_t, 1, 4>);
   });
+  if (!launched) {  // very wide rows: the same values by ATen operations
+    out = at::threshold_backward(g.unsqueeze(1) * w2.view({1, H}), hidden, 0);
+    return {out, out.sum(0)};
+  }
   C10_CUDA_KERNEL_LAUNCH_CHECK();
-  return out;
+  return {out, partial.sum(0)};
 }
 
 }  // namespace adgnn::kernels

@@ -87,9 +87,10 @@ at::Tensor pair_features_cpu(const at::Tensor& row, const at::Tensor& col, const
 std::pair<at::Tensor, at::Tensor> pair_features_backward_cpu(const at::Tensor& row, const at::Tensor& col,
                                                              const at::Tensor& z, const at::Tensor& grad);
 
-// The MLP's hidden-layer gradient: out[p, k] = g[p] * w2[k] where hidden[p, k] > 0, else 0
-// (the outer product and relu's backward in one pass).
-at::Tensor fdelta_hidden_grad_cpu(const at::Tensor& g, const at::Tensor& w2, const at::Tensor& hidden);
+// The MLP's hidden-layer gradient: out[p, k] = g[p] * w2[k] where hidden[p, k] > 0, else 0 (the
+// outer product and relu's backward in one pass), and its column sums (the bias gradient).
+std::pair<at::Tensor, at::Tensor> fdelta_hidden_grad_cpu(const at::Tensor& g, const at::Tensor& w2,
+                                                         const at::Tensor& hidden);
 
 // ---- a distributed pass's halo plan (halo.cpp; the CUDA kernels when the build has them) ----------
 // Computed-layer bits: bit t-1 of a row's value is set when layer t computes the row.
@@ -141,7 +142,8 @@ at::Tensor dropout_apply_cuda(const at::Tensor& x, const at::Tensor& gid, uint64
 at::Tensor pair_features_cuda(const at::Tensor& row, const at::Tensor& col, const at::Tensor& z);
 std::pair<at::Tensor, at::Tensor> pair_features_backward_cuda(const at::Tensor& row, const at::Tensor& col,
                                                               const at::Tensor& z, const at::Tensor& grad);
-at::Tensor fdelta_hidden_grad_cuda(const at::Tensor& g, const at::Tensor& w2, const at::Tensor& hidden);
+std::pair<at::Tensor, at::Tensor> fdelta_hidden_grad_cuda(const at::Tensor& g, const at::Tensor& w2,
+                                                          const at::Tensor& hidden);
 void halo_read_bits_cuda(const at::Tensor& boundary_row, const at::Tensor& boundary_halo, const at::Tensor& peer_key,
                          const at::Tensor& comp_owned, const at::Tensor& comp_halo, at::Tensor& peer_bits,
                          at::Tensor& halo_bits);

@@ -236,8 +236,10 @@ TEST(Cuda, FDeltaEqualsTheCpuAndTf32StaysClose) {
       const auto dtype = dbl ? torch::kFloat64 : torch::kFloat32;
       torch::manual_seed(H);
       const at::Tensor z = torch::randn({g.num_nodes, H}, dtype);
-      const at::Tensor w1 = torch::randn({2 * H, 16}, dtype) / std::sqrt(double(2 * H)), b1 = torch::randn({16}, dtype);
-      const at::Tensor w2 = torch::randn({16, 1}, dtype) / 4, b2 = torch::randn({1}, dtype);
+      // The MLP 2H -> H -> 1 as the model's: the hidden-gradient kernel's vectorised paths (one and
+      // two vectors per lane at width 128) and its scalar one (width 7).
+      const at::Tensor w1 = torch::randn({2 * H, H}, dtype) / std::sqrt(double(2 * H)), b1 = torch::randn({H}, dtype);
+      const at::Tensor w2 = torch::randn({H, 1}, dtype) / 4, b2 = torch::randn({1}, dtype);
       const at::Tensor probe = torch::randn({t.col.numel()}, dtype);
       auto run = [&](const c10::Device& dev, bool tf32, at::Tensor& grad_z, at::Tensor& grad_w1, at::Tensor& grad_b1) {
         at::Tensor zz = z.to(dev).clone().requires_grad_(true), ww = w1.to(dev).clone().requires_grad_(true);
