@@ -343,6 +343,11 @@ at::Tensor detail::band_straight_through_term(const at::Tensor& eps, const at::T
   return BandTermFn::apply(eps, tau_t, band_rows, diff, kappa);
 }
 
+bool& detail::band_every_row_active_shortcut() {
+  static bool on = true;
+  return on;
+}
+
 at::Tensor dropout_rows(const at::Tensor& h, const at::Tensor& global_id, double p, uint64_t seed,
                         int64_t epoch, int64_t layer, const at::Tensor& row_flags) {
   return dropout_rows_and_input(h, global_id, p, seed, epoch, layer, row_flags).first;
@@ -1010,9 +1015,33 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
       // Every row active and none in the band (layer 1 whenever tau(1) is 0: lambda = 0): the
       // update is the output, in row order; no gather (and no scatter in the backward).
       const bool all_active = act_rows.numel() == n && !has_band;
+      // Every row active with some in the surrogate band (layer 1 of the learned variant: its
+      // band holds the nodes whose eps is near tau(1) = 0): the update is still the output. The
+      // band rows' frozen values (the self term at a width-changing layer, h_dst's rows
+      // otherwise) only feed the straight-through difference, which is detached unless
+      // band_diff_grad: computed for the band rows alone, without a graph when detached, instead
+      // of the self term's cat with the update and a gather of every row (v47). Not with
+      // BatchNorm at a width-changing hidden layer (its statistics span both), nor where a
+      // rank's next exchange takes the update (`pending`, below).
+      const bool every_row_active = act_rows.numel() == n && has_band && comp_rows.numel() == n &&
+                                    detail::band_every_row_active_shortcut();
       if (all_active) {
         upd = post(upd);
         next = upd;
+      } else if (every_row_active && (width_change ? last || !c.batchnorm : !(pass && t < L))) {
+        upd = post(upd);
+        next = upd;
+        if (width_change) {
+          const at::Tensor band_in = hin.index_select(0, band_rows);
+          if (band_diff_grad) {
+            frozen_band = post(layer.self_only(band_in));
+          } else {
+            at::NoGradGuard no_grad;
+            frozen_band = post(layer.self_only(band_in));
+          }
+        } else {
+          frozen_band = band_input(h_dst).index_select(0, band_rows);
+        }
       } else if (width_change && frozen_list[size_t(t)].numel() * 2 >= n && (last || !c.batchnorm)) {
         // Inactive rows at width-changing layers: the layer with the self term only. Most rows
         // inactive (the classifier of a model whose nodes mostly stopped): the self term of

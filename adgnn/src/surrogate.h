@@ -18,4 +18,9 @@ at::Tensor band_straight_through(const at::Tensor& next, const at::Tensor& eps, 
 at::Tensor band_straight_through_term(const at::Tensor& eps, const at::Tensor& tau_t, const at::Tensor& band_rows,
                                       const at::Tensor& diff, double kappa);
 
+// Whether a layer whose every row is active, some of them in the band, takes the update as its
+// output and the band rows' frozen values alone (model.cpp, v47); tests turn it off to compare
+// with the general path (a gather of the update and the frozen rows' values).
+bool& band_every_row_active_shortcut();
+
 }  // namespace adgnn::detail

@@ -127,8 +127,11 @@ TEST(DepthBenefit, EqualBenefitsGiveEveryNodeTheFullDepthAndFiniteGradients) {
       EXPECT_TRUE(torch::equal(out.eps, torch::ones_like(out.eps))) << out.eps;
       EXPECT_TRUE(torch::equal(out.depth, torch::full_like(out.depth, 3))) << out.depth;
       (out.logits.sum() + out.reg_loss).backward();
-      for (auto& [name, w] : model.named_parameters())
-        if (w.grad().defined()) EXPECT_TRUE(torch::isfinite(w.grad()).all().item<bool>()) << name;
+      for (auto& [name, w] : model.named_parameters()) {
+        if (w.grad().defined()) {
+          EXPECT_TRUE(torch::isfinite(w.grad()).all().item<bool>()) << name;
+        }
+      }
     }
   }
 }
@@ -381,6 +384,50 @@ TEST(AdGradients, BandStraightThroughEqualsItsExplicitForm) {
       for (size_t i = 0; i < 3; ++i)
         EXPECT_TRUE(torch::allclose(grads[form][i], grads[1][i], 1e-12, 1e-14)) << form << " " << i << grads[form][i] << grads[1][i];
     EXPECT_GT(grads[0][1].abs().item<double>(), 0.0);
+  }
+}
+
+// Layer 1 of the learned variant: every row active (tau(1) = 0), the nodes with eps near 0 in the
+// surrogate band. The shortcut (the update as the output, the band rows' self term alone, without
+// a graph) gives the general path's logits and gradients (the self term of the frozen and band
+// rows, concatenated with the update, gathered into the output), dropout included.
+TEST(AdGradients, EveryRowActiveShortcutEqualsTheGeneralPath) {
+  const auto g = csbm(80, 0.5, 6);
+  const auto t = adgnn::to_tensors(g, torch::kCPU);
+  const auto mg = adgnn::message_graph(t, torch::kFloat64);
+  const at::Tensor x = t.x.to(torch::kFloat64);
+  const at::Tensor train = torch::rand({g.num_nodes}) < 0.5;
+  for (const int64_t band : {0, 3}) {
+    SCOPED_TRACE(band == 0 ? "every row in the band" : "band 3 kappa");
+    auto cfg = config("ad", 3, g);
+    cfg.float64 = true;
+    cfg.band = double(band);
+    cfg.kappa = 0.2;
+    cfg.dropout = 0.3;
+    const at::Tensor probe = torch::randn({g.num_nodes, g.num_classes}, torch::kFloat64);
+    std::vector<std::pair<std::string, at::Tensor>> grads[2];
+    at::Tensor logits[2];
+    for (int shortcut = 0; shortcut < 2; ++shortcut) {
+      adgnn::detail::band_every_row_active_shortcut() = shortcut == 1;
+      adgnn::Model model(cfg);
+      auto out = model.forward(mg, x, true, 2, t.y, train);
+      logits[shortcut] = out.logits.detach();
+      ((out.logits * probe).sum() + out.reg_loss).backward();
+      for (auto& [name, p] : model.named_parameters())
+        grads[shortcut].emplace_back(name, p.grad().defined() ? p.grad().clone() : torch::zeros_like(p));
+    }
+    adgnn::detail::band_every_row_active_shortcut() = true;
+    EXPECT_TRUE(torch::allclose(logits[0], logits[1], 1e-12, 1e-14));
+    ASSERT_EQ(grads[0].size(), grads[1].size());
+    bool f_delta_moved = false;
+    for (size_t i = 0; i < grads[0].size(); ++i) {
+      SCOPED_TRACE(grads[0][i].first);
+      EXPECT_TRUE(torch::allclose(grads[1][i].second, grads[0][i].second, 1e-10, 1e-13))
+          << grads[1][i].second << grads[0][i].second;
+      if (grads[0][i].first.rfind("f_delta.", 0) == 0)
+        f_delta_moved = f_delta_moved || grads[0][i].second.abs().sum().item<double>() > 0;
+    }
+    EXPECT_TRUE(f_delta_moved);
   }
 }
 
