@@ -74,8 +74,7 @@ std::pair<at::Tensor, at::Tensor> pair_features_backward_cpu(const at::Tensor& r
   return {grad_row, grad_col};
 }
 
-std::pair<at::Tensor, at::Tensor> fdelta_hidden_grad_cpu(const at::Tensor& g_in, const at::Tensor& w2_in,
-                                                         const at::Tensor& hidden_in) {
+FDeltaHiddenGrad fdelta_hidden_grad_cpu(const at::Tensor& g_in, const at::Tensor& w2_in, const at::Tensor& hidden_in) {
   const at::Tensor g = g_in.contiguous(), w2 = w2_in.contiguous(), hidden = hidden_in.contiguous();
   const int64_t P = hidden.size(0), H = hidden.size(1);
   at::Tensor out = at::empty_like(hidden);
@@ -89,7 +88,7 @@ std::pair<at::Tensor, at::Tensor> fdelta_hidden_grad_cpu(const at::Tensor& g_in,
         for (int64_t k = 0; k < H; ++k) o[p * H + k] = h[p * H + k] > 0 ? gp[p] * w[k] : scalar_t(0);
     });
   });
-  return {out, out.sum(0)};
+  return {out, out.sum(0), at::mv(hidden.clamp_min(0).t(), g)};
 }
 
 }  // namespace kernels
@@ -202,7 +201,9 @@ class Tf32Scope {
   at::Float32Precision previous_ = at::Float32Precision::NONE;
 };
 
-// logit = relu(x w1 + b1) w2 + b2, [P]. Keeps x and the hidden activations for the backward.
+// logit = relu(x w1 + b1) w2 + b2, [P]. Keeps x and the hidden layer for the backward: on the
+// GPU before the relu (one kernel reads it for the output layer, v48: no relu pass writing it
+// again, no matrix-vector products forward and backward), on the CPU after it.
 class FDeltaMlpFn : public torch::autograd::Function<FDeltaMlpFn> {
  public:
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w1,
@@ -210,8 +211,15 @@ class FDeltaMlpFn : public torch::autograd::Function<FDeltaMlpFn> {
     const bool use_tf32 = tf32 && x.is_cuda() && x.scalar_type() == torch::kFloat32;
     Tf32Scope scope(use_tf32);
     at::Tensor hidden = at::addmm(b1, x, w1);
-    hidden.relu_();
-    const at::Tensor logit = at::addmm(b2, hidden, w2).squeeze(1);
+    at::Tensor logit;
+    if (hidden.is_cuda()) {
+#ifdef ADGNN_HAVE_CUDA_KERNELS
+      logit = kernels::fdelta_relu_dot_cuda(hidden, w2.view({-1}), b2);
+#endif
+    } else {
+      hidden.relu_();
+      logit = at::addmm(b2, hidden, w2).squeeze(1);
+    }
     ctx->save_for_backward({x, w1, w2, hidden});
     ctx->saved_data["tf32"] = use_tf32;
     return logit;
@@ -220,24 +228,24 @@ class FDeltaMlpFn : public torch::autograd::Function<FDeltaMlpFn> {
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
     const auto saved = ctx->get_saved_variables();
-    const at::Tensor &x = saved[0], &w1 = saved[1], &w2 = saved[2], &hidden = saved[3];
+    const at::Tensor &x = saved[0], &w1 = saved[1], &hidden = saved[3];
+    const at::Tensor w2 = saved[2].view({-1});
     Tf32Scope scope(ctx->saved_data["tf32"].toBool());
-    const at::Tensor g = grads[0].contiguous().unsqueeze(1);  // [P, 1]
-    at::Tensor gx, gw1, gb1, gw2, gb2;
-    if (ctx->needs_input_grad(3)) gw2 = at::mm(hidden.t(), g);
-    if (ctx->needs_input_grad(4)) gb2 = g.sum(0);
-    std::pair<at::Tensor, at::Tensor> hg;  // the hidden layer's gradient and its column sums
+    const at::Tensor g = grads[0].contiguous();  // [P]
+    kernels::FDeltaHiddenGrad hg;
     if (hidden.is_cuda()) {
 #ifdef ADGNN_HAVE_CUDA_KERNELS
-      hg = kernels::fdelta_hidden_grad_cuda(g.squeeze(1), w2.view({-1}), hidden);
+      hg = kernels::fdelta_hidden_grad_cuda(g, w2, hidden);
 #endif
     } else {
-      hg = kernels::fdelta_hidden_grad_cpu(g.squeeze(1), w2.view({-1}), hidden);
+      hg = kernels::fdelta_hidden_grad_cpu(g, w2, hidden);
     }
-    const at::Tensor& g_hidden = hg.first;
-    if (ctx->needs_input_grad(1)) gw1 = at::mm(x.t(), g_hidden);
-    if (ctx->needs_input_grad(2)) gb1 = hg.second;
-    if (ctx->needs_input_grad(0)) gx = at::mm(g_hidden, w1.t());
+    at::Tensor gx, gw1, gb1, gw2, gb2;
+    if (ctx->needs_input_grad(3)) gw2 = hg.w2.view({-1, 1});
+    if (ctx->needs_input_grad(4)) gb2 = g.sum().view({1});
+    if (ctx->needs_input_grad(1)) gw1 = at::mm(x.t(), hg.out);
+    if (ctx->needs_input_grad(2)) gb1 = hg.b1;
+    if (ctx->needs_input_grad(0)) gx = at::mm(hg.out, w1.t());
     return {gx, gw1, gb1, gw2, gb2, at::Tensor()};
   }
 };

@@ -1,22 +1,20 @@
-// CUDA kernels of f_delta's per-pair input (fdelta.cpp): a warp per pair (8 pairs per block),
-// its lanes over the feature vectors (float4 / double2 where the width allows). Each pair's
-// output is its own: no atomics, the same bits on every run.
+// CUDA kernels of f_delta (fdelta.cpp): its per-pair input and that input's gradient, a warp per
+// pair (8 pairs per block), its lanes over the feature vectors (float4 / double2 where the width
+// allows); the MLP's output layer and its hidden layer's gradient, a warp per row. Each output
+// is written by one thread, and sums run in a fixed order: no atomics, the same bits every run.
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
 
 #include <algorithm>
 
+#include "cuda_rows.cuh"
 #include "kernels.h"
 
 namespace adgnn::kernels {
 
 namespace {
 
-template <typename T, int V>
-struct alignas(sizeof(T) * V) Vec {
-  T v[V];
-};
 
 template <typename T>
 __device__ T sign_of(T d) {
@@ -82,20 +80,21 @@ __global__ void pair_features_backward_kernel(const int32_t* __restrict__ row, c
 }
 
 // out[p, k] = g[p] * w2[k] where hidden[p, k] > 0. Warps stride over rows, each lane owning the
-// same J vectors of V columns in every row, so that it also sums its columns over its rows; the
-// block then adds its warps' sums in a fixed order into partial[block] (sums: the bias
-// gradient's column sums without another pass over out; deterministic for a given grid).
+// same J vectors of V columns in every row, so that it also sums its columns over its rows: out
+// (the first bias's gradient) and relu(hidden) g (the output weights' gradient). The block then
+// adds its warps' sums in a fixed order into partial[block] = [out sums (H), weight sums (H)]
+// (no other pass over out or hidden; deterministic for a given grid).
 template <typename T, int V, int J>
 __global__ void hidden_grad_kernel(const T* __restrict__ g, const T* __restrict__ w2, const T* __restrict__ hidden,
                                    int64_t rows, int64_t H, T* __restrict__ out, T* __restrict__ partial) {
   using VT = Vec<T, V>;
   const int64_t vecs = H / V;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
-  T acc[J][V];
+  T acc[J][V], accw[J][V];
 #pragma unroll
   for (int j = 0; j < J; ++j)
 #pragma unroll
-    for (int k = 0; k < V; ++k) acc[j][k] = T(0);
+    for (int k = 0; k < V; ++k) acc[j][k] = accw[j][k] = T(0);
   for (int64_t p = int64_t(blockIdx.x) * warps + warp; p < rows; p += int64_t(gridDim.x) * warps) {
     const T gp = g[p];
     const VT* hr = reinterpret_cast<const VT*>(hidden + p * H);
@@ -108,38 +107,43 @@ __global__ void hidden_grad_kernel(const T* __restrict__ g, const T* __restrict_
       VT o;
 #pragma unroll
       for (int k = 0; k < V; ++k) {
-        o.v[k] = h.v[k] > T(0) ? gp * w2[v * V + k] : T(0);
+        const bool on = h.v[k] > T(0);
+        o.v[k] = on ? gp * w2[v * V + k] : T(0);
         acc[j][k] += o.v[k];
+        accw[j][k] += on ? h.v[k] * gp : T(0);
       }
       outr[v] = o;
     }
   }
-  if (partial == nullptr) return;
   extern __shared__ unsigned char shared_raw[];
-  T* sums = reinterpret_cast<T*>(shared_raw);  // [warps, H]
-#pragma unroll
-  for (int j = 0; j < J; ++j) {
-    const int64_t v = lane + 32 * j;
-    if (v >= vecs) break;
-#pragma unroll
-    for (int k = 0; k < V; ++k) sums[warp * H + v * V + k] = acc[j][k];
-  }
+  T* sums = reinterpret_cast<T*>(shared_raw);  // [warps, 2H]
+  stage_lane_sums<T, V, J>(acc, sums + warp * 2 * H, vecs);
+  stage_lane_sums<T, V, J>(accw, sums + warp * 2 * H + H, vecs);
   __syncthreads();
-  for (int64_t c = threadIdx.x; c < H; c += blockDim.x) {
-    T total = T(0);
-    for (int w = 0; w < warps; ++w) total += sums[w * H + c];
-    partial[int64_t(blockIdx.x) * H + c] = total;
-  }
+  add_warp_sums(sums, warps, 2 * H, partial + int64_t(blockIdx.x) * 2 * H);
 }
 
-// Vectors of V elements where every row starts on such a boundary (the width is a multiple of
-// V and the tensors' storage is aligned), else single elements.
+// logit[p] = sum_k relu(hidden[p, k]) w2[k] + b2[0]: a warp per row, its lanes over the row's
+// vectors, then a butterfly over the lanes (a fixed order).
 template <typename T, int V>
-bool vectorisable(int64_t F, std::initializer_list<const at::Tensor*> ts) {
-  if (F % V != 0) return false;
-  for (const at::Tensor* t : ts)
-    if (reinterpret_cast<uintptr_t>(t->data_ptr()) % (sizeof(T) * V) != 0) return false;
-  return true;
+__global__ void relu_dot_kernel(const T* __restrict__ hidden, const T* __restrict__ w2, const T* __restrict__ b2,
+                                int64_t rows, int64_t H, T* __restrict__ logit) {
+  using VT = Vec<T, V>;
+  const int64_t vecs = H / V;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  const T bias = b2[0];
+  for (int64_t p = int64_t(blockIdx.x) * warps + warp; p < rows; p += int64_t(gridDim.x) * warps) {
+    const VT* hr = reinterpret_cast<const VT*>(hidden + p * H);
+    T sum = T(0);
+    for (int64_t v = lane; v < vecs; v += 32) {
+      const VT h = hr[v];
+#pragma unroll
+      for (int k = 0; k < V; ++k) sum += h.v[k] > T(0) ? h.v[k] * w2[v * V + k] : T(0);
+    }
+#pragma unroll
+    for (int off = 16; off > 0; off /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+    if (lane == 0) logit[p] = sum + bias;
+  }
 }
 
 dim3 pair_grid(int64_t pairs) {
@@ -193,23 +197,22 @@ std::pair<at::Tensor, at::Tensor> pair_features_backward_cuda(const at::Tensor& 
   return {grad_row, grad_col};
 }
 
-std::pair<at::Tensor, at::Tensor> fdelta_hidden_grad_cuda(const at::Tensor& g_in, const at::Tensor& w2_in,
-                                                           const at::Tensor& hidden_in) {
+FDeltaHiddenGrad fdelta_hidden_grad_cuda(const at::Tensor& g_in, const at::Tensor& w2_in, const at::Tensor& hidden_in) {
   const at::Tensor g = g_in.contiguous(), w2 = w2_in.contiguous(), hidden = hidden_in.contiguous();
   const int64_t P = hidden.size(0), H = hidden.size(1);
   at::Tensor out = at::empty_like(hidden);
-  if (P == 0 || H == 0) return {out, at::zeros({H}, hidden.options())};
+  if (P == 0 || H == 0) return {out, at::zeros({H}, hidden.options()), at::zeros({H}, hidden.options())};
   constexpr int kThreads = 256, kWarps = kThreads / 32;
   const int sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
   const int64_t blocks = std::min<int64_t>((P + kWarps - 1) / kWarps, int64_t(sms) * 8);
-  at::Tensor partial = at::empty({blocks, H}, hidden.options());
+  at::Tensor partial = at::empty({blocks, 2 * H}, hidden.options());
   const auto stream = at::cuda::getCurrentCUDAStream();
   bool launched = false;
   AT_DISPATCH_FLOATING_TYPES(hidden.scalar_type(), "fdelta_hidden_grad_cuda", [&] {
     constexpr int V = 16 / sizeof(scalar_t);
     const bool vec = vectorisable<scalar_t, V>(H, {&hidden, &out});
     const int64_t vecs = vec ? H / V : H;
-    const size_t shared = size_t(kWarps) * H * sizeof(scalar_t);
+    const size_t shared = size_t(kWarps) * 2 * H * sizeof(scalar_t);
     if (shared > 48 * 1024) return;  // wider than any hidden layer we run: the fallback below
     auto launch = [&](auto kernel) {
       kernel<<<unsigned(blocks), kThreads, shared, stream>>>(g.data_ptr<scalar_t>(), w2.data_ptr<scalar_t>(),
@@ -225,10 +228,33 @@ std::pair<at::Tensor, at::Tensor> fdelta_hidden_grad_cuda(const at::Tensor& g_in
   });
   if (!launched) {  // very wide rows: the same values by ATen operations
     out = at::threshold_backward(g.unsqueeze(1) * w2.view({1, H}), hidden, 0);
-    return {out, out.sum(0)};
+    return {out, out.sum(0), at::mv(hidden.clamp_min(0).t(), g)};
   }
   C10_CUDA_KERNEL_LAUNCH_CHECK();
-  return {out, partial.sum(0)};
+  const at::Tensor sums = partial.sum(0);
+  return {out, sums.slice(0, 0, H), sums.slice(0, H, 2 * H)};
+}
+
+at::Tensor fdelta_relu_dot_cuda(const at::Tensor& hidden_in, const at::Tensor& w2_in, const at::Tensor& b2_in) {
+  const at::Tensor hidden = hidden_in.contiguous(), w2 = w2_in.contiguous(), b2 = b2_in.contiguous();
+  const int64_t P = hidden.size(0), H = hidden.size(1);
+  at::Tensor logit = at::empty({P}, hidden.options());
+  if (P == 0) return logit;
+  constexpr int kThreads = 256, kWarps = kThreads / 32;
+  const int sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+  const int64_t blocks = std::min<int64_t>((P + kWarps - 1) / kWarps, int64_t(sms) * 8);
+  const auto stream = at::cuda::getCurrentCUDAStream();
+  AT_DISPATCH_FLOATING_TYPES(hidden.scalar_type(), "fdelta_relu_dot_cuda", [&] {
+    constexpr int V = 16 / sizeof(scalar_t);
+    auto launch = [&](auto kernel) {
+      kernel<<<unsigned(blocks), kThreads, 0, stream>>>(hidden.data_ptr<scalar_t>(), w2.data_ptr<scalar_t>(),
+                                                       b2.data_ptr<scalar_t>(), P, H, logit.data_ptr<scalar_t>());
+    };
+    if (vectorisable<scalar_t, V>(H, {&hidden})) launch(relu_dot_kernel<scalar_t, V>);
+    else launch(relu_dot_kernel<scalar_t, 1>);
+  });
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return logit;
 }
 
 }  // namespace adgnn::kernels

@@ -87,10 +87,15 @@ at::Tensor pair_features_cpu(const at::Tensor& row, const at::Tensor& col, const
 std::pair<at::Tensor, at::Tensor> pair_features_backward_cpu(const at::Tensor& row, const at::Tensor& col,
                                                              const at::Tensor& z, const at::Tensor& grad);
 
-// The MLP's hidden-layer gradient: out[p, k] = g[p] * w2[k] where hidden[p, k] > 0, else 0 (the
-// outer product and relu's backward in one pass), and its column sums (the bias gradient).
-std::pair<at::Tensor, at::Tensor> fdelta_hidden_grad_cpu(const at::Tensor& g, const at::Tensor& w2,
-                                                         const at::Tensor& hidden);
+// The MLP's backward from its output's gradient g [P] to its hidden layer (hidden: [P, H'],
+// before or after the relu: only its sign and relu(hidden) are read), in one pass over hidden:
+// out[p, k] = g[p] * w2[k] where hidden[p, k] > 0, else 0 (the outer product and relu's
+// backward); b1 = out's column sums (the first bias's gradient); w2 = sum over p of
+// relu(hidden[p, k]) g[p] (the output layer's weight gradient).
+struct FDeltaHiddenGrad {
+  at::Tensor out, b1, w2;
+};
+FDeltaHiddenGrad fdelta_hidden_grad_cpu(const at::Tensor& g, const at::Tensor& w2, const at::Tensor& hidden);
 
 // ---- a distributed pass's halo plan (halo.cpp; the CUDA kernels when the build has them) ----------
 // Computed-layer bits: bit t-1 of a row's value is set when layer t computes the row.
@@ -142,8 +147,13 @@ at::Tensor dropout_apply_cuda(const at::Tensor& x, const at::Tensor& gid, uint64
 at::Tensor pair_features_cuda(const at::Tensor& row, const at::Tensor& col, const at::Tensor& z);
 std::pair<at::Tensor, at::Tensor> pair_features_backward_cuda(const at::Tensor& row, const at::Tensor& col,
                                                               const at::Tensor& z, const at::Tensor& grad);
-std::pair<at::Tensor, at::Tensor> fdelta_hidden_grad_cuda(const at::Tensor& g, const at::Tensor& w2,
-                                                          const at::Tensor& hidden);
+FDeltaHiddenGrad fdelta_hidden_grad_cuda(const at::Tensor& g, const at::Tensor& w2, const at::Tensor& hidden);
+// The MLP's output layer over its hidden layer before the relu: logit[p] = sum over k of
+// relu(hidden[p, k]) w2[k] + b2 (b2: one element on the device), a warp per row summing in a
+// fixed order. One read of hidden instead of the relu's write and a matrix-vector product.
+at::Tensor fdelta_relu_dot_cuda(const at::Tensor& hidden, const at::Tensor& w2, const at::Tensor& b2);
+// x [rows, C] -> [C]: the sums of x's columns, in a fixed order (dense_cuda.cu).
+at::Tensor column_sums_cuda(const at::Tensor& x);
 void halo_read_bits_cuda(const at::Tensor& boundary_row, const at::Tensor& boundary_halo, const at::Tensor& peer_key,
                          const at::Tensor& comp_owned, const at::Tensor& comp_halo, at::Tensor& peer_bits,
                          at::Tensor& halo_bits);

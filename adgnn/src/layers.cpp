@@ -28,6 +28,40 @@ EdgeList edges_of_rows(const at::Tensor& rowptr, const at::Tensor& col, const at
   return e;
 }
 
+at::Tensor column_sums(const at::Tensor& x) {
+#ifdef ADGNN_HAVE_CUDA_KERNELS
+  if (x.is_cuda() && x.dim() == 2) return kernels::column_sums_cuda(x);
+#endif
+  return x.sum(0);
+}
+
+namespace {
+
+class LinearFn : public torch::autograd::Function<LinearFn> {
+ public:
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w,
+                            const at::Tensor& b) {
+    ctx->save_for_backward({x, w});
+    return at::addmm(b, x, w);
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor &x = saved[0], &w = saved[1], &g = grads[0];
+    at::Tensor gx, gw, gb;
+    if (ctx->needs_input_grad(0)) gx = at::mm(g, w.t());
+    if (ctx->needs_input_grad(1)) gw = at::mm(x.t(), g);
+    if (ctx->needs_input_grad(2)) gb = column_sums(g);
+    return {gx, gw, gb};
+  }
+};
+
+}  // namespace
+
+at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
+  return LinearFn::apply(x, w, b);
+}
+
 at::Tensor Layer::edges_read(const MessageGraph& g, const at::Tensor& rows, const at::Tensor& rows_entries) const {
   if (rows_entries.defined()) return rows_entries;
   if (rows.numel() == 0) return torch::zeros({}, g.rowptr.options());
@@ -132,9 +166,9 @@ class GcnLayer : public Layer {
     const bool few_rows = rows.numel() * 8 < g.num_dst;
     if (out_dim_ < in_dim_ && !few_rows)
       return csr_aggregate(g.rowptr, g.col, g.gcn_weight, h.mm(w_), rows, self_w, rows_entries_) + b_;
-    return torch::addmm(b_, csr_aggregate(g.rowptr, g.col, g.gcn_weight, h, rows, self_w, rows_entries_), w_);
+    return linear(csr_aggregate(g.rowptr, g.col, g.gcn_weight, h, rows, self_w, rows_entries_), w_, b_);
   }
-  at::Tensor self_only(const at::Tensor& h_rows) override { return torch::addmm(b_, h_rows, w_); }
+  at::Tensor self_only(const at::Tensor& h_rows) override { return linear(h_rows, w_, b_); }
   at::Tensor input_transform(const at::Tensor& h) override { return h.mm(w_); }
 
  private:

@@ -241,35 +241,81 @@ TEST(Cuda, FDeltaEqualsTheCpuAndTf32StaysClose) {
       const at::Tensor w1 = torch::randn({2 * H, H}, dtype) / std::sqrt(double(2 * H)), b1 = torch::randn({H}, dtype);
       const at::Tensor w2 = torch::randn({H, 1}, dtype) / 4, b2 = torch::randn({1}, dtype);
       const at::Tensor probe = torch::randn({t.col.numel()}, dtype);
-      auto run = [&](const c10::Device& dev, bool tf32, at::Tensor& grad_z, at::Tensor& grad_w1, at::Tensor& grad_b1) {
-        at::Tensor zz = z.to(dev).clone().requires_grad_(true), ww = w1.to(dev).clone().requires_grad_(true);
-        at::Tensor bb = b1.to(dev).clone().requires_grad_(true);
-        const at::Tensor logit = adgnn::detail::fdelta_entry_logits(t.rowptr.to(dev), t.col.to(dev), zz, ww,
-                                                                    bb, w2.to(dev), b2.to(dev), tf32);
+      // The gradients of z, w1, b1, w2 and b2, on the host.
+      auto run = [&](const c10::Device& dev, bool tf32, std::vector<at::Tensor>& grads) {
+        std::vector<at::Tensor> in;
+        for (const at::Tensor* v : {&z, &w1, &b1, &w2, &b2}) in.push_back(v->to(dev).clone().requires_grad_(true));
+        const at::Tensor logit =
+            adgnn::detail::fdelta_entry_logits(t.rowptr.to(dev), t.col.to(dev), in[0], in[1], in[2], in[3], in[4], tf32);
         (logit * probe.to(dev)).sum().backward();
-        grad_z = zz.grad().cpu();
-        grad_w1 = ww.grad().cpu();
-        grad_b1 = bb.grad().cpu();
+        grads.clear();
+        for (const at::Tensor& v : in) grads.push_back(v.grad().cpu());
         return logit.cpu();
       };
-      at::Tensor gz_cpu, gw_cpu, gb_cpu, gz_gpu, gw_gpu, gb_gpu;
-      const at::Tensor cpu = run(c10::Device("cpu"), false, gz_cpu, gw_cpu, gb_cpu);
-      const at::Tensor gpu = run(d, false, gz_gpu, gw_gpu, gb_gpu);
+      std::vector<at::Tensor> g_cpu, g_gpu;
+      const at::Tensor cpu = run(c10::Device("cpu"), false, g_cpu);
+      const at::Tensor gpu = run(d, false, g_gpu);
       const double tol = dbl ? 1e-10 : 1e-4;
       EXPECT_TRUE(torch::allclose(gpu, cpu, tol, tol));
-      EXPECT_TRUE(torch::allclose(gz_gpu, gz_cpu, tol, tol));
-      EXPECT_TRUE(torch::allclose(gw_gpu, gw_cpu, tol, tol));
-      EXPECT_TRUE(torch::allclose(gb_gpu, gb_cpu, tol, tol));
+      for (size_t i = 0; i < g_cpu.size(); ++i) {
+        const double scale = std::max(1.0, g_cpu[i].abs().max().item<double>());
+        EXPECT_TRUE(torch::allclose(g_gpu[i], g_cpu[i], tol, tol * scale))
+            << "gradient " << i << " (z, w1, b1, w2, b2): " << (g_gpu[i] - g_cpu[i]).abs().max();
+      }
+      // Deterministic: a second run gives the same bits.
+      std::vector<at::Tensor> g_again;
+      EXPECT_TRUE(torch::equal(run(d, false, g_again), gpu));
+      for (size_t i = 0; i < g_gpu.size(); ++i) EXPECT_TRUE(torch::equal(g_again[i], g_gpu[i])) << i;
       if (dbl || H != 128) continue;
       const auto before = at::globalContext().float32Precision(at::Float32Backend::CUDA, at::Float32Op::MATMUL);
-      at::Tensor gz_tf, gw_tf, gb_tf;
-      const at::Tensor tf = run(d, true, gz_tf, gw_tf, gb_tf);
+      std::vector<at::Tensor> g_tf;
+      const at::Tensor tf = run(d, true, g_tf);
       EXPECT_EQ(at::globalContext().float32Precision(at::Float32Backend::CUDA, at::Float32Op::MATMUL), before);
       EXPECT_FALSE(torch::equal(tf, gpu));
       EXPECT_TRUE(torch::allclose(tf, gpu, 2e-2, 2e-2)) << (tf - gpu).abs().max();
-      EXPECT_TRUE(torch::allclose(gw_tf, gw_gpu, 2e-2, 2e-2 * gw_gpu.abs().max().item<double>()))
-          << (gw_tf - gw_gpu).abs().max();
+      EXPECT_TRUE(torch::allclose(g_tf[1], g_gpu[1], 2e-2, 2e-2 * g_gpu[1].abs().max().item<double>()))
+          << (g_tf[1] - g_gpu[1]).abs().max();
     }
+  }
+}
+
+// Column sums (the bias gradients of linear layers): the row-parallel kernel's vectorised paths
+// (one, two and four vectors per lane), its scalar ones (widths 47, 7) and ATen's for wider rows
+// equal a float64 sum on the host, with the same bits on a second call; linear()'s gradients
+// equal addmm's.
+TEST(Cuda, ColumnSumsAndLinearEqualATen) {
+  REQUIRE_GPU();
+  torch::manual_seed(2);
+  for (const int64_t C : {int64_t(128), int64_t(256), int64_t(512), int64_t(40), int64_t(47), int64_t(7),
+                          int64_t(2000)})
+    for (const int64_t rows : {int64_t(0), int64_t(1), int64_t(37), int64_t(70001)})
+      for (const auto dtype : {torch::kFloat32, torch::kFloat64}) {
+        SCOPED_TRACE(std::to_string(rows) + " x " + std::to_string(C) + (dtype == torch::kFloat64 ? " float64" : ""));
+        const at::Tensor x = torch::randn({rows, C}, torch::dtype(dtype));
+        const at::Tensor ref = x.to(torch::kFloat64).sum(0);
+        const at::Tensor got = adgnn::detail::column_sums(x.cuda());
+        ASSERT_EQ(got.sizes(), ref.sizes());
+        const double tol = dtype == torch::kFloat64 ? 1e-10 : 2e-3;
+        EXPECT_TRUE(torch::allclose(got.cpu().to(torch::kFloat64), ref, tol, tol)) << (got.cpu() - ref).abs().max();
+        EXPECT_TRUE(torch::equal(adgnn::detail::column_sums(x.cuda()), got));
+      }
+  for (const auto dtype : {torch::kFloat32, torch::kFloat64}) {
+    const auto o = torch::dtype(dtype).device(torch::kCUDA);
+    const at::Tensor x0 = torch::randn({5003, 64}, o), w0 = torch::randn({64, 128}, o), b0 = torch::randn({128}, o);
+    const at::Tensor probe = torch::randn({5003, 128}, o);
+    std::vector<at::Tensor> grads[2];
+    at::Tensor out[2];
+    for (int ours = 0; ours < 2; ++ours) {
+      const at::Tensor x = x0.clone().requires_grad_(true), w = w0.clone().requires_grad_(true),
+                       b = b0.clone().requires_grad_(true);
+      out[ours] = ours ? adgnn::detail::linear(x, w, b) : torch::addmm(b, x, w);
+      (out[ours] * probe).sum().backward();
+      grads[ours] = {x.grad(), w.grad(), b.grad()};
+    }
+    const double tol = dtype == torch::kFloat64 ? 1e-10 : 1e-4;
+    EXPECT_TRUE(torch::equal(out[0], out[1]));
+    for (size_t i = 0; i < 3; ++i)
+      EXPECT_TRUE(torch::allclose(grads[1][i], grads[0][i], tol, tol * 100)) << i << (grads[1][i] - grads[0][i]).abs().max();
   }
 }
 

@@ -366,6 +366,28 @@ TEST(RowsRead, FlagsEqualTheListedRows) {
   }
 }
 
+// linear(): addmm's values and gradients (its own backward; on the GPU the bias gradient is the
+// column-sum kernel, test_cuda), with and without an input that needs a gradient.
+TEST(Linear, EqualsAddmmWithGradients) {
+  torch::manual_seed(4);
+  const auto o = torch::dtype(torch::kFloat64);
+  const at::Tensor x0 = torch::randn({31, 6}, o), w0 = torch::randn({6, 5}, o), b0 = torch::randn({5}, o);
+  const at::Tensor probe = torch::randn({31, 5}, o);
+  for (const bool x_grad : {true, false}) {
+    std::vector<at::Tensor> grads[2];
+    at::Tensor out[2];
+    for (int ours = 0; ours < 2; ++ours) {
+      const at::Tensor x = x0.clone().requires_grad_(x_grad), w = w0.clone().requires_grad_(true),
+                       b = b0.clone().requires_grad_(true);
+      out[ours] = ours ? adgnn::detail::linear(x, w, b) : torch::addmm(b, x, w);
+      (out[ours] * probe).sum().backward();
+      grads[ours] = {x_grad ? x.grad() : torch::zeros({1}, o), w.grad(), b.grad()};
+    }
+    EXPECT_TRUE(torch::equal(out[0], out[1]));
+    for (size_t i = 0; i < 3; ++i) EXPECT_TRUE(torch::allclose(grads[1][i], grads[0][i], 1e-12, 1e-14)) << i;
+  }
+}
+
 // The per-row sums behind f_delta's backward: equal to index_add_ by column / by row, on a CSR
 // with empty rows and more source rows than destination rows (a rank's halo rows), in float64.
 TEST(SumOverEntries, EqualIndexAdd) {

@@ -1,0 +1,51 @@
+// Device helpers shared by the row-parallel CUDA kernels (internal; .cu files only).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <initializer_list>
+
+namespace adgnn::kernels {
+
+template <typename T, int V>
+struct alignas(sizeof(T) * V) Vec {
+  T v[V];
+};
+
+// Vectors of V elements where every row starts on such a boundary (the width is a multiple of
+// V and the tensors' storage is aligned), else single elements.
+template <typename T, int V>
+inline bool vectorisable(int64_t F, std::initializer_list<const at::Tensor*> ts) {
+  if (F % V != 0) return false;
+  for (const at::Tensor* t : ts)
+    if (reinterpret_cast<uintptr_t>(t->data_ptr()) % (sizeof(T) * V) != 0) return false;
+  return true;
+}
+
+// A lane's column sums acc[j][k] (columns (lane + 32 j) V + k, below vecs V) into its warp's row
+// of shared memory, `row` [width].
+template <typename T, int V, int J>
+__device__ void stage_lane_sums(const T (&acc)[J][V], T* row, int64_t vecs) {
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int j = 0; j < J; ++j) {
+    const int64_t v = lane + 32 * j;
+    if (v >= vecs) break;
+#pragma unroll
+    for (int k = 0; k < V; ++k) row[v * V + k] = acc[j][k];
+  }
+}
+
+// out[c] = the sum over the block's warps of sums[w, c] (shared, [warps, width]), in warp order:
+// a block's partial column sums, the same bits on every run (after a __syncthreads()).
+template <typename T>
+__device__ void add_warp_sums(const T* sums, int warps, int64_t width, T* out) {
+  for (int64_t c = threadIdx.x; c < width; c += blockDim.x) {
+    T total = T(0);
+    for (int w = 0; w < warps; ++w) total += sums[w * width + c];
+    out[c] = total;
+  }
+}
+
+}  // namespace adgnn::kernels

@@ -1,0 +1,81 @@
+// Column sums of a row-major matrix (a bias's gradient), row-parallel: ATen's sum over dim 0
+// took 0.155 ms for [169k, 128] floats on an H200, ~6x the time to read them (v49).
+#include <ATen/ATen.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAException.h>
+
+#include <algorithm>
+
+#include "cuda_rows.cuh"
+#include "kernels.h"
+
+namespace adgnn::kernels {
+
+namespace {
+
+// Warps stride over rows, each lane summing the same J vectors of V columns in every row; the
+// block adds its warps' sums in a fixed order into partial[block] (deterministic for a grid).
+template <typename T, int V, int J>
+__global__ void column_sums_kernel(const T* __restrict__ x, int64_t rows, int64_t C, T* __restrict__ partial) {
+  using VT = Vec<T, V>;
+  const int64_t vecs = C / V;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  T acc[J][V];
+#pragma unroll
+  for (int j = 0; j < J; ++j)
+#pragma unroll
+    for (int k = 0; k < V; ++k) acc[j][k] = T(0);
+  for (int64_t p = int64_t(blockIdx.x) * warps + warp; p < rows; p += int64_t(gridDim.x) * warps) {
+    const VT* xr = reinterpret_cast<const VT*>(x + p * C);
+#pragma unroll
+    for (int j = 0; j < J; ++j) {
+      const int64_t v = lane + 32 * j;
+      if (v >= vecs) break;
+      const VT a = xr[v];
+#pragma unroll
+      for (int k = 0; k < V; ++k) acc[j][k] += a.v[k];
+    }
+  }
+  extern __shared__ unsigned char shared_raw[];
+  T* sums = reinterpret_cast<T*>(shared_raw);  // [warps, C]
+  stage_lane_sums<T, V, J>(acc, sums + warp * C, vecs);
+  __syncthreads();
+  add_warp_sums(sums, warps, C, partial + int64_t(blockIdx.x) * C);
+}
+
+}  // namespace
+
+at::Tensor column_sums_cuda(const at::Tensor& x_in) {
+  TORCH_CHECK(x_in.dim() == 2, "column_sums_cuda: a matrix");
+  const at::Tensor x = x_in.contiguous();
+  const int64_t rows = x.size(0), C = x.size(1);
+  if (rows == 0 || C == 0) return at::zeros({C}, x.options());
+  constexpr int kThreads = 256, kWarps = kThreads / 32;
+  const int sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+  const int64_t blocks = std::min<int64_t>((rows + kWarps - 1) / kWarps, int64_t(sms) * 8);
+  at::Tensor partial = at::empty({blocks, C}, x.options());
+  const auto stream = at::cuda::getCurrentCUDAStream();
+  bool launched = false;
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "column_sums_cuda", [&] {
+    constexpr int V = 16 / sizeof(scalar_t);
+    const bool vec = vectorisable<scalar_t, V>(C, {&x});
+    const int64_t vecs = vec ? C / V : C;
+    const size_t shared = size_t(kWarps) * C * sizeof(scalar_t);
+    if (shared > 48 * 1024) return;  // very wide: ATen below
+    auto launch = [&](auto kernel) {
+      kernel<<<unsigned(blocks), kThreads, shared, stream>>>(x.data_ptr<scalar_t>(), rows, C,
+                                                            partial.data_ptr<scalar_t>());
+      launched = true;
+    };
+    if (vec && vecs <= 32) launch(column_sums_kernel<scalar_t, V, 1>);
+    else if (vec && vecs <= 64) launch(column_sums_kernel<scalar_t, V, 2>);
+    else if (vec && vecs <= 128) launch(column_sums_kernel<scalar_t, V, 4>);
+    else if (!vec && vecs <= 32) launch(column_sums_kernel<scalar_t, 1, 1>);
+    else if (!vec && vecs <= 128) launch(column_sums_kernel<scalar_t, 1, 4>);
+  });
+  if (!launched) return x.sum(0);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return partial.sum(0);
+}
+
+}  // namespace adgnn::kernels
