@@ -12,6 +12,8 @@
 # runs per rank count.
 # WORKLOAD=arxiv instead: one GPU, `adgnn bench` (GCN and AD-GCN_fast at depth 4 and 8) on the
 # arxiv-scale graph, the same interleaving; TESTS=1 also builds and runs this tree's CUDA tests.
+# VARIANTS (default plain,ad_fast) and FDELTA (e.g. fp32,tf32: --fdelta-precision, for AD-GCN)
+# pick what that bench runs.
 # GRAPH=arxiv: the `adgnn train` runs on the arxiv-scale graph instead (e.g. RANKS=1: a
 # host-bound step). OLD_FLAGS="--flag value" instead of build-ab/old: the old runs are this tree's
 # build with those flags added to EXTRA_FLAGS (one build with every core: a switch's A/B, e.g.
@@ -51,9 +53,9 @@ if [ "${WORKLOAD:-products}" = arxiv ]; then
   for run in old1 new1 new2 old2; do
     bin=build-gpu/adgnn
     [ "${run#old}" != "$run" ] && bin=build-gpu-old/adgnn
-    "$bin" bench --dataset /tmp/arxiv.h5 --variants plain,ad_fast --depths 4,8 --json "$OUT/$run.json" \
-      >"$OUT/${run}_arxiv.md" 2>&1
-    elapsed "$run: $(grep -E '^\| (GCN|AD-GCN_fast) ' "$OUT/${run}_arxiv.md" | cut -d'|' -f2-4 | tr '\n' ' ')"
+    "$bin" bench --dataset /tmp/arxiv.h5 --variants "${VARIANTS:-plain,ad_fast}" --depths 4,8 \
+      ${FDELTA:+--fdelta-precision "$FDELTA"} --json "$OUT/$run.json" >"$OUT/${run}_arxiv.md" 2>&1
+    elapsed "$run: $(grep -E '^\| (GCN|AD-GCN)' "$OUT/${run}_arxiv.md" | cut -d'|' -f2-4 | tr '\n' ' ')"
   done
   exit 0
 fi
