@@ -116,18 +116,12 @@ PairList make_pairs(const at::Tensor& rowptr, const at::Tensor& col, int64_t num
     p.entry_pair = torch::empty({0}, opts);
     return p;
   }
-  const at::Tensor rows = torch::repeat_interleave(rowptr.slice(0, 1) - rowptr.slice(0, 0, n));
+  const detail::CsrMirrors m = detail::csr_mirrors(rowptr, col, num_src);
+  const at::Tensor& rows = m.row;
   const at::Tensor cols = col.to(torch::kInt64);
-  // Entries as sorted keys row * num_src + column; each entry's mirror found by binary search.
-  const auto sorted = (rows * num_src + cols).sort();
-  const at::Tensor& keys = std::get<0>(sorted);
-  const at::Tensor& order = std::get<1>(sorted);
-  const at::Tensor mirror_key = cols * num_src + rows;
-  const at::Tensor pos = torch::searchsorted(keys, mirror_key).clamp_max(E - 1);
-  const at::Tensor found = (cols < n) & (keys.index_select(0, pos) == mirror_key);
-  const at::Tensor keep = found.logical_not() | (rows <= cols);
+  const at::Tensor keep = (m.mirror < 0) | (rows <= cols);
   // An entry not kept has row > column and a mirror (row < column: kept) that it reads.
-  const at::Tensor rep = torch::where(keep, torch::arange(E, opts), order.index_select(0, pos));
+  const at::Tensor rep = torch::where(keep, torch::arange(E, opts), m.mirror);
   const at::Tensor pair_of = keep.to(torch::kInt64).cumsum(0) - 1;
   p.entry_pair = pair_of.index_select(0, rep);
   const at::Tensor kept = keep.nonzero().squeeze(1);

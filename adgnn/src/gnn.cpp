@@ -2,6 +2,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "adgnn/gnn.h"
 
@@ -122,6 +123,13 @@ class CsrAggregate : public torch::autograd::Function<CsrAggregate> {
     auto transposed = [&] {
       return cache ? cached_transpose(rowptr, col, x.size(0)) : kernels::transpose_entries(rowptr, col, x.size(0));
     };
+    // Every row computed over a graph's own CSR that is its own transpose (GCN on one process):
+    // the forward kernel sums the gradient, reading entries in row order without the transpose's
+    // entry indirection (rows: every row in order, or undefined).
+    auto self_adjoint = [&] {
+      return cache && x.size(0) == rowptr.numel() - 1 && (!rows.defined() || rows.numel() == x.size(0)) &&
+             detail::csr_is_self_adjoint(rowptr, col, weight, x.size(0));
+    };
     at::Tensor grad_x, grad_w;
     // A few computed rows (AD's deeper layers): regroup their entries rather than scan the
     // transpose, whose cost is every entry of the graph. On the GPU only where the caller gave
@@ -143,14 +151,18 @@ class CsrAggregate : public torch::autograd::Function<CsrAggregate> {
       }
     } else if (x.is_cuda()) {
 #ifdef ADGNN_HAVE_CUDA_KERNELS
-      if (ctx->needs_input_grad(3))
+      if (ctx->needs_input_grad(3) && self_adjoint())
+        grad_x = kernels::aggregate_cuda(rowptr, col, weight, g, rows, self_w, cached_long_rows(rowptr));
+      else if (ctx->needs_input_grad(3))
         grad_x = kernels::aggregate_backward_x_cuda(transposed(), weight,
                                                     g, rows, rowptr.numel() - 1, self_w);
       if (weight.defined() && ctx->needs_input_grad(2))
         grad_w = kernels::aggregate_backward_w_cuda(rowptr, col, x, g, rows);
 #endif
     } else {
-      if (ctx->needs_input_grad(3))
+      if (ctx->needs_input_grad(3) && self_adjoint())
+        grad_x = kernels::aggregate_cpu(rowptr, col, weight, g, rows, self_w);
+      else if (ctx->needs_input_grad(3))
         grad_x = kernels::aggregate_backward_x_cpu(transposed(), weight,
                                                    g, rows, rowptr.numel() - 1, self_w);
       if (weight.defined() && ctx->needs_input_grad(2))
@@ -164,6 +176,42 @@ class CsrAggregate : public torch::autograd::Function<CsrAggregate> {
 }  // namespace
 
 namespace detail {
+CsrMirrors csr_mirrors(const at::Tensor& rowptr, const at::Tensor& col, int64_t num_src) {
+  const int64_t n = rowptr.numel() - 1, E = col.numel();
+  CsrMirrors m;
+  m.row = torch::repeat_interleave(rowptr.slice(0, 1) - rowptr.slice(0, 0, n), std::optional<int64_t>(E));
+  if (E == 0) {
+    m.mirror = torch::empty({0}, rowptr.options());
+    return m;
+  }
+  const at::Tensor cols = col.to(torch::kInt64);
+  // Entries as sorted keys row * num_src + column; each entry's mirror found by binary search.
+  const auto sorted = (m.row * num_src + cols).sort();
+  const at::Tensor& keys = std::get<0>(sorted);
+  const at::Tensor& order = std::get<1>(sorted);
+  const at::Tensor mirror_key = cols * num_src + m.row;
+  const at::Tensor pos = torch::searchsorted(keys, mirror_key).clamp_max(E - 1);
+  const at::Tensor found = (cols < n) & (keys.index_select(0, pos) == mirror_key);
+  m.mirror = torch::where(found, order.index_select(0, pos), torch::full({}, -1, rowptr.options()));
+  return m;
+}
+
+bool csr_is_self_adjoint(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& weight, int64_t num_src) {
+  const int64_t n = rowptr.numel() - 1;
+  if (num_src != n) return false;
+  // Keyed by the weight (with the columns): the same CSR with another weight is another entry.
+  static CsrCache<bool> cache;
+  const at::Tensor& key = weight.defined() ? weight : rowptr;
+  return cache.get(key, col, num_src, [&] {
+    if (col.numel() == 0) return true;
+    const CsrMirrors m = csr_mirrors(rowptr, col, num_src);
+    if (!(m.mirror >= 0).all().item<bool>()) return false;
+    const bool involution =
+        torch::equal(m.mirror.index_select(0, m.mirror), torch::arange(col.numel(), rowptr.options()));
+    return involution && (!weight.defined() || torch::equal(weight.index_select(0, m.mirror), weight));
+  });
+}
+
 at::Tensor sum_over_entries(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& g_in,
                             int64_t num_src, bool by_column) {
   TORCH_CHECK(rowptr.scalar_type() == torch::kInt64 && col.scalar_type() == torch::kInt32,

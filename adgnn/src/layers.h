@@ -27,6 +27,20 @@ struct EdgeList {
 EdgeList edges_of_rows(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& rows,
                        int64_t entries = -1);
 
+// For each CSR entry (row r, column c): its row r (int64 [E]) and the index of an entry (c, r),
+// its mirror, or -1 where none is (a directed edge, a halo column). One sort of the entries.
+struct CsrMirrors {
+  at::Tensor row, mirror;
+};
+CsrMirrors csr_mirrors(const at::Tensor& rowptr, const at::Tensor& col, int64_t num_src);
+
+// Whether the aggregation over (rowptr, col, weight) with num_src = num_dst source rows is its own
+// transpose: every entry's mirror is unique (mirror of mirror = the entry) with the same weight
+// (undefined weight: ones). GCN's weights on one process's symmetric graph are; the backward then
+// runs the forward kernel, without the transpose's extra indirection (v50). Built once per CSR
+// and weight (one device wait), then cached.
+bool csr_is_self_adjoint(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& weight, int64_t num_src);
+
 // s[i] = the sum of g's rows over the CSR entries whose row (by_column: column) is i, for
 // i < num_src (rows without entries: zeros). Summed by the aggregation kernels (the transpose,
 // cached, for by_column) in a fixed order: no scatter with atomics on the GPU.

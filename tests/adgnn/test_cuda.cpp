@@ -198,6 +198,45 @@ TEST(Cuda, AggregateIsDeterministicAndEqualsTheCpuKernels) {
   EXPECT_TRUE(torch::allclose(xc.grad(), grad[0][0], 1e-5, 1e-5));
 }
 
+// GCN's weights on one process's symmetric graph: the backward sums with the forward kernel
+// (v50). Values and gradients equal the float64 reference with the self-loop term, every row given
+// as undefined or as the list of all rows, at widths 128 (vectorised) and 37 (scalar), with the
+// same bits twice.
+TEST(Cuda, SelfAdjointBackwardEqualsTheReference) {
+  REQUIRE_GPU();
+  const auto g = graph(3000, 2);
+  const auto t = adgnn::to_tensors(g, torch::kCPU);
+  const auto mg = adgnn::message_graph(t, torch::kFloat64);
+  const auto d = c10::Device("cuda");
+  const at::Tensor rowptr = mg.rowptr.to(d), col = mg.col.to(d), w = mg.gcn_weight.to(d);
+  const at::Tensor self_w = mg.gcn_self_weight;
+  EXPECT_TRUE(adgnn::detail::csr_is_self_adjoint(rowptr, col, w, g.num_nodes));
+  const at::Tensor all = torch::arange(g.num_nodes, torch::kInt64);
+  for (const int64_t F : {int64_t(128), int64_t(37)})
+    for (const auto dtype : {torch::kFloat32, torch::kFloat64}) {
+      SCOPED_TRACE(std::to_string(F) + (dtype == torch::kFloat64 ? " float64" : " float32"));
+      const at::Tensor x = torch::randn({g.num_nodes, F}, torch::kFloat64), probe = torch::randn({g.num_nodes, F}, torch::kFloat64);
+      Reference ref = reference(mg.rowptr, mg.col, mg.gcn_weight, x, all, probe);
+      const at::Tensor ref_out = ref.out + self_w.unsqueeze(1) * x;
+      const at::Tensor ref_grad = ref.grad_x + self_w.unsqueeze(1) * probe;
+      const double tol = dtype == torch::kFloat64 ? 1e-10 : 1e-4;
+      for (const bool rows_given : {false, true}) {
+        at::Tensor grads[2];
+        for (int rep = 0; rep < 2; ++rep) {
+          const at::Tensor xx = x.to(d, dtype).requires_grad_(true);
+          const at::Tensor out = adgnn::csr_aggregate(rowptr, col, w.to(dtype), xx, rows_given ? all.to(d) : at::Tensor(),
+                                                      self_w.to(d, dtype));
+          EXPECT_TRUE(torch::allclose(out.cpu().to(torch::kFloat64), ref_out, tol, tol));
+          (out * probe.to(d, dtype)).sum().backward();
+          grads[rep] = xx.grad().cpu();
+        }
+        EXPECT_TRUE(torch::allclose(grads[0].to(torch::kFloat64), ref_grad, tol, tol))
+            << rows_given << ": " << (grads[0].to(torch::kFloat64) - ref_grad).abs().max();
+        EXPECT_TRUE(torch::equal(grads[0], grads[1]));
+      }
+    }
+}
+
 // Widths: 37 (the scalar kernel; a partial second pass of a warp's lanes), 100 and 128 (float4 /
 // double2 vectors: products-scale's features, the hidden width), and 128 starting one element
 // past an aligned address (the scalar kernel again), on both devices; 1001 rows, and 20011 (more
@@ -222,7 +261,8 @@ std::vector<DropoutInput> dropout_inputs(torch::ScalarType dtype) {
 }
 
 // f_delta per mirrored pair on the GPU: the pair kernels (width 128: vectorised; 7: scalar;
-// float32 and float64) equal the CPU's, logits and the gradients of z, w1 and b1. In TF32 the logits
+// float32 and float64) equal the CPU's, logits and the gradients of z and the four parameters (the
+// fused output layer and hidden-gradient kernels), with the same bits twice. In TF32 the logits
 // stay within 2e-2 of float32 yet differ from them (the products did run in TF32), and the
 // precision setting is what it was before.
 TEST(Cuda, FDeltaEqualsTheCpuAndTf32StaysClose) {

@@ -366,6 +366,58 @@ TEST(RowsRead, FlagsEqualTheListedRows) {
   }
 }
 
+// The aggregation's own transpose (v50): GCN-like weights a_r a_c on a symmetric CSR are, and the
+// backward then sums with the forward kernel; other weights, duplicate entries, halo columns or a
+// directed entry are not. Either way the gradient equals the dense float64 reference.
+TEST(CsrAggregate, SelfAdjointBackwardEqualsTheDenseReference) {
+  torch::manual_seed(9);
+  const int64_t n = 120;
+  at::Tensor mask = torch::rand({n, n}, torch::kFloat64) < 0.06;
+  mask = (mask | mask.t()) & ~torch::eye(n, torch::kBool);
+  std::vector<int64_t> rp{0};
+  std::vector<int32_t> ci;
+  auto m = mask.accessor<bool, 2>();
+  for (int64_t r = 0; r < n; ++r) {
+    for (int64_t c = 0; c < n; ++c)
+      if (m[r][c]) ci.push_back(int32_t(c));
+    rp.push_back(int64_t(ci.size()));
+  }
+  const at::Tensor rowptr = torch::tensor(rp, torch::kInt64);
+  const at::Tensor col = torch::tensor(std::vector<int64_t>(ci.begin(), ci.end()), torch::kInt64).to(torch::kInt32);
+  const at::Tensor rows_of = torch::repeat_interleave(rowptr.slice(0, 1) - rowptr.slice(0, 0, n));
+  const at::Tensor a = torch::rand({n}, torch::kFloat64) + 0.5;
+  const at::Tensor sym_w = a.index_select(0, rows_of) * a.index_select(0, col.to(torch::kInt64));
+  const at::Tensor asym_w = torch::rand({col.numel()}, torch::kFloat64);
+  EXPECT_TRUE(adgnn::detail::csr_is_self_adjoint(rowptr, col, sym_w, n));
+  EXPECT_TRUE(adgnn::detail::csr_is_self_adjoint(rowptr, col, {}, n));
+  EXPECT_FALSE(adgnn::detail::csr_is_self_adjoint(rowptr, col, asym_w, n));
+  EXPECT_FALSE(adgnn::detail::csr_is_self_adjoint(rowptr, col, sym_w, n + 3));  // halo rows
+  {  // entry (0, c) without its mirror, and a duplicate of (0, c) with one mirror
+    std::vector<int32_t> c1(ci);
+    std::vector<int64_t> r1(rp);
+    c1.insert(c1.begin(), int32_t(ci[0]));  // row 0 gains a second entry to its first column
+    for (size_t i = 1; i < r1.size(); ++i) r1[i] += 1;
+    const at::Tensor dup_col = torch::tensor(std::vector<int64_t>(c1.begin(), c1.end()), torch::kInt64).to(torch::kInt32);
+    EXPECT_FALSE(adgnn::detail::csr_is_self_adjoint(torch::tensor(r1, torch::kInt64), dup_col, {}, n));
+  }
+  at::Tensor dense = torch::zeros({n, n}, torch::kFloat64);
+  const at::Tensor x = torch::randn({n, 5}, torch::kFloat64), probe = torch::randn({n, 5}, torch::kFloat64);
+  const at::Tensor self_w = torch::rand({n}, torch::kFloat64);
+  for (const bool sym : {true, false}) {
+    const at::Tensor& w = sym ? sym_w : asym_w;
+    dense.zero_().index_put_({rows_of, col.to(torch::kInt64)}, w, /*accumulate=*/true);
+    const at::Tensor ref = dense + torch::diag(self_w);
+    for (const at::Tensor& rows : {at::Tensor(), torch::arange(n)}) {
+      SCOPED_TRACE(std::string(sym ? "symmetric" : "asymmetric") + (rows.defined() ? ", rows given" : ""));
+      const at::Tensor xg = x.clone().requires_grad_(true);
+      const at::Tensor out = adgnn::csr_aggregate(rowptr, col, w, xg, rows, self_w);
+      EXPECT_TRUE(torch::allclose(out, ref.mm(x), 1e-12, 1e-12));
+      (out * probe).sum().backward();
+      EXPECT_TRUE(torch::allclose(xg.grad(), ref.t().mm(probe), 1e-12, 1e-12)) << (xg.grad() - ref.t().mm(probe)).abs().max();
+    }
+  }
+}
+
 // linear(): addmm's values and gradients (its own backward; on the GPU the bias gradient is the
 // column-sum kernel, test_cuda), with and without an input that needs a gradient.
 TEST(Linear, EqualsAddmmWithGradients) {
