@@ -1,5 +1,7 @@
 // Column sums of a row-major matrix (a bias's gradient), row-parallel: ATen's sum over dim 0
-// took 0.155 ms for [169k, 128] floats on an H200, ~6x the time to read them (v49).
+// took 0.155 ms for [169k, 128] floats on an H200, ~6x the time to read them (v49). Masked: the
+// gradient through a ReLU first (where its output is positive), written out and summed in the
+// same pass (v51).
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
@@ -15,8 +17,10 @@ namespace {
 
 // Warps stride over rows, each lane summing the same J vectors of V columns in every row; the
 // block adds its warps' sums in a fixed order into partial[block] (deterministic for a grid).
-template <typename T, int V, int J>
-__global__ void column_sums_kernel(const T* __restrict__ x, int64_t rows, int64_t C, T* __restrict__ partial) {
+// Masked: x[r, c] counts where relu_out[r, c] > 0 (else 0), and that value goes to masked[r, c].
+template <typename T, int V, int J, bool Masked>
+__global__ void column_sums_kernel(const T* __restrict__ x, const T* __restrict__ relu_out, int64_t rows, int64_t C,
+                                   T* __restrict__ masked, T* __restrict__ partial) {
   using VT = Vec<T, V>;
   const int64_t vecs = C / V;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
@@ -31,7 +35,13 @@ __global__ void column_sums_kernel(const T* __restrict__ x, int64_t rows, int64_
     for (int j = 0; j < J; ++j) {
       const int64_t v = lane + 32 * j;
       if (v >= vecs) break;
-      const VT a = xr[v];
+      VT a = xr[v];
+      if constexpr (Masked) {
+        const VT o = reinterpret_cast<const VT*>(relu_out + p * C)[v];
+#pragma unroll
+        for (int k = 0; k < V; ++k) a.v[k] = o.v[k] > T(0) ? a.v[k] : T(0);
+        reinterpret_cast<VT*>(masked + p * C)[v] = a;
+      }
 #pragma unroll
       for (int k = 0; k < V; ++k) acc[j][k] += a.v[k];
     }
@@ -43,13 +53,11 @@ __global__ void column_sums_kernel(const T* __restrict__ x, int64_t rows, int64_
   add_warp_sums(sums, warps, C, partial + int64_t(blockIdx.x) * C);
 }
 
-}  // namespace
-
-at::Tensor column_sums_cuda(const at::Tensor& x_in) {
-  TORCH_CHECK(x_in.dim() == 2, "column_sums_cuda: a matrix");
-  const at::Tensor x = x_in.contiguous();
+// The column sums of x (relu_out defined: of x masked by relu_out > 0, which goes to `masked`);
+// false where the rows are too wide for the kernel's shared memory (the caller uses ATen).
+template <bool Masked>
+bool launch_column_sums(const at::Tensor& x, const at::Tensor& relu_out, at::Tensor& masked, at::Tensor& sums) {
   const int64_t rows = x.size(0), C = x.size(1);
-  if (rows == 0 || C == 0) return at::zeros({C}, x.options());
   constexpr int kThreads = 256, kWarps = kThreads / 32;
   const int sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
   const int64_t blocks = std::min<int64_t>((rows + kWarps - 1) / kWarps, int64_t(sms) * 8);
@@ -58,24 +66,47 @@ at::Tensor column_sums_cuda(const at::Tensor& x_in) {
   bool launched = false;
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "column_sums_cuda", [&] {
     constexpr int V = 16 / sizeof(scalar_t);
-    const bool vec = vectorisable<scalar_t, V>(C, {&x});
+    const bool vec = Masked ? vectorisable<scalar_t, V>(C, {&x, &relu_out, &masked}) : vectorisable<scalar_t, V>(C, {&x});
     const int64_t vecs = vec ? C / V : C;
     const size_t shared = size_t(kWarps) * C * sizeof(scalar_t);
-    if (shared > 48 * 1024) return;  // very wide: ATen below
+    if (shared > 48 * 1024) return;  // very wide: ATen
+    const scalar_t* out_ptr = Masked ? relu_out.data_ptr<scalar_t>() : nullptr;
+    scalar_t* masked_ptr = Masked ? masked.data_ptr<scalar_t>() : nullptr;
     auto launch = [&](auto kernel) {
-      kernel<<<unsigned(blocks), kThreads, shared, stream>>>(x.data_ptr<scalar_t>(), rows, C,
+      kernel<<<unsigned(blocks), kThreads, shared, stream>>>(x.data_ptr<scalar_t>(), out_ptr, rows, C, masked_ptr,
                                                             partial.data_ptr<scalar_t>());
       launched = true;
     };
-    if (vec && vecs <= 32) launch(column_sums_kernel<scalar_t, V, 1>);
-    else if (vec && vecs <= 64) launch(column_sums_kernel<scalar_t, V, 2>);
-    else if (vec && vecs <= 128) launch(column_sums_kernel<scalar_t, V, 4>);
-    else if (!vec && vecs <= 32) launch(column_sums_kernel<scalar_t, 1, 1>);
-    else if (!vec && vecs <= 128) launch(column_sums_kernel<scalar_t, 1, 4>);
+    if (vec && vecs <= 32) launch(column_sums_kernel<scalar_t, V, 1, Masked>);
+    else if (vec && vecs <= 64) launch(column_sums_kernel<scalar_t, V, 2, Masked>);
+    else if (vec && vecs <= 128) launch(column_sums_kernel<scalar_t, V, 4, Masked>);
+    else if (!vec && vecs <= 32) launch(column_sums_kernel<scalar_t, 1, 1, Masked>);
+    else if (!vec && vecs <= 128) launch(column_sums_kernel<scalar_t, 1, 4, Masked>);
   });
-  if (!launched) return x.sum(0);
+  if (!launched) return false;
   C10_CUDA_KERNEL_LAUNCH_CHECK();
-  return partial.sum(0);
+  sums = partial.sum(0);
+  return true;
+}
+
+}  // namespace
+
+at::Tensor column_sums_cuda(const at::Tensor& x_in) {
+  TORCH_CHECK(x_in.dim() == 2, "column_sums_cuda: a matrix");
+  const at::Tensor x = x_in.contiguous();
+  if (x.size(0) == 0 || x.size(1) == 0) return at::zeros({x.size(1)}, x.options());
+  at::Tensor none, sums;
+  return launch_column_sums<false>(x, {}, none, sums) ? sums : x.sum(0);
+}
+
+std::pair<at::Tensor, at::Tensor> relu_grad_column_sums_cuda(const at::Tensor& g_in, const at::Tensor& out_in) {
+  TORCH_CHECK(g_in.dim() == 2 && g_in.sizes() == out_in.sizes(), "relu_grad_column_sums_cuda: g and out alike");
+  const at::Tensor g = g_in.contiguous(), out = out_in.contiguous();
+  at::Tensor masked = at::empty_like(g), sums;
+  if (g.size(0) == 0 || g.size(1) == 0) return {masked, at::zeros({g.size(1)}, g.options())};
+  if (launch_column_sums<true>(g, out, masked, sums)) return {masked, sums};
+  masked = at::threshold_backward(g, out, 0);
+  return {masked, masked.sum(0)};
 }
 
 }  // namespace adgnn::kernels

@@ -154,6 +154,8 @@ FDeltaHiddenGrad fdelta_hidden_grad_cuda(const at::Tensor& g, const at::Tensor& 
 at::Tensor fdelta_relu_dot_cuda(const at::Tensor& hidden, const at::Tensor& w2, const at::Tensor& b2);
 // x [rows, C] -> [C]: the sums of x's columns, in a fixed order (dense_cuda.cu).
 at::Tensor column_sums_cuda(const at::Tensor& x);
+// The gradient through a ReLU, g where out > 0 (else 0), and its column sums, in one pass.
+std::pair<at::Tensor, at::Tensor> relu_grad_column_sums_cuda(const at::Tensor& g, const at::Tensor& out);
 void halo_read_bits_cuda(const at::Tensor& boundary_row, const at::Tensor& boundary_halo, const at::Tensor& peer_key,
                          const at::Tensor& comp_owned, const at::Tensor& comp_halo, at::Tensor& peer_bits,
                          at::Tensor& halo_bits);

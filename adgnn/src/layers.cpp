@@ -35,6 +35,14 @@ at::Tensor column_sums(const at::Tensor& x) {
   return x.sum(0);
 }
 
+std::pair<at::Tensor, at::Tensor> relu_grad_column_sums(const at::Tensor& g, const at::Tensor& out) {
+#ifdef ADGNN_HAVE_CUDA_KERNELS
+  if (g.is_cuda() && g.dim() == 2) return kernels::relu_grad_column_sums_cuda(g, out);
+#endif
+  const at::Tensor masked = at::threshold_backward(g, out, 0);
+  return {masked, masked.sum(0)};
+}
+
 namespace {
 
 class LinearFn : public torch::autograd::Function<LinearFn> {
@@ -60,6 +68,34 @@ class LinearFn : public torch::autograd::Function<LinearFn> {
 
 at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
   return LinearFn::apply(x, w, b);
+}
+
+namespace {
+
+class LinearReluFn : public torch::autograd::Function<LinearReluFn> {
+ public:
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w,
+                            const at::Tensor& b) {
+    const at::Tensor out = at::_addmm_activation(b, x, w, 1, 1, /*use_gelu=*/false);
+    ctx->save_for_backward({x, w, out});
+    return out;
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor &x = saved[0], &w = saved[1], &out = saved[2];
+    const auto [g, gb] = relu_grad_column_sums(grads[0], out);  // the gradient before the ReLU, its column sums
+    at::Tensor gx, gw;
+    if (ctx->needs_input_grad(0)) gx = at::mm(g, w.t());
+    if (ctx->needs_input_grad(1)) gw = at::mm(x.t(), g);
+    return {gx, gw, ctx->needs_input_grad(2) ? gb : at::Tensor()};
+  }
+};
+
+}  // namespace
+
+at::Tensor linear_relu(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
+  return LinearReluFn::apply(x, w, b);
 }
 
 at::Tensor Layer::edges_read(const MessageGraph& g, const at::Tensor& rows, const at::Tensor& rows_entries) const {
@@ -164,14 +200,18 @@ class GcnLayer : public Layer {
     // (AD's deeper layers): transforming every source row (a rank's halo included) and its two
     // backward products would then cost more than aggregating the few rows' entries wider.
     const bool few_rows = rows.numel() * 8 < g.num_dst;
-    if (out_dim_ < in_dim_ && !few_rows)
-      return csr_aggregate(g.rowptr, g.col, g.gcn_weight, h.mm(w_), rows, self_w, rows_entries_) + b_;
-    return linear(csr_aggregate(g.rowptr, g.col, g.gcn_weight, h, rows, self_w, rows_entries_), w_, b_);
+    if (out_dim_ < in_dim_ && !few_rows) {
+      const at::Tensor out = csr_aggregate(g.rowptr, g.col, g.gcn_weight, h.mm(w_), rows, self_w, rows_entries_) + b_;
+      return relu_fused_ ? torch::relu(out) : out;
+    }
+    return affine(csr_aggregate(g.rowptr, g.col, g.gcn_weight, h, rows, self_w, rows_entries_));
   }
-  at::Tensor self_only(const at::Tensor& h_rows) override { return linear(h_rows, w_, b_); }
+  at::Tensor self_only(const at::Tensor& h_rows) override { return affine(h_rows); }
+  bool fuse_relu() override { return relu_fused_ = true; }
   at::Tensor input_transform(const at::Tensor& h) override { return h.mm(w_); }
 
  private:
+  at::Tensor affine(const at::Tensor& h) const { return relu_fused_ ? linear_relu(h, w_, b_) : linear(h, w_, b_); }
   at::Tensor w_, b_;
 };
 

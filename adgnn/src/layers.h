@@ -50,9 +50,14 @@ at::Tensor sum_over_entries(const at::Tensor& rowptr, const at::Tensor& col, con
 // x [rows, C] -> [C]: x's column sums; on the GPU by a row-parallel kernel in a fixed order
 // (ATen's sum over rows took ~6x the time to read them: 0.155 ms for [169k, 128] on an H200).
 at::Tensor column_sums(const at::Tensor& x);
+// The gradient through a ReLU (g where out > 0, else 0) and its column sums; on the GPU in one pass.
+std::pair<at::Tensor, at::Tensor> relu_grad_column_sums(const at::Tensor& g, const at::Tensor& out);
 // addmm(b, x, w) (x [N, in], w [in, out], b [out]) whose backward sums b's gradient with
 // column_sums: the dense layers' bias gradients (GCN's, three per depth-4 step).
 at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b);
+// relu(addmm(b, x, w)): on the GPU the ReLU is cuBLASLt's epilogue of the product, and the
+// backward masks the gradient and sums its columns in one pass (v51).
+at::Tensor linear_relu(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b);
 
 // f_delta's logit at every CSR entry (row v, column u): MLP([z_u * z_v, |z_u - z_v|]) with
 // w1 [2H, H], b1 [H], w2 [H, 1], b2 [1] and a ReLU between (method.md). The input is symmetric,
@@ -102,6 +107,11 @@ class Layer {
   virtual at::Tensor self_only(const at::Tensor& h_rows) = 0;
   // The layer's first linear transform of source rows (f_delta's input at layer 1).
   virtual at::Tensor input_transform(const at::Tensor& h) = 0;
+  // Asks the layer to end its outputs (forward and self_only) with a ReLU, fused with its last
+  // linear map (a hidden layer without BatchNorm); returns whether it does. Until then, and in
+  // layers that do not, the model applies the ReLU.
+  virtual bool fuse_relu() { return false; }
+  bool relu_fused() const { return relu_fused_; }
   // CSR entries read when computing `rows` (reported per layer), as a 0-dim int64 tensor on the
   // graph's device: the model copies every layer's count to the host once, after the last layer.
   // rows_entries: that count for the rows' entries in g.rowptr when the caller has it (a 0-dim
@@ -141,6 +151,7 @@ class Layer {
   at::Tensor zeros(const std::string& name, int64_t n);
 
   int64_t in_dim_, out_dim_;
+  bool relu_fused_ = false;
   c10::Device device_;
   c10::ScalarType dtype_;
   at::Generator gen_;  // the model's own CPU generator: initialisation never touches global state

@@ -674,6 +674,7 @@ Model::Model(const ModelConfig& cfg) : impl_(std::make_unique<Impl>()) {
     opt.dtype = dtype;
     opt.gen = gen;
     m.layers.push_back(detail::make_layer(cfg.backbone, width, last ? cfg.out_dim : cfg.hidden, opt));
+    if (!last && !cfg.batchnorm) m.layers.back()->fuse_relu();  // the hidden layers' ReLU, where the layer can
     width = m.layers.back()->out_dim();
     if (!last && cfg.batchnorm) {
       m.bn_weight.push_back(on(torch::ones({width})));
@@ -962,7 +963,7 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
                                     training, 0.1, 1e-5)
                  : m.batchnorm(k, v, training);
       }
-      return torch::relu(v);
+      return layer.relu_fused() ? v : torch::relu(v);  // (without BatchNorm the layer may end with it)
     };
 
     if (!m.adaptive() && c.degree_threshold <= 0) {

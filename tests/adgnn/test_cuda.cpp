@@ -321,8 +321,8 @@ TEST(Cuda, FDeltaEqualsTheCpuAndTf32StaysClose) {
 
 // Column sums (the bias gradients of linear layers): the row-parallel kernel's vectorised paths
 // (one, two and four vectors per lane), its scalar ones (widths 47, 7) and ATen's for wider rows
-// equal a float64 sum on the host, with the same bits on a second call; linear()'s gradients
-// equal addmm's.
+// equal a float64 sum on the host, with the same bits on a second call, also through a ReLU
+// (masked); linear()'s gradients equal addmm's, linear_relu()'s relu(addmm)'s.
 TEST(Cuda, ColumnSumsAndLinearEqualATen) {
   REQUIRE_GPU();
   torch::manual_seed(2);
@@ -338,6 +338,12 @@ TEST(Cuda, ColumnSumsAndLinearEqualATen) {
         const double tol = dtype == torch::kFloat64 ? 1e-10 : 2e-3;
         EXPECT_TRUE(torch::allclose(got.cpu().to(torch::kFloat64), ref, tol, tol)) << (got.cpu() - ref).abs().max();
         EXPECT_TRUE(torch::equal(adgnn::detail::column_sums(x.cuda()), got));
+        // Through a ReLU: the masked gradient and its column sums in one pass.
+        const at::Tensor out = torch::relu(torch::randn({rows, C}, torch::dtype(dtype)));
+        const at::Tensor masked_ref = at::threshold_backward(x, out, 0);
+        const auto [masked, msums] = adgnn::detail::relu_grad_column_sums(x.cuda(), out.cuda());
+        EXPECT_TRUE(torch::equal(masked.cpu(), masked_ref));
+        EXPECT_TRUE(torch::allclose(msums.cpu().to(torch::kFloat64), masked_ref.to(torch::kFloat64).sum(0), tol, tol));
       }
   for (const auto dtype : {torch::kFloat32, torch::kFloat64}) {
     const auto o = torch::dtype(dtype).device(torch::kCUDA);
@@ -356,6 +362,17 @@ TEST(Cuda, ColumnSumsAndLinearEqualATen) {
     EXPECT_TRUE(torch::equal(out[0], out[1]));
     for (size_t i = 0; i < 3; ++i)
       EXPECT_TRUE(torch::allclose(grads[1][i], grads[0][i], tol, tol * 100)) << i << (grads[1][i] - grads[0][i]).abs().max();
+    // linear_relu (cuBLASLt's ReLU epilogue; the fused masked column sums) against relu(addmm).
+    for (int ours = 0; ours < 2; ++ours) {
+      const at::Tensor x = x0.clone().requires_grad_(true), w = w0.clone().requires_grad_(true),
+                       b = b0.clone().requires_grad_(true);
+      out[ours] = ours ? adgnn::detail::linear_relu(x, w, b) : torch::relu(torch::addmm(b, x, w));
+      (out[ours] * probe).sum().backward();
+      grads[ours] = {x.grad(), w.grad(), b.grad()};
+    }
+    EXPECT_TRUE(torch::allclose(out[1], out[0], tol, tol)) << (out[1] - out[0]).abs().max();
+    for (size_t i = 0; i < 3; ++i)
+      EXPECT_TRUE(torch::allclose(grads[1][i], grads[0][i], tol, tol * 100)) << "relu " << i << (grads[1][i] - grads[0][i]).abs().max();
   }
 }
 

@@ -418,8 +418,9 @@ TEST(CsrAggregate, SelfAdjointBackwardEqualsTheDenseReference) {
   }
 }
 
-// linear(): addmm's values and gradients (its own backward; on the GPU the bias gradient is the
-// column-sum kernel, test_cuda), with and without an input that needs a gradient.
+// linear() and linear_relu(): addmm's (and relu(addmm)'s) values and gradients (their own
+// backward; on the GPU the bias gradient is the column-sum kernel, test_cuda), with and without
+// an input that needs a gradient.
 TEST(Linear, EqualsAddmmWithGradients) {
   torch::manual_seed(4);
   const auto o = torch::dtype(torch::kFloat64);
@@ -437,6 +438,16 @@ TEST(Linear, EqualsAddmmWithGradients) {
     }
     EXPECT_TRUE(torch::equal(out[0], out[1]));
     for (size_t i = 0; i < 3; ++i) EXPECT_TRUE(torch::allclose(grads[1][i], grads[0][i], 1e-12, 1e-14)) << i;
+    for (int ours = 0; ours < 2; ++ours) {
+      const at::Tensor x = x0.clone().requires_grad_(x_grad), w = w0.clone().requires_grad_(true),
+                       b = b0.clone().requires_grad_(true);
+      out[ours] = ours ? adgnn::detail::linear_relu(x, w, b) : torch::relu(torch::addmm(b, x, w));
+      (out[ours] * probe).sum().backward();
+      grads[ours] = {x_grad ? x.grad() : torch::zeros({1}, o), w.grad(), b.grad()};
+    }
+    EXPECT_TRUE(torch::equal(out[0], out[1]));
+    EXPECT_GT((out[0] == 0).sum().item<int64_t>(), 0);  // the ReLU did cut some
+    for (size_t i = 0; i < 3; ++i) EXPECT_TRUE(torch::allclose(grads[1][i], grads[0][i], 1e-12, 1e-14)) << "relu " << i;
   }
 }
 

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <numeric>
 #include <cstdlib>
 #include <filesystem>
@@ -658,6 +659,42 @@ TEST(DepthBenefit, LambdaZeroMeansEveryNodeAggregatesOnce) {
         EXPECT_LE(out.eps.max().item<double>(), 1.0) << g.name << " " << variant << " " << norm;
         EXPECT_EQ(out.stats.active_rows[0], g.num_nodes) << g.name << " " << variant << " " << norm;
       }
+  }
+}
+
+// Plain GCN, three layers, equals its dense formula Â relu(Â relu(Â X W1 + b1) W2 + b2) W3 + b3
+// with Â = D^-1/2 (A + I) D^-1/2 (float64): the hidden layers' ReLU (fused into the layer, v51, or
+// applied by the model with BatchNorm off) and every product, in training and evaluation mode
+// (dropout 0), also through the transform-first path of a narrowing hidden layer (8 -> 4 wide).
+TEST(Model, PlainGcnEqualsItsDenseFormula) {
+  const auto g = csbm(70, 0.5, 12);
+  const auto t = adgnn::to_tensors(g, torch::kCPU);
+  const auto mg = adgnn::message_graph(t, torch::kFloat64);
+  const int64_t n = g.num_nodes;
+  const at::Tensor rows = torch::repeat_interleave(t.rowptr.slice(0, 1) - t.rowptr.slice(0, 0, n));
+  at::Tensor a = torch::eye(n, torch::kFloat64);
+  a.index_put_({rows, t.col.to(torch::kInt64)}, torch::ones({t.col.numel()}, torch::kFloat64), /*accumulate=*/true);
+  const at::Tensor inv_sqrt = a.sum(1).rsqrt();
+  const at::Tensor a_hat = inv_sqrt.unsqueeze(1) * a * inv_sqrt.unsqueeze(0);
+  const at::Tensor x = t.x.to(torch::kFloat64);
+  for (const int64_t hidden : {int64_t(16), int64_t(4)}) {
+    auto cfg = config("plain", 3, g);
+    cfg.float64 = true;
+    cfg.hidden = hidden;
+    adgnn::Model model(cfg);
+    std::map<std::string, at::Tensor> p;
+    for (auto& [name, v] : model.named_parameters()) p[name] = v.detach();
+    at::Tensor h = x;
+    for (int l = 0; l < 3; ++l) {
+      const std::string k = "layers." + std::to_string(l);
+      h = a_hat.mm(h).mm(p.at(k + ".weight")) + p.at(k + ".bias");
+      if (l < 2) h = torch::relu(h);
+    }
+    for (const bool training : {false, true}) {
+      const at::Tensor logits = model.forward(mg, x, training, 0).logits;
+      EXPECT_TRUE(torch::allclose(logits, h, 1e-10, 1e-12)) << "hidden " << hidden << ", training " << training
+                                                            << ": " << (logits - h).abs().max();
+    }
   }
 }
 
