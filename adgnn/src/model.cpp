@@ -1020,12 +1020,14 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
       // band holds the nodes whose eps is near tau(1) = 0): the update is still the output. The
       // band rows' frozen values (the self term at a width-changing layer, h_dst's rows
       // otherwise) only feed the straight-through difference, which is detached unless
-      // band_diff_grad: computed for the band rows alone, without a graph when detached, instead
-      // of the self term's cat with the update and a gather of every row (v47). Not with
-      // BatchNorm at a width-changing hidden layer (its statistics span both), nor where a
-      // rank's next exchange takes the update (`pending`, below).
+      // band_diff_grad: computed for the band rows alone, without a graph, instead of the self
+      // term's cat with the update and a gather of every row (v47). Not with BatchNorm at a
+      // width-changing hidden layer (its statistics span both), nor where a rank's next exchange
+      // takes the update (`pending`, below), nor with soft masks (band_diff_grad: the term is
+      // then added to `next` in place, which must not be the layer's output that its backward
+      // keeps).
       const bool every_row_active = act_rows.numel() == n && has_band && comp_rows.numel() == n &&
-                                    detail::band_every_row_active_shortcut();
+                                    !band_diff_grad && detail::band_every_row_active_shortcut();
       if (all_active) {
         upd = post(upd);
         next = upd;
@@ -1033,13 +1035,8 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
         upd = post(upd);
         next = upd;
         if (width_change) {
-          const at::Tensor band_in = hin.index_select(0, band_rows);
-          if (band_diff_grad) {
-            frozen_band = post(layer.self_only(band_in));
-          } else {
-            at::NoGradGuard no_grad;
-            frozen_band = post(layer.self_only(band_in));
-          }
+          at::NoGradGuard no_grad;
+          frozen_band = post(layer.self_only(hin.index_select(0, band_rows)));
         } else {
           frozen_band = band_input(h_dst).index_select(0, band_rows);
         }

@@ -398,13 +398,22 @@ TEST(AdGradients, EveryRowActiveShortcutEqualsTheGeneralPath) {
   const auto mg = adgnn::message_graph(t, torch::kFloat64);
   const at::Tensor x = t.x.to(torch::kFloat64);
   const at::Tensor train = torch::rand({g.num_nodes}) < 0.5;
-  for (const int64_t band : {0, 3}) {
-    SCOPED_TRACE(band == 0 ? "every row in the band" : "band 3 kappa");
+  // band 0: every row in the band; 3: some; soft: soft masks, with every row active at every
+  // layer (tau(t) ~ 1e-13 below every eps of a fixed benefit range), whose band term is added to
+  // the layer's output in place (the shortcut must leave such layers alone).
+  for (const std::string mode : {"band 0", "band 3", "soft"}) {
+    SCOPED_TRACE(mode);
     auto cfg = config("ad", 3, g);
     cfg.float64 = true;
-    cfg.band = double(band);
+    cfg.band = mode == "band 3" ? 3.0 : 0.0;
     cfg.kappa = 0.2;
     cfg.dropout = 0.3;
+    if (mode == "soft") {
+      cfg.soft_masks = true;
+      cfg.theta_init = -30;
+      cfg.normalisation = "log";
+      cfg.benefit_range = std::make_pair(-40.0, 40.0);
+    }
     const at::Tensor probe = torch::randn({g.num_nodes, g.num_classes}, torch::kFloat64);
     std::vector<std::pair<std::string, at::Tensor>> grads[2];
     at::Tensor logits[2];
@@ -412,6 +421,9 @@ TEST(AdGradients, EveryRowActiveShortcutEqualsTheGeneralPath) {
       adgnn::detail::band_every_row_active_shortcut() = shortcut == 1;
       adgnn::Model model(cfg);
       auto out = model.forward(mg, x, true, 2, t.y, train);
+      if (mode == "soft") {
+        for (size_t l = 0; l < 3; ++l) EXPECT_EQ(out.stats.active_rows[l], g.num_nodes) << "layer " << l + 1;
+      }
       logits[shortcut] = out.logits.detach();
       ((out.logits * probe).sum() + out.reg_loss).backward();
       for (auto& [name, p] : model.named_parameters())
