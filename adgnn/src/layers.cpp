@@ -45,57 +45,39 @@ std::pair<at::Tensor, at::Tensor> relu_grad_column_sums(const at::Tensor& g, con
 
 namespace {
 
+// addmm(b, x, w), with relu: followed by a ReLU (cuBLASLt's bias + ReLU epilogue on the GPU). The
+// backward's bias gradient is column_sums (through the ReLU: relu_grad_column_sums, one pass).
 class LinearFn : public torch::autograd::Function<LinearFn> {
  public:
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w,
-                            const at::Tensor& b) {
-    ctx->save_for_backward({x, w});
-    return at::addmm(b, x, w);
+                            const at::Tensor& b, bool relu) {
+    const at::Tensor out = relu ? at::_addmm_activation(b, x, w, 1, 1, /*use_gelu=*/false) : at::addmm(b, x, w);
+    ctx->save_for_backward({x, w, relu ? out : at::Tensor()});
+    ctx->saved_data["relu"] = relu;
+    return out;
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
     const auto saved = ctx->get_saved_variables();
-    const at::Tensor &x = saved[0], &w = saved[1], &g = grads[0];
-    at::Tensor gx, gw, gb;
+    const at::Tensor &x = saved[0], &w = saved[1];
+    // The gradient before the ReLU (if any) and its column sums.
+    const auto [g, gb] = ctx->saved_data["relu"].toBool() ? relu_grad_column_sums(grads[0], saved[2])
+                                                          : std::make_pair(grads[0], column_sums(grads[0]));
+    at::Tensor gx, gw;
     if (ctx->needs_input_grad(0)) gx = at::mm(g, w.t());
     if (ctx->needs_input_grad(1)) gw = at::mm(x.t(), g);
-    if (ctx->needs_input_grad(2)) gb = column_sums(g);
-    return {gx, gw, gb};
+    return {gx, gw, ctx->needs_input_grad(2) ? gb : at::Tensor(), at::Tensor()};
   }
 };
 
 }  // namespace
 
 at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
-  return LinearFn::apply(x, w, b);
+  return LinearFn::apply(x, w, b, false);
 }
 
-namespace {
-
-class LinearReluFn : public torch::autograd::Function<LinearReluFn> {
- public:
-  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w,
-                            const at::Tensor& b) {
-    const at::Tensor out = at::_addmm_activation(b, x, w, 1, 1, /*use_gelu=*/false);
-    ctx->save_for_backward({x, w, out});
-    return out;
-  }
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
-                                                 torch::autograd::variable_list grads) {
-    const auto saved = ctx->get_saved_variables();
-    const at::Tensor &x = saved[0], &w = saved[1], &out = saved[2];
-    const auto [g, gb] = relu_grad_column_sums(grads[0], out);  // the gradient before the ReLU, its column sums
-    at::Tensor gx, gw;
-    if (ctx->needs_input_grad(0)) gx = at::mm(g, w.t());
-    if (ctx->needs_input_grad(1)) gw = at::mm(x.t(), g);
-    return {gx, gw, ctx->needs_input_grad(2) ? gb : at::Tensor()};
-  }
-};
-
-}  // namespace
-
 at::Tensor linear_relu(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
-  return LinearReluFn::apply(x, w, b);
+  return LinearFn::apply(x, w, b, true);
 }
 
 at::Tensor Layer::edges_read(const MessageGraph& g, const at::Tensor& rows, const at::Tensor& rows_entries) const {

@@ -1013,31 +1013,27 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
     auto band_input = [&](const at::Tensor& v) { return band_diff_grad ? v : v.detach(); };
     {  // the rows that keep their value (or take the self-only one)
       RECORD_USER_SCOPE("frozen rows");
-      // Every row active and none in the band (layer 1 whenever tau(1) is 0: lambda = 0): the
-      // update is the output, in row order; no gather (and no scatter in the backward).
-      const bool all_active = act_rows.numel() == n && !has_band;
-      // Every row active with some in the surrogate band (layer 1 of the learned variant: its
-      // band holds the nodes whose eps is near tau(1) = 0): the update is still the output. The
-      // band rows' frozen values (the self term at a width-changing layer, h_dst's rows
-      // otherwise) only feed the straight-through difference, which is detached unless
-      // band_diff_grad: computed for the band rows alone, without a graph, instead of the self
-      // term's cat with the update and a gather of every row (v47). Not with BatchNorm at a
-      // width-changing hidden layer (its statistics span both), nor where a rank's next exchange
-      // takes the update (`pending`, below), nor with soft masks (band_diff_grad: the term is
-      // then added to `next` in place, which must not be the layer's output that its backward
-      // keeps).
-      const bool every_row_active = act_rows.numel() == n && has_band && comp_rows.numel() == n &&
-                                    !band_diff_grad && detail::band_every_row_active_shortcut();
+      // Every row active (layer 1 whenever tau(1) is 0: lambda = 0): the update is the output, in
+      // row order; no gather (and no scatter in the backward). Rows of the surrogate band (at
+      // layer 1 of the learned variant, the nodes whose eps is near tau(1) = 0) need their frozen
+      // values only for the straight-through difference, detached unless band_diff_grad: computed
+      // for the band rows alone and without a graph (the self term at a width-changing layer,
+      // h_dst's rows otherwise), instead of the self term's cat with the update and a gather of
+      // every row (v47). With band rows, not with BatchNorm at a width-changing hidden layer (its
+      // statistics span both), nor where a rank's next exchange takes the update (`pending`,
+      // below), nor with soft masks (band_diff_grad: the term is then added to `next` in place,
+      // which must not be the layer's output that its backward keeps).
+      const bool all_active =
+          act_rows.numel() == n &&
+          (!has_band || (!band_diff_grad && detail::band_every_row_active_shortcut() &&
+                         (width_change ? last || !c.batchnorm : !(pass && t < L))));
       if (all_active) {
         upd = post(upd);
         next = upd;
-      } else if (every_row_active && (width_change ? last || !c.batchnorm : !(pass && t < L))) {
-        upd = post(upd);
-        next = upd;
-        if (width_change) {
+        if (has_band && width_change) {
           at::NoGradGuard no_grad;
           frozen_band = post(layer.self_only(hin.index_select(0, band_rows)));
-        } else {
+        } else if (has_band) {
           frozen_band = band_input(h_dst).index_select(0, band_rows);
         }
       } else if (width_change && frozen_list[size_t(t)].numel() * 2 >= n && (last || !c.batchnorm)) {
