@@ -45,15 +45,18 @@ std::pair<at::Tensor, at::Tensor> relu_grad_column_sums(const at::Tensor& g, con
 
 namespace {
 
-// addmm(b, x, w), with relu: followed by a ReLU (cuBLASLt's bias + ReLU epilogue on the GPU). The
-// backward's bias gradient is column_sums (through the ReLU: relu_grad_column_sums, one pass).
+// addmm(b, x[:rows], w), with relu: followed by a ReLU (cuBLASLt's bias + ReLU epilogue on the
+// GPU). The backward's bias gradient is column_sums (through the ReLU: relu_grad_column_sums, one
+// pass); x's gradient has x's shape, the product written into its leading rows.
 class LinearFn : public torch::autograd::Function<LinearFn> {
  public:
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w,
-                            const at::Tensor& b, bool relu) {
-    const at::Tensor out = relu ? at::_addmm_activation(b, x, w, 1, 1, /*use_gelu=*/false) : at::addmm(b, x, w);
-    ctx->save_for_backward({x, w, relu ? out : at::Tensor()});
+                            const at::Tensor& b, bool relu, int64_t rows) {
+    const at::Tensor xr = rows == x.size(0) ? x : x.narrow(0, 0, rows);
+    const at::Tensor out = relu ? at::_addmm_activation(b, xr, w, 1, 1, /*use_gelu=*/false) : at::addmm(b, xr, w);
+    ctx->save_for_backward({xr, w, relu ? out : at::Tensor()});
     ctx->saved_data["relu"] = relu;
+    ctx->saved_data["x_rows"] = x.size(0);
     return out;
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
@@ -64,20 +67,35 @@ class LinearFn : public torch::autograd::Function<LinearFn> {
     const auto [g, gb] = ctx->saved_data["relu"].toBool() ? relu_grad_column_sums(grads[0], saved[2])
                                                           : std::make_pair(grads[0], column_sums(grads[0]));
     at::Tensor gx, gw;
-    if (ctx->needs_input_grad(0)) gx = at::mm(g, w.t());
+    if (ctx->needs_input_grad(0)) {
+      const int64_t x_rows = ctx->saved_data["x_rows"].toInt(), rows = x.size(0);
+      if (rows == x_rows) {
+        gx = at::mm(g, w.t());
+      } else {
+        gx = at::empty({x_rows, x.size(1)}, g.options());
+        at::Tensor lead = gx.narrow(0, 0, rows);
+        at::mm_out(lead, g, w.t());
+        gx.narrow(0, rows, x_rows - rows).zero_();
+      }
+    }
     if (ctx->needs_input_grad(1)) gw = at::mm(x.t(), g);
-    return {gx, gw, ctx->needs_input_grad(2) ? gb : at::Tensor(), at::Tensor()};
+    return {gx, gw, ctx->needs_input_grad(2) ? gb : at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
-}  // namespace
-
-at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
-  return LinearFn::apply(x, w, b, false);
+int64_t leading_rows(const at::Tensor& x, int64_t rows) {
+  TORCH_CHECK(rows <= x.size(0), "linear: ", rows, " leading rows of a ", x.size(0), "-row input");
+  return rows < 0 ? x.size(0) : rows;
 }
 
-at::Tensor linear_relu(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
-  return LinearFn::apply(x, w, b, true);
+}  // namespace
+
+at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, int64_t rows) {
+  return LinearFn::apply(x, w, b, false, leading_rows(x, rows));
+}
+
+at::Tensor linear_relu(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, int64_t rows) {
+  return LinearFn::apply(x, w, b, true, leading_rows(x, rows));
 }
 
 at::Tensor Layer::edges_read(const MessageGraph& g, const at::Tensor& rows, const at::Tensor& rows_entries) const {
@@ -189,11 +207,14 @@ class GcnLayer : public Layer {
     return affine(csr_aggregate(g.rowptr, g.col, g.gcn_weight, h, rows, self_w, rows_entries_));
   }
   at::Tensor self_only(const at::Tensor& h_rows) override { return affine(h_rows); }
+  at::Tensor self_only_leading(const at::Tensor& h, int64_t rows) override { return affine(h, rows); }
   bool fuse_relu() override { return relu_fused_ = true; }
   at::Tensor input_transform(const at::Tensor& h) override { return h.mm(w_); }
 
  private:
-  at::Tensor affine(const at::Tensor& h) const { return relu_fused_ ? linear_relu(h, w_, b_) : linear(h, w_, b_); }
+  at::Tensor affine(const at::Tensor& h, int64_t rows = -1) const {
+    return relu_fused_ ? linear_relu(h, w_, b_, rows) : linear(h, w_, b_, rows);
+  }
   at::Tensor w_, b_;
 };
 
@@ -210,7 +231,8 @@ class SageLayer : public Layer {
     const at::Tensor mean = csr_aggregate(g.rowptr, g.col, {}, h, rows, {}, rows_entries_) / deg;
     return torch::addmm(bl_, mean, wl_) + self_rows(g, h, rows).mm(wr_);
   }
-  at::Tensor self_only(const at::Tensor& h_rows) override { return torch::addmm(bl_, h_rows, wr_); }
+  at::Tensor self_only(const at::Tensor& h_rows) override { return linear(h_rows, wr_, bl_); }
+  at::Tensor self_only_leading(const at::Tensor& h, int64_t rows) override { return linear(h, wr_, bl_, rows); }
   at::Tensor input_transform(const at::Tensor& h) override { return h.mm(wl_); }
 
  private:
@@ -402,8 +424,9 @@ class DirGnnLayer : public Layer {
     const at::Tensor x_out = torch::addmm(b_out_, csr_aggregate(g.out_rowptr, g.out_col, g.out_weight, h, rows), w_out_);
     return alpha_ * x_out + (1 - alpha_) * x_in + torch::addmm(b_root_, self_rows(g, h, rows), w_root_);
   }
-  at::Tensor self_only(const at::Tensor& h_rows) override {
-    return alpha_ * b_out_ + (1 - alpha_) * b_in_ + torch::addmm(b_root_, h_rows, w_root_);
+  at::Tensor self_only(const at::Tensor& h_rows) override { return self_only_leading(h_rows, -1); }
+  at::Tensor self_only_leading(const at::Tensor& h, int64_t rows) override {
+    return alpha_ * b_out_ + (1 - alpha_) * b_in_ + linear(h, w_root_, b_root_, rows);
   }
   at::Tensor input_transform(const at::Tensor& h) override { return h.mm(w_in_); }
   std::optional<std::vector<std::pair<at::Tensor, at::Tensor>>> read_csrs(const MessageGraph& g) const override {

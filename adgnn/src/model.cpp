@@ -1043,8 +1043,8 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
         // instead of a gather of the frozen rows, a gather of the output, and their two
         // full-size index_add backwards (v34). Needs a row-wise post: no BatchNorm over rows.
         upd = post(upd);
-        // (A slice of every row would still cost its backward a zero-filled copy.)
-        at::Tensor self = post(layer.self_only(hin.size(0) == n ? hin : hin.slice(0, 0, n)));
+        // (A slice of a rank's owned rows would cost the backward a zero-filled copy of hin.)
+        at::Tensor self = post(layer.self_only_leading(hin, n));
         if (has_band) frozen_band = band_input(self).index_select(0, band_rows);
         // The last layer's post is the identity: its self term is a fresh sum, free to change.
         next = last ? self.index_put_({act_rows}, active_part(upd)) : self.index_put({act_rows}, active_part(upd));

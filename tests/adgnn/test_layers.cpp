@@ -322,6 +322,40 @@ TEST_P(FiniteDifferences, SelfOnly) {
   check_finite_differences([&] { return (layer->self_only(h) * probe).sum(); }, leaves);
 }
 
+// The self term of h's leading rows (a rank's owned rows of [owned; halo]) equals the self term
+// of their slice, values and gradients; layers with one linear self map write h's gradient
+// without the slice's zero-filled copy, which this cannot see, but they must still zero the rows
+// below the leading ones.
+TEST_P(FiniteDifferences, SelfOnlyLeadingEqualsASlice) {
+  const Config& c = GetParam();
+  const int64_t in_dim = 3, rows = 4;
+  torch::manual_seed(13);
+  auto layer = adgnn::detail::make_layer(c.backbone, in_dim, c.channels, options_of(c));
+  const at::Tensor h0 = torch::randn({rows + 3, in_dim}, torch::kFloat64);
+  const at::Tensor probe = torch::randn({rows, layer->out_dim()}, torch::kFloat64);
+  std::vector<at::Tensor> out(2), grads(2);
+  std::vector<std::vector<at::Tensor>> param_grads(2);
+  for (int leading = 0; leading < 2; ++leading) {
+    const at::Tensor h = h0.clone().requires_grad_(true);
+    for (const auto& np : layer->params()) np.second.mutable_grad() = at::Tensor();
+    out[leading] = leading ? layer->self_only_leading(h, rows) : layer->self_only(h.narrow(0, 0, rows));
+    (out[leading] * probe).sum().backward();
+    grads[leading] = h.grad();
+    for (const auto& np : layer->params()) param_grads[leading].push_back(np.second.grad());
+  }
+  EXPECT_TRUE(torch::allclose(out[1], out[0], 1e-12, 1e-14));
+  EXPECT_TRUE(torch::allclose(grads[1], grads[0], 1e-12, 1e-14)) << grads[1] << grads[0];
+  EXPECT_EQ(grads[1].narrow(0, rows, 3).abs().max().item<double>(), 0.0);
+  for (size_t i = 0; i < param_grads[0].size(); ++i) {
+    ASSERT_EQ(param_grads[1][i].defined(), param_grads[0][i].defined()) << i;
+    if (param_grads[0][i].defined()) {
+      EXPECT_TRUE(torch::allclose(param_grads[1][i], param_grads[0][i], 1e-12, 1e-14)) << i;
+    }
+  }
+  // Every row (the one-process case) is h itself.
+  EXPECT_TRUE(torch::allclose(layer->self_only_leading(h0, rows + 3), layer->self_only(h0), 1e-12, 1e-14));
+}
+
 const std::vector<Config> kFdConfigs = {
     {"gcn", "gcn", 2, 1, true},
     {"gat_h1_mean", "gat", 2, 1, false},
@@ -448,6 +482,35 @@ TEST(Linear, EqualsAddmmWithGradients) {
     EXPECT_TRUE(torch::equal(out[0], out[1]));
     EXPECT_GT((out[0] == 0).sum().item<int64_t>(), 0);  // the ReLU did cut some
     for (size_t i = 0; i < 3; ++i) EXPECT_TRUE(torch::allclose(grads[1][i], grads[0][i], 1e-12, 1e-14)) << "relu " << i;
+  }
+}
+
+// Of x's leading rows only: the product and the bias / ReLU as of the slice, x's gradient of x's
+// shape with zeros below them.
+TEST(Linear, LeadingRowsEqualASlice) {
+  torch::manual_seed(5);
+  const auto o = torch::dtype(torch::kFloat64);
+  const at::Tensor x0 = torch::randn({31, 6}, o), w0 = torch::randn({6, 5}, o), b0 = torch::randn({5}, o);
+  const int64_t rows = 20;
+  const at::Tensor probe = torch::randn({rows, 5}, o);
+  for (const bool relu : {false, true}) {
+    std::vector<at::Tensor> grads[2];
+    at::Tensor out[2];
+    for (int ours = 0; ours < 2; ++ours) {
+      const at::Tensor x = x0.clone().requires_grad_(true), w = w0.clone().requires_grad_(true),
+                       b = b0.clone().requires_grad_(true);
+      if (ours) {
+        out[ours] = relu ? adgnn::detail::linear_relu(x, w, b, rows) : adgnn::detail::linear(x, w, b, rows);
+      } else {
+        out[ours] = torch::addmm(b, x.narrow(0, 0, rows), w);
+        if (relu) out[ours] = torch::relu(out[ours]);
+      }
+      (out[ours] * probe).sum().backward();
+      grads[ours] = {x.grad(), w.grad(), b.grad()};
+    }
+    EXPECT_TRUE(torch::equal(out[0], out[1])) << relu;
+    for (size_t i = 0; i < 3; ++i) EXPECT_TRUE(torch::allclose(grads[1][i], grads[0][i], 1e-12, 1e-14)) << relu << i;
+    EXPECT_EQ(grads[1][0].narrow(0, rows, 31 - rows).abs().max().item<double>(), 0.0);
   }
 }
 
