@@ -50,22 +50,26 @@ class HaloExchangeFn : public torch::autograd::Function<HaloExchangeFn> {
                                const at::Tensor& send_idx, const at::Tensor& recv_idx, const at::Tensor& rows,
                                const at::Tensor& add_rows, std::vector<int64_t> send_counts,
                                std::vector<int64_t> recv_counts, int64_t num_owned, int64_t num_halo,
-                               int64_t transport) {
+                               int64_t transport, bool in_place) {
     auto* tr = reinterpret_cast<RankTransport*>(transport);
     probe_gradient_hand_over(src_in.device());  // for the backward's gradient_is_exclusive
     const int64_t n = num_owned;
-    at::Tensor src = torch::empty({n + num_halo, src_in.size(1)}, src_in.options());
+    const bool in_halo = src_in.size(0) > n;  // src_in holds the previous copies
+    TORCH_CHECK(!in_place || src_in.size(0) == n + num_halo, "HaloExchangeFn: in place needs [owned; halo] rows");
+    // In place: src_in's rows are changed where they change (HaloPass::set_in_place) instead of
+    // copied with the changes into a new tensor. Through a detached alias, which shares src_in's
+    // version counter: a backward that had saved src_in would fail loudly, not read new values.
+    at::Tensor src = in_place ? src_in.detach() : torch::empty({n + num_halo, src_in.size(1)}, src_in.options());
     at::Tensor owned = src.slice(0, 0, n);
-    owned.copy_(src_in.slice(0, 0, n));
+    if (!in_place) owned.copy_(src_in.slice(0, 0, n));
     if (rows.numel() > 0) owned.index_copy_(0, rows, values);
     if (add_rows.numel() > 0) owned.index_add_(0, add_rows, add_values);
     const at::Tensor recv = tr->exchange(owned.index_select(0, send_idx).contiguous(), send_counts, recv_counts);
     at::Tensor halo = src.slice(0, n);
-    const bool in_halo = src_in.size(0) > n;  // src_in holds the previous copies
     // (Every halo row received: the previous copies would all be overwritten.)
     const bool has_prev = recv_idx.numel() < num_halo && (in_halo || prev_halo.numel() > 0);
-    if (has_prev) halo.copy_(in_halo ? src_in.slice(0, n) : prev_halo);
-    else if (recv_idx.numel() < num_halo) halo.zero_();
+    if (has_prev && !in_place) halo.copy_(in_halo ? src_in.slice(0, n) : prev_halo);
+    else if (!has_prev && recv_idx.numel() < num_halo) halo.zero_();
     halo.index_copy_(0, recv_idx, recv);
     ctx->save_for_backward({send_idx, recv_idx, rows, add_rows});
     ctx->saved_data["send_counts"] = send_counts;
@@ -113,7 +117,7 @@ class HaloExchangeFn : public torch::autograd::Function<HaloExchangeFn> {
     } else if (has_prev) {
       grad_prev = g_halo.clone().index_fill_(0, recv_idx, 0);
     }
-    return {grad_in, grad_prev, grad_values, grad_add, grads[1], {}, {}, {}, {}, {}, {}, {}, {}, {}};
+    return {grad_in, grad_prev, grad_values, grad_add, grads[1], {}, {}, {}, {}, {}, {}, {}, {}, {}, {}};
   }
 };
 
@@ -309,7 +313,7 @@ HaloPass::Counts HaloPass::counts(const at::Tensor& send_keep, const at::Tensor&
 
 at::Tensor HaloPass::exchange(const at::Tensor& src_in, const at::Tensor& prev_halo, const RowUpdate* update,
                               const at::Tensor& send_keep, const at::Tensor& recv_keep, const Counts& counts,
-                              int64_t t, ForwardStats& st) {
+                              int64_t t, ForwardStats& st, bool in_place) {
   const auto& [send_counts, recv_counts] = counts;
   const int64_t full = layout_.send_all.numel();
   // The counts are on the host already: selections of known size need no further device wait,
@@ -334,7 +338,7 @@ at::Tensor HaloPass::exchange(const at::Tensor& src_in, const at::Tensor& prev_h
       update ? or_none(update->add_values, none_values) : none_values, token_, sidx, recv_idx,
       update ? or_none(update->rows, none_rows) : none_rows, update ? or_none(update->add_rows, none_rows) : none_rows,
       send_counts, recv_counts, g_.num_dst, compact ? compact_rows_ : g_.num_halo(),
-      reinterpret_cast<int64_t>(g_.transport.get()));
+      reinterpret_cast<int64_t>(g_.transport.get()), in_place);
   token_ = out[1];
   const size_t k = size_t(t - 1);
   for (auto* v : {&st.halo_rows, &st.halo_rows_full, &st.halo_bytes, &st.halo_bytes_full})
@@ -469,7 +473,7 @@ at::Tensor HaloPass::extend(const at::Tensor& h_owned, int64_t t, bool width_cha
 at::Tensor HaloPass::extend_update(const RowUpdate& update, int64_t t, bool all_readers, ForwardStats& st) {
   TORCH_CHECK(last_src_.defined(), "HaloPass::extend_update: layer ", t, " has no earlier extend to update");
   const auto [go, go_recv, c] = masks_and_counts(t, false, all_readers);
-  last_src_ = exchange(last_src_, at::Tensor(), &update, go, go_recv, c, t, st);
+  last_src_ = exchange(last_src_, at::Tensor(), &update, go, go_recv, c, t, st, in_place_);
   return last_src_;
 }
 

@@ -762,7 +762,13 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
   out.reg_loss = torch::zeros({}, x.options());
   const at::Tensor all_rows = torch::arange(n, g.rowptr.options());
   std::unique_ptr<detail::HaloPass> pass;
-  if (g.distributed()) pass = std::make_unique<detail::HaloPass>(g, L);
+  // A rank's training pass updates each exchanged input in place (HaloPass::set_in_place): no
+  // one reads the earlier layers' outputs then, except AD#'s calibration.
+  const bool exchange_in_place = g.distributed() && training && c.variant != "ad_sharp";
+  if (g.distributed()) {
+    pass = std::make_unique<detail::HaloPass>(g, L);
+    pass->set_in_place(exchange_in_place);
+  }
 
   at::Tensor h_src = x;  // the current layer's input, over the source rows
   at::Tensor h_dst;      // the previous layer's output, over the destination rows
@@ -1108,6 +1114,7 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
     h_dst = next;
     out.layer_outputs.push_back(h_dst);
   }
+  if (exchange_in_place) out.layer_outputs.clear();  // the in-place updates overwrote them
   out.stats.pending_edges = torch::stack(edges);
   if (!m.defer_stats) out.stats.settle();
   out.logits = pass ? pass->finish(h_dst) : h_dst;

@@ -285,7 +285,9 @@ TEST_F(Dist, CompactHaloMatchesTheOneProcessRun) {
           adgnn::Model m_full(full);
           const at::Tensor a = m.forward(pt.graph, x, false, 2, {}, {}).logits;
           const at::Tensor b = m_full.forward(pt.graph, x, false, 2, {}, {}).logits;
-          if (a.numel() > 0) EXPECT_LT(rel_diff(a, b), kRel) << "evaluation logits";
+          if (a.numel() > 0) {
+            EXPECT_LT(rel_diff(a, b), kRel) << "evaluation logits";
+          }
         }
         if (size > 1 && pt.graph.num_halo() > 0) {
           EXPECT_GE(out.stats.deep_halo_rows, 0);
@@ -298,7 +300,9 @@ TEST_F(Dist, CompactHaloMatchesTheOneProcessRun) {
   // Somewhere the deeper layers held fewer rows than the halo (else the test shows nothing).
   double any = double(compacted);
   if (comm) comm->allreduce(&any, 1, adgnn::DType::F64, adgnn::ReduceOp::Sum);
-  if (size > 1) EXPECT_GT(any, 0);
+  if (size > 1) {
+    EXPECT_GT(any, 0);
+  }
 }
 
 // The band (every row in it, --band 0) and a rank that owns no node at all.
@@ -310,7 +314,9 @@ TEST_F(Dist, FullBandAndAnEmptyRankMatchTheOneProcessRun) {
   const int used = std::max(1, size - 1);  // the last rank gets nothing (with 2+ ranks)
   for (int64_t v = 0; v < g.num_nodes; ++v) owner[size_t(v)] = int32_t(v * used / g.num_nodes);
   const adgnn::GraphPart part = adgnn::build_part(g, adgnn::partition_stats(g, size, owner), rank);
-  if (size > 1 && rank == size - 1) EXPECT_EQ(part.num_owned, 0);
+  if (size > 1 && rank == size - 1) {
+    EXPECT_EQ(part.num_owned, 0);
+  }
   expect_equivalent(*this, g, cfg, part, 2);
 }
 

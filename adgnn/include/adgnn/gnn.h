@@ -181,7 +181,9 @@ struct ForwardOutput {
   at::Tensor depth;        // int64 [num_dst], T(v) (plain: layers)
   at::Tensor eps;          // float [num_dst], normalised depth benefit (plain: undefined)
   at::Tensor reg_loss;     // L_reg of the learned variant (0-dim; zero otherwise)
-  std::vector<at::Tensor> layer_outputs;  // h^(t), t = 1..L, over the destination rows
+  // h^(t), t = 1..L, over the destination rows; empty after a rank's training pass (other than
+  // AD#'s), whose halo exchanges update the layers' inputs in place.
+  std::vector<at::Tensor> layer_outputs;
   ForwardStats stats;
 };
 
