@@ -87,16 +87,18 @@ class HaloExchangeFn : public torch::autograd::Function<HaloExchangeFn> {
     const int64_t n = ctx->saved_data["num_owned"].toInt();
     const bool in_halo = ctx->saved_data["in_halo"].toBool(), has_prev = ctx->saved_data["has_prev"].toBool();
     const at::Tensor& g = grads[0];
-    // src_in of the output's shape: its gradient is the output's, changed in place when nothing
-    // else holds that, which saves a copy of every row per exchange (docs/performance.md, v37).
-    const bool reuse = in_halo && gradient_is_exclusive(g);
+    // src_in's gradient is the output's (src_in of the output's shape) or its owned rows (src_in
+    // of those alone: layer 1's output), changed in place when nothing else holds it, which
+    // saves a copy of every owned row per exchange (docs/performance.md, v37).
+    const bool reuse = gradient_is_exclusive(g);
     const at::Tensor g_owned = g.slice(0, 0, n), g_halo = g.slice(0, n);
     const at::Tensor back = transport_of(ctx)->exchange(
         g_halo.index_select(0, recv_idx).contiguous(), to_vec(ctx->saved_data["recv_counts"]),
         to_vec(ctx->saved_data["send_counts"]));
     // One buffer for src_in's gradient: the owned rows' (their own plus what the peers return),
     // then (src_in holding the previous copies) the halo rows that were not received.
-    at::Tensor grad_in = reuse ? g : torch::empty({in_halo ? g.size(0) : n, g.size(1)}, g.options());
+    at::Tensor grad_in = reuse ? (in_halo ? g : g_owned)
+                               : torch::empty({in_halo ? g.size(0) : n, g.size(1)}, g.options());
     at::Tensor go = grad_in.slice(0, 0, n);
     if (!reuse) go.copy_(g_owned);
     go.index_add_(0, send_idx, back);
