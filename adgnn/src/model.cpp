@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <optional>
 
@@ -842,6 +843,9 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
   std::vector<int64_t> comp_entries(size_t(L + 1), -1);  // per layer: CSR entries of comp_list
   at::Tensor comp_entries_dev;  // the same, [L] on the device (the per-layer edge counts)
   std::optional<MessageGraph> deep_graph;  // a rank's graph for layers >= 2 (compact halo rows)
+  // Built when layer 2 needs it, not right after the host copy below: the device, which that copy
+  // left idle, then gets layer 1's kernels first and runs them while the host builds it.
+  std::function<void()> make_deep_graph;
   if (active_all.defined()) {
     // Rows of `stacked`: every layer's computed, then active, then band rows, then the frozen
     // rows of the width-changing layers; `lists` in the same order.
@@ -889,16 +893,19 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
       bool few_deep = true;  // every layer >= 2 computes few rows (the backward's regrouping)
       for (int64_t t = 2; t <= L; ++t) few_deep = few_deep && size[t - 1] * 8 < n;
       if (c.compact_halo == "on" || (held * 4 < g.num_halo() && few_deep)) {
-        at::Tensor halo_pos, deep_rows;
-        const int64_t deep_entries = size[int64_t(lists.size()) + L + 2];
         // Few rows computed: only their entries remapped (a layer computing many would build a
         // transpose of every entry).
-        if (few_deep)
-          deep_rows = torch::nonzero_static(deep_rows_mask, size[int64_t(lists.size()) + L + 1]).squeeze(1);
-        deep_graph.emplace(
-            compact_halo_graph(g, halo_read, held, c.backbone == "dirgnn", halo_pos, deep_rows, deep_entries));
-        pass->set_compact_halo(halo_pos, held);
-        out.stats.deep_halo_rows = held;
+        const int64_t deep_count = few_deep ? size[int64_t(lists.size()) + L + 1] : -1;
+        const int64_t deep_entries = size[int64_t(lists.size()) + L + 2];
+        make_deep_graph = [&, halo_read, deep_rows_mask, held, deep_count, deep_entries] {
+          at::Tensor halo_pos;
+          const at::Tensor deep_rows =
+              deep_count >= 0 ? torch::nonzero_static(deep_rows_mask, deep_count).squeeze(1) : at::Tensor();
+          deep_graph.emplace(
+              compact_halo_graph(g, halo_read, held, c.backbone == "dirgnn", halo_pos, deep_rows, deep_entries));
+          pass->set_compact_halo(halo_pos, held);
+          out.stats.deep_halo_rows = held;
+        };
       }
     }
     int64_t offset = 0;
@@ -917,6 +924,7 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
     // Profiler scopes (adgnn train --profile): per layer, and its parts.
     RECORD_USER_SCOPE(t == 1 ? "layer 1" : t == 2 ? "layer 2" : t == 3 ? "layer 3" : "layer 4+");
     Layer& layer = *m.layers[t - 1];
+    if (t == 2 && make_deep_graph) make_deep_graph();
     const MessageGraph& gl = t >= 2 && deep_graph ? *deep_graph : g;  // this layer's source rows
     const bool last = t == L;
     const bool width_change = width_changes(t);
