@@ -885,8 +885,10 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
     if (halo_counts.defined()) sizes = torch::cat({sizes, halo_counts});
     sizes = sizes.to(torch::kCPU).contiguous();
     if (halo_counts.defined()) pass->set_plan_counts(sizes.slice(0, counts_at));
-    const at::Tensor rows = stacked.nonzero().select(1, 1).contiguous();  // by mask, then row
     const int64_t* size = sizes.data_ptr<int64_t>();
+    int64_t listed = 0;  // the lists' total: a nonzero of known size needs no second device wait
+    for (size_t k = 0; k < lists.size(); ++k) listed += size[k];
+    const at::Tensor rows = torch::nonzero_static(stacked, listed).select(1, 1).contiguous();  // by mask, then row
     for (int64_t t = 1; t <= L; ++t) comp_entries[size_t(t)] = size[int64_t(lists.size()) + t - 1];
     if (try_compact_halo) {
       const int64_t held = size[int64_t(lists.size()) + L];

@@ -28,7 +28,9 @@ std::map<Edge, double> per_edge(const std::string& name, const adgnn::GraphTenso
       const int64_t u = col[k].item<int64_t>();
       const Edge e{std::min(u, v), std::max(u, v)};
       const double x = p[k].item<double>();
-      if (out.count(e)) EXPECT_DOUBLE_EQ(out[e], x) << name << " is not symmetric on " << e.first << "-" << e.second;
+      if (out.count(e)) {
+        EXPECT_DOUBLE_EQ(out[e], x) << name << " is not symmetric on " << e.first << "-" << e.second;
+      }
       out[e] = x;
     }
   return out;

@@ -84,7 +84,9 @@ TEST(FlatAdam, ParametersAndGradientsAreViewsOfItsBuffers) {
     if (name == "exp_avg/w1") s.fill_(0.5);
   }
   for (auto& [name, s] : flat.named_state()) {
-    if (name == "exp_avg/w1") EXPECT_EQ(s.min().item<double>(), 0.5);
+    if (name == "exp_avg/w1") {
+      EXPECT_EQ(s.min().item<double>(), 0.5);
+    }
   }
   EXPECT_THROW(flat.set_steps(-1), std::invalid_argument);
 }
@@ -167,7 +169,9 @@ TEST(FlatAdam, TorchAdamCheckpointsOfEarlierVersionsResume) {
   const auto p1 = adgnn::read_arrays_h5((dir / "straight.h5").string(), &a1);
   const auto p2 = adgnn::read_arrays_h5(c.checkpoint, &a2);
   for (const auto& [name, arr] : p1) {
-    if (name.rfind("param/", 0) == 0) EXPECT_EQ(arr.bytes, p2.at(name).bytes) << name;
+    if (name.rfind("param/", 0) == 0) {
+      EXPECT_EQ(arr.bytes, p2.at(name).bytes) << name;
+    }
   }
   // An unreadable archive is refused with the file's name.
   arrays = adgnn::read_arrays_h5(c.checkpoint, &attrs);
