@@ -34,8 +34,8 @@ threads=$([ "$device" = cpu ] && echo "--threads 1" || echo "")
 
 echo "graph $graph; device $device; hidden $hidden; $epochs epochs (median train step after 5 warm-up); partition $partition; ${EXTRA_FLAGS:+flags $EXTRA_FLAGS; }$(date -u +%F)"
 echo
-echo "| ranks | layers | model | train step (ms) | speedup | halo rows sent per layer | full halo rows per layer | halo MiB sent / full (all layers) | halo rows held by layers >= 2 | peak mem (GiB, max rank) | test acc | host ms to issue a step |"
-echo "|---:|---:|---|---:|---:|---|---|---|---:|---:|---:|---:|"
+echo "| ranks | layers | model | train step (ms) | speedup | halo rows sent per layer | full halo rows per layer | halo MiB sent / full (all layers) | halo rows held by layers >= 2 | peak mem (GiB, max rank) | test acc | host ms to issue a step | device ms per phase, slowest rank: forward / backward / allreduce / optimizer (fastest rank) |"
+echo "|---:|---:|---|---:|---:|---|---|---|---:|---:|---:|---:|---|"
 for L in $layers_list; do
   for P in $ranks_list; do
     tag="p${P}_l${L}"
@@ -71,6 +71,13 @@ for L in layers:
             # The host's time to issue a step (older binaries: not recorded).
             issue = [r["train_issue_ms"] for r in timed if "train_issue_ms" in r]
             issue = f"{statistics.median(issue):.1f}" if issue else "–"
+            # Each phase's median over the timed steps, for the slowest and the fastest rank
+            # (events on the device's stream: waits for peers and idle time included).
+            names = ["forward", "backward", "allreduce", "optimizer"]
+            ph = [r["train_phase_ms"] for r in timed if all(n in r.get("train_phase_ms", {}) for n in names)]
+            med = lambda n, side: statistics.median([p[n][side] for p in ph])
+            phases = (" / ".join(f"{med(n, 'max'):.2f}" for n in names) + " (" +
+                      " / ".join(f"{med(n, 'min'):.2f}" for n in names) + ")") if ph else "–"
             if P == ranks[0]: base[(L, v)] = step
             last = rows[-1]
             sent = last.get("halo_rows", [])
@@ -81,5 +88,5 @@ for L in layers:
             held = last.get("deep_halo_rows")  # summed over ranks (--compact-halo)
             held = f"{held:,}" if held is not None and sent else "–"
             print(f"| {P} | {L} | {label} | {step:.1f} | {base[(L, v)] / step:.2f} | {sent or '–'} | {full or '–'} | {halo} | {held} | "
-                  f"{run.get('peak_memory_bytes', 0) / 2**30:.2f} | {100 * summary['test_mean']:.2f} | {issue} |")
+                  f"{run.get('peak_memory_bytes', 0) / 2**30:.2f} | {100 * summary['test_mean']:.2f} | {issue} | {phases} |")
 PY

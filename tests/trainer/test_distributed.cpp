@@ -16,10 +16,12 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <map>
 
 #include "adgnn/comm.h"
 #include "adgnn/trainer.h"
+#include "nlohmann/json.hpp"
 #include "halo.h"
 
 namespace {
@@ -431,7 +433,27 @@ TEST_F(Dist, TrainerMatchesTheOneProcessRun) {
   c.partition.method = "metis";
   c.model.device = device.str();
   const adgnn::RunResult one = adgnn::train_run(g, c, 0, nullptr);
+  // Rank 0 writes the metrics: per step phase the fastest and the slowest rank's time.
+  const std::string metrics = "/tmp/adgnn_dist_metrics_" + std::to_string(::getppid()) + "_" + std::to_string(size) + ".jsonl";
+  c.metrics = metrics;
   const adgnn::RunResult many = adgnn::train_run(g, c, 0, xcomm);
+  c.metrics.clear();
+  if (rank == 0) {
+    std::ifstream in(metrics);
+    std::string line;
+    int lines = 0;
+    while (std::getline(in, line)) {
+      ++lines;
+      const auto phases = nlohmann::json::parse(line).at("train_phase_ms");
+      for (const char* name : {"forward", "backward", "allreduce", "optimizer"}) {
+        const double lo = phases.at(name).at("min").get<double>(), hi = phases.at(name).at("max").get<double>();
+        EXPECT_LE(lo, hi) << name;
+        EXPECT_GE(lo, 0.0) << name;
+      }
+    }
+    EXPECT_EQ(lines, c.epochs);
+    std::filesystem::remove(metrics);
+  }
   EXPECT_EQ(many.ranks, size);
   EXPECT_EQ(many.best_epoch, one.best_epoch);
   EXPECT_DOUBLE_EQ(many.best_val, one.best_val);

@@ -122,6 +122,19 @@ TEST(Training, MetricsPredictionsAndSplits) {
     // The host's share of the step: positive, and never past the step itself.
     EXPECT_GT(j.at("train_issue_ms").get<double>(), 0.0);
     EXPECT_LE(j.at("train_issue_ms").get<double>(), j.at("train_step_ms").get<double>());
+    // The step's phases (one process: the slowest rank is the fastest), each within the step,
+    // together no longer than it.
+    const auto& phases = j.at("train_phase_ms");
+    double sum = 0;
+    for (const char* name : {"forward", "backward", "allreduce", "optimizer"}) {
+      ASSERT_TRUE(phases.contains(name)) << name;
+      const double lo = phases.at(name).at("min").get<double>(), hi = phases.at(name).at("max").get<double>();
+      EXPECT_EQ(lo, hi) << name;
+      EXPECT_GE(lo, 0.0) << name;
+      sum += hi;
+    }
+    EXPECT_GT(phases.at("forward").at("max").get<double>(), 0.0);
+    EXPECT_LE(sum, j.at("train_step_ms").get<double>() + 1e-6);
   }
   EXPECT_EQ(lines, 5);
   const auto p = adgnn::read_arrays_h5(c.predictions, nullptr);

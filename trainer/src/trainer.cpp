@@ -1,6 +1,8 @@
 // The training loop: Adam with weight decay (theta excluded), dropout keyed by epoch (so a
 // resumed run recomputes exactly what the uninterrupted one would), best-validation selection,
 // early stopping, HDF5 checkpoints and JSON-lines metrics.
+#include <c10/core/Event.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
 #include <fmt/format.h>
 #include <torch/torch.h>
 #include <sys/resource.h>
@@ -13,6 +15,8 @@
 #include <exception>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <limits>
 #include <mutex>
 #include <sstream>
 #include <thread>
@@ -236,6 +240,64 @@ double peak_rss_bytes() {
   return double(ru.ru_maxrss) * 1024.0;  // KiB on Linux
 }
 
+// The time of a training step's phases as the device sees it, without a profiler: on a GPU,
+// timing events recorded on the compute stream between the phases and read after the step's own
+// synchronisation (no wait of their own), so a phase includes the device's idle time and its
+// waits for peers (where train_issue_ms says what the host did meanwhile); on the CPU, where
+// operations run as they are issued, the host's clock.
+// {"forward": {"min": ms, "max": ms}, ...}: per phase the fastest and slowest rank, from the
+// reduced maxima of the times (the first n) and of their negations.
+// (Empty where no rank had them.)
+nlohmann::json phases_json(const std::vector<double>& reduced, size_t n) {
+  static const char* const kNames[] = {"forward", "backward", "allreduce", "optimizer"};
+  nlohmann::json j = nlohmann::json::object();
+  for (size_t k = 0; k < n && k < std::size(kNames); ++k)
+    if (std::isfinite(reduced[k])) j[kNames[k]] = {{"min", -reduced[n + k]}, {"max", reduced[k]}};
+  return j;
+}
+
+class PhaseClock {
+ public:
+  explicit PhaseClock(const c10::Device& device) : device_(device) { events_.reserve(8); }
+  void mark() {  // a phase's end (the first mark: the step's start)
+    if (off_) return;
+    if (device_.is_cuda()) {
+      const c10::impl::VirtualGuardImpl impl(device_.type());
+      events_.emplace_back(device_.type(), c10::EventFlag::BACKEND_DEFAULT);
+      events_.back().record(impl.getStream(device_));
+    } else {
+      host_.push_back(std::chrono::steady_clock::now());
+    }
+  }
+  // Milliseconds between consecutive marks; call after the device finished the step.
+  // A device that cannot time its events turns the clock off (a warning, no phases) rather than
+  // failing the training run.
+  std::vector<double> phases_ms() {
+    std::vector<double> out;
+    const size_t marks = device_.is_cuda() ? events_.size() : host_.size();
+    try {
+      for (size_t k = 1; k < marks; ++k)
+        out.push_back(device_.is_cuda() ? events_[k - 1].elapsedTime(events_[k])
+                                        : std::chrono::duration<double, std::milli>(host_[k] - host_[k - 1]).count());
+    } catch (const c10::Error& e) {
+      fmt::print(stderr, "adgnn train: step phase times are off ({})\n", e.what_without_backtrace());
+      off_ = true;
+      out.clear();
+    }
+    return out;
+  }
+  void clear() {
+    events_.clear();
+    host_.clear();
+  }
+
+ private:
+  c10::Device device_;
+  std::vector<c10::Event> events_;
+  std::vector<std::chrono::steady_clock::time_point> host_;
+  bool off_ = false;
+};
+
 }  // namespace
 
 RunResult train_run(const Graph& g, const TrainConfig& cfg_in, int64_t run, Communicator* comm) {
@@ -335,6 +397,7 @@ RunResult train_run(const Graph& g, const TrainConfig& cfg_in, int64_t run, Comm
                    std::to_string(comm ? comm->rank() : 0);
   }
   const int64_t first_profiled = std::max<int64_t>(1, cfg.epochs - cfg.profile_steps + 1);
+  PhaseClock clock(device);
   const auto t0 = std::chrono::steady_clock::now();
   int64_t since_best = state.epoch - state.best_epoch;
   int64_t epoch = state.epoch;
@@ -345,6 +408,8 @@ RunResult train_run(const Graph& g, const TrainConfig& cfg_in, int64_t run, Comm
     ++done_here;
     if (profiler && epoch >= first_profiled) profiler->begin();
     const auto te = std::chrono::steady_clock::now();
+    clock.clear();
+    clock.mark();
     ForwardOutput fw = [&] {
       RECORD_USER_SCOPE("forward");
       return model.forward(mg, x, true, epoch, y_src, train_src);
@@ -356,19 +421,23 @@ RunResult train_run(const Graph& g, const TrainConfig& cfg_in, int64_t run, Comm
       const at::Tensor ce = cross_entropy_sum(fw.logits, train_idx, y_train) / double(n_train);
       loss = ce + fw.reg_loss;
     }
+    clock.mark();
     opt.zero_grad();
     {
       RECORD_USER_SCOPE("backward");
       loss.backward();
     }
+    clock.mark();
     if (transport) {
       RECORD_USER_SCOPE("allreduce gradients");
       allreduce_gradients(opt, *transport);
     }
+    clock.mark();
     {
       RECORD_USER_SCOPE("optimizer");
       opt.step();
     }
+    clock.mark();
     // The host's time to issue the step (its own waits for the device included): near the step's
     // time, the host bounds the step; well below it, the device does (it finishes after the host).
     const auto issued = std::chrono::steady_clock::now();
@@ -376,6 +445,16 @@ RunResult train_run(const Graph& g, const TrainConfig& cfg_in, int64_t run, Comm
     const auto synced = std::chrono::steady_clock::now();
     const double train_ms = std::chrono::duration<double, std::milli>(synced - te).count();
     const double issue_ms = std::chrono::duration<double, std::milli>(issued - te).count();
+    // Per phase, the fastest and the slowest rank's time (one reduction of both).
+    // A rank without phase times (its clock off) takes no part in either extreme; the reduction
+    // has the same size on every rank.
+    constexpr size_t n_phases = 4;
+    std::vector<double> phase_ms = clock.phases_ms();
+    if (phase_ms.size() != n_phases) phase_ms.assign(n_phases, -std::numeric_limits<double>::infinity());
+    for (size_t k = 0; k < n_phases; ++k) phase_ms.push_back(-phase_ms[k]);
+    for (size_t k = n_phases; k < 2 * n_phases; ++k)
+      if (std::isinf(phase_ms[k])) phase_ms[k] = -std::numeric_limits<double>::infinity();
+    if (comm) host_allreduce(*comm, phase_ms.data(), int64_t(phase_ms.size()), DType::F64, ReduceOp::Max);
     if (profiler && epoch >= first_profiled) profiler->end(train_ms);
     fw.stats.settle();
     const std::vector<double> losses = sum_ranks({loss.item<double>(), fw.reg_loss.item<double>()});
@@ -427,6 +506,7 @@ RunResult train_run(const Graph& g, const TrainConfig& cfg_in, int64_t run, Comm
                        {"best_epoch", state.best_epoch},
                        {"train_step_ms", train_ms},
                        {"train_issue_ms", issue_ms},
+                       {"train_phase_ms", phases_json(phase_ms, n_phases)},
                        {"ranks", P},
                        {"active_rows", last_stats.active_rows},
                        {"computed_rows", last_stats.computed_rows},
