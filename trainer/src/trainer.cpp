@@ -262,9 +262,13 @@ class PhaseClock {
   void mark() {  // a phase's end (the first mark: the step's start)
     if (off_) return;
     if (device_.is_cuda()) {
-      const c10::impl::VirtualGuardImpl impl(device_.type());
-      events_.emplace_back(device_.type(), c10::EventFlag::BACKEND_DEFAULT);
-      events_.back().record(impl.getStream(device_));
+      try {
+        const c10::impl::VirtualGuardImpl impl(device_.type());
+        events_.emplace_back(device_.type(), c10::EventFlag::BACKEND_DEFAULT);
+        events_.back().record(impl.getStream(device_));
+      } catch (const c10::Error& e) {
+        turn_off(e);
+      }
     } else {
       host_.push_back(std::chrono::steady_clock::now());
     }
@@ -280,11 +284,9 @@ class PhaseClock {
         out.push_back(device_.is_cuda() ? events_[k - 1].elapsedTime(events_[k])
                                         : std::chrono::duration<double, std::milli>(host_[k] - host_[k - 1]).count());
     } catch (const c10::Error& e) {
-      fmt::print(stderr, "adgnn train: step phase times are off ({})\n", e.what_without_backtrace());
-      off_ = true;
-      out.clear();
+      turn_off(e);
     }
-    return out;
+    return off_ ? std::vector<double>{} : out;
   }
   void clear() {
     events_.clear();
@@ -292,6 +294,12 @@ class PhaseClock {
   }
 
  private:
+  void turn_off(const c10::Error& e) {
+    fmt::print(stderr, "adgnn train: step phase times are off ({})\n", e.what_without_backtrace());
+    off_ = true;
+    events_.clear();
+  }
+
   c10::Device device_;
   std::vector<c10::Event> events_;
   std::vector<std::chrono::steady_clock::time_point> host_;
