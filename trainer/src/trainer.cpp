@@ -240,14 +240,9 @@ double peak_rss_bytes() {
   return double(ru.ru_maxrss) * 1024.0;  // KiB on Linux
 }
 
-// The time of a training step's phases as the device sees it, without a profiler: on a GPU,
-// timing events recorded on the compute stream between the phases and read after the step's own
-// synchronisation (no wait of their own), so a phase includes the device's idle time and its
-// waits for peers (where train_issue_ms says what the host did meanwhile); on the CPU, where
-// operations run as they are issued, the host's clock.
 // {"forward": {"min": ms, "max": ms}, ...}: per phase the fastest and slowest rank, from the
-// reduced maxima of the times (the first n) and of their negations.
-// (Empty where no rank had them.)
+// reduced maxima of the times (the first n) and of their negations (no entry where no rank had
+// phase times).
 nlohmann::json phases_json(const std::vector<double>& reduced, size_t n) {
   static const char* const kNames[] = {"forward", "backward", "allreduce", "optimizer"};
   nlohmann::json j = nlohmann::json::object();
@@ -256,6 +251,11 @@ nlohmann::json phases_json(const std::vector<double>& reduced, size_t n) {
   return j;
 }
 
+// The time of a training step's phases as the device sees it, without a profiler: on a GPU,
+// timing events recorded on the compute stream between the phases and read after the step's own
+// synchronisation (no wait of their own), so a phase includes the device's idle time and its
+// waits for peers (where train_issue_ms says what the host did meanwhile); on the CPU, where
+// operations run as they are issued, the host's clock.
 class PhaseClock {
  public:
   explicit PhaseClock(const c10::Device& device) : device_(device) { events_.reserve(8); }
@@ -453,9 +453,8 @@ RunResult train_run(const Graph& g, const TrainConfig& cfg_in, int64_t run, Comm
     const auto synced = std::chrono::steady_clock::now();
     const double train_ms = std::chrono::duration<double, std::milli>(synced - te).count();
     const double issue_ms = std::chrono::duration<double, std::milli>(issued - te).count();
-    // Per phase, the fastest and the slowest rank's time (one reduction of both).
-    // A rank without phase times (its clock off) takes no part in either extreme; the reduction
-    // has the same size on every rank.
+    // Per phase, the fastest and the slowest rank's time, in one reduction of the same size on
+    // every rank: a rank without phase times (its clock off) takes no part in either extreme.
     constexpr size_t n_phases = 4;
     std::vector<double> phase_ms = clock.phases_ms();
     if (phase_ms.size() != n_phases) phase_ms.assign(n_phases, -std::numeric_limits<double>::infinity());
