@@ -206,7 +206,7 @@ class GcnLayer : public Layer {
     }
     return affine(csr_aggregate(g.rowptr, g.col, g.gcn_weight, h, rows, self_w, rows_entries_));
   }
-  at::Tensor self_only(const at::Tensor& h_rows) override { return affine(h_rows); }
+  at::Tensor self_only(const at::Tensor& h_rows) override { return self_only_leading(h_rows, -1); }
   at::Tensor self_only_leading(const at::Tensor& h, int64_t rows) override { return affine(h, rows); }
   bool fuse_relu() override { return relu_fused_ = true; }
   at::Tensor input_transform(const at::Tensor& h) override { return h.mm(w_); }
@@ -231,7 +231,7 @@ class SageLayer : public Layer {
     const at::Tensor mean = csr_aggregate(g.rowptr, g.col, {}, h, rows, {}, rows_entries_) / deg;
     return torch::addmm(bl_, mean, wl_) + self_rows(g, h, rows).mm(wr_);
   }
-  at::Tensor self_only(const at::Tensor& h_rows) override { return linear(h_rows, wr_, bl_); }
+  at::Tensor self_only(const at::Tensor& h_rows) override { return self_only_leading(h_rows, -1); }
   at::Tensor self_only_leading(const at::Tensor& h, int64_t rows) override { return linear(h, wr_, bl_, rows); }
   at::Tensor input_transform(const at::Tensor& h) override { return h.mm(wl_); }
 

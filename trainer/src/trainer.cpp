@@ -262,25 +262,26 @@ class PhaseClock {
   void mark() {  // a phase's end (the first mark: the step's start)
     if (off_) return;
     if (device_.is_cuda()) {
-      try {
+      try {  // the events of the first step, recorded again in every later one
         const c10::impl::VirtualGuardImpl impl(device_.type());
-        events_.emplace_back(device_.type(), c10::EventFlag::BACKEND_DEFAULT);
-        events_.back().record(impl.getStream(device_));
+        if (marks_ == events_.size()) events_.emplace_back(device_.type(), c10::EventFlag::BACKEND_DEFAULT);
+        events_[marks_].record(impl.getStream(device_));
       } catch (const c10::Error& e) {
         turn_off(e);
+        return;
       }
     } else {
       host_.push_back(std::chrono::steady_clock::now());
     }
+    ++marks_;
   }
   // Milliseconds between consecutive marks; call after the device finished the step.
   // A device that cannot time its events turns the clock off (a warning, no phases) rather than
   // failing the training run.
   std::vector<double> phases_ms() {
     std::vector<double> out;
-    const size_t marks = device_.is_cuda() ? events_.size() : host_.size();
     try {
-      for (size_t k = 1; k < marks; ++k)
+      for (size_t k = 1; k < marks_; ++k)
         out.push_back(device_.is_cuda() ? events_[k - 1].elapsedTime(events_[k])
                                         : std::chrono::duration<double, std::milli>(host_[k] - host_[k - 1]).count());
     } catch (const c10::Error& e) {
@@ -289,7 +290,7 @@ class PhaseClock {
     return off_ ? std::vector<double>{} : out;
   }
   void clear() {
-    events_.clear();
+    marks_ = 0;
     host_.clear();
   }
 
@@ -297,12 +298,13 @@ class PhaseClock {
   void turn_off(const c10::Error& e) {
     fmt::print(stderr, "adgnn train: step phase times are off ({})\n", e.what_without_backtrace());
     off_ = true;
-    events_.clear();
+    marks_ = 0;
   }
 
   c10::Device device_;
   std::vector<c10::Event> events_;
   std::vector<std::chrono::steady_clock::time_point> host_;
+  size_t marks_ = 0;  // this step's
   bool off_ = false;
 };
 
