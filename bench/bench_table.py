@@ -82,8 +82,9 @@ def table(ours, pyg, card, date):
     for r in (ours or {}).get('rows', []):
         if r.get('backbone', 'gcn') == 'gcn':
             v = r.get('variant')
-            if v == 'ad' and r.get('fdelta_precision', 'fp32') == 'tf32':
-                v = 'ad_tf32'  # f_delta's products in TF32 (--fdelta-precision): extra columns
+            prec = r.get('fdelta_precision', 'fp32')
+            if v == 'ad' and prec != 'fp32':
+                v = 'ad_' + prec  # f_delta in TF32 or bfloat16 (--fdelta-precision): extra columns
             our_rows[(v, int(r['depth']))] = r
     pyg_rows = (pyg or {}).get('rows', [])
     peer = {}
@@ -92,12 +93,13 @@ def table(ours, pyg, card, date):
         if d not in peer or r['step_ms_median'] < peer[d]['step_ms_median']:
             peer[d] = r
     depths = sorted({d for _, d in our_rows} | set(peer))
-    tf32 = any(v == 'ad_tf32' for v, _ in our_rows)
+    low = sorted({v[3:] for v, _ in our_rows if v.startswith('ad_') and v != 'ad_fast'})
 
     out.append('| depth | GCN (ms) | AD-GCN_fast (ms) | AD-GCN (ms) | PyG GCN (ms) | PyG / GCN '
                '| AD_fast / GCN | AD / GCN | active edges AD_fast / AD '
-               '| peak MiB GCN / AD_fast / AD / PyG |' + (' AD-GCN, f_delta TF32 (ms) | AD tf32 / GCN |' if tf32 else ''))
-    out.append('|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|' + ('---:|---:|' if tf32 else ''))
+               '| peak MiB GCN / AD_fast / AD / PyG |'
+               + ''.join(f' AD-GCN, f_delta {p.upper()} (ms) | AD {p} / GCN |' for p in low))
+    out.append('|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|' + '---:|---:|' * len(low))
     for d in depths:
         t = {v: our_rows.get((v, d), {}).get('step_ms_median') for v, _ in OURS}
         p = peer.get(d, {})
@@ -109,9 +111,9 @@ def table(ours, pyg, card, date):
                    f'| {ratio(t["ad"], t["plain"])} '
                    f'| {" / ".join("-" if a is None else f"{a:.2f}" for a in act)} '
                    f'| {" / ".join(mib(b) for b in peaks)} |'
-                   + (f' {ms(our_rows.get(("ad_tf32", d), {}).get("step_ms_median"))} '
-                      f'| {ratio(our_rows.get(("ad_tf32", d), {}).get("step_ms_median"), t["plain"])} |'
-                      if tf32 else ''))
+                   + ''.join(f' {ms(our_rows.get(("ad_" + p, d), {}).get("step_ms_median"))} '
+                             f'| {ratio(our_rows.get(("ad_" + p, d), {}).get("step_ms_median"), t["plain"])} |'
+                             for p in low))
 
     if pyg_rows:
         out.append('')

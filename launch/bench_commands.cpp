@@ -268,7 +268,8 @@ int run_bench(const BenchFlags& f) {
     if (v != "plain" && v != "ad" && v != "ad_fast" && v != "ad_sharp")
       throw InputError("--variants: " + v + " is not one of plain, ad, ad_fast, ad_sharp");
   for (const auto& p : f.fdelta_precisions)
-    if (p != "fp32" && p != "tf32") throw InputError("--fdelta-precision: " + p + " is not one of fp32, tf32");
+    if (p != "fp32" && p != "tf32" && p != "bf16")
+      throw InputError("--fdelta-precision: " + p + " is not one of fp32, tf32, bf16");
   for (const auto& b : f.backbones)
     if (b != "gcn" && b != "gat" && b != "sage" && b != "mixhop" && b != "gatv2" && b != "dirgnn")
       throw InputError("--backbones: " + b + " is not one of gcn, gat, sage, mixhop, gatv2, dirgnn");
@@ -412,7 +413,7 @@ void add_bench_commands(CLI::App& app, std::function<int()>& run) {
                   "AD: deeper layers read a compact input: auto (CPU only), on, off (docs/performance.md v9)")
       ->check(CLI::IsMember({"auto", "on", "off"}));
   cmd->add_option("--fdelta-precision", f->fdelta_precisions,
-                  "AD (learned): f_delta's matrix products, one row per entry (fp32, tf32; tf32 on CUDA only)")
+                  "AD (learned): f_delta's precision, one row per entry (fp32, tf32, bf16; tf32 and bf16 on CUDA only)")
       ->delimiter(',')->capture_default_str();
   cmd->add_option("--normalisation", f->normalisation, "AD: depth-benefit normalisation (linear, log)")
       ->check(CLI::IsMember({"linear", "log"}))->capture_default_str();

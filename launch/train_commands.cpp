@@ -136,7 +136,7 @@ void register_train_flags(CLI::App* cmd, const std::shared_ptr<TrainArgs>& a) {
   cmd->add_option("--compact-halo", f.model.compact_halo,
                   "AD under mpirun: layers >= 2 hold only the halo rows they read: auto, on, off (docs/distributed.md)");
   cmd->add_option("--fdelta-precision", f.model.fdelta_precision,
-                  "AD (learned): f_delta's matrix products in fp32 or tf32 (CUDA only; docs/performance.md v43)");
+                  "AD (learned): f_delta's precision: fp32, tf32 or bf16 (CUDA only; docs/performance.md v43, v59)");
   cmd->add_option("--splits", f.splits, "auto, random, or a split family of the dataset (geom-gcn, platonov, public)");
   cmd->add_option("--epochs", f.epochs, "Training epochs");
   cmd->add_option("--lr", f.lr, "Adam learning rate");

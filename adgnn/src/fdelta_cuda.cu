@@ -1,10 +1,14 @@
-// CUDA kernels of f_delta (fdelta.cpp): its per-pair input and that input's gradient, a warp per
-// pair (8 pairs per block), its lanes over the feature vectors (float4 / double2 where the width
-// allows); the MLP's output layer and its hidden layer's gradient, a warp per row. Each output
-// is written by one thread, and sums run in a fixed order: no atomics, the same bits every run.
+// CUDA kernels of f_delta (fdelta.cpp): its per-pair input, a warp per pair (8 pairs per block),
+// its lanes over the feature vectors (float4 / double2 where the width allows); that input's
+// gradient summed per node (a warp per node, a block per node of kLongRow pairs or more); the
+// MLP's output layer and its hidden layer's gradient, a warp per row. Each output is written by
+// one thread, and sums run in a fixed order: no atomics, the same bits every run. The per-pair
+// tensors (the MLP's input, hidden layer and their gradients) are stored as S: T, or bfloat16
+// with T = float (--fdelta-precision bf16); every sum runs in T.
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
+#include <c10/util/BFloat16.h>
 
 #include <algorithm>
 
@@ -15,7 +19,6 @@ namespace adgnn::kernels {
 
 namespace {
 
-
 template <typename T>
 __device__ T sign_of(T d) {
   return T((d > T(0)) - (d < T(0)));
@@ -23,25 +26,26 @@ __device__ T sign_of(T d) {
 
 constexpr int kPairsPerBlock = 8;
 
-template <typename T, int V>
+template <typename T, typename S, int V>
 __global__ void pair_features_kernel(const int32_t* __restrict__ row, const int32_t* __restrict__ col,
                                      const T* __restrict__ z, int64_t pairs, int64_t F,
-                                     T* __restrict__ out) {
+                                     S* __restrict__ out) {
   using VT = Vec<T, V>;
+  using VS = Vec<S, V>;
   const int64_t vecs = F / V;
   for (int64_t p = int64_t(blockIdx.x) * kPairsPerBlock + threadIdx.y; p < pairs;
        p += int64_t(gridDim.x) * kPairsPerBlock) {
     const VT* zr = reinterpret_cast<const VT*>(z + int64_t(row[p]) * F);
     const VT* zc = reinterpret_cast<const VT*>(z + int64_t(col[p]) * F);
-    VT* prod = reinterpret_cast<VT*>(out + p * 2 * F);
-    VT* diff = reinterpret_cast<VT*>(out + p * 2 * F + F);
+    VS* prod = reinterpret_cast<VS*>(out + p * 2 * F);
+    VS* diff = reinterpret_cast<VS*>(out + p * 2 * F + F);
     for (int64_t v = threadIdx.x; v < vecs; v += 32) {
       const VT a = zr[v], b = zc[v];
-      VT m, d;
+      VS m, d;
 #pragma unroll
       for (int k = 0; k < V; ++k) {
-        m.v[k] = a.v[k] * b.v[k];
-        d.v[k] = a.v[k] > b.v[k] ? a.v[k] - b.v[k] : b.v[k] - a.v[k];
+        m.v[k] = S(a.v[k] * b.v[k]);
+        d.v[k] = S(a.v[k] > b.v[k] ? a.v[k] - b.v[k] : b.v[k] - a.v[k]);
       }
       prod[v] = m;
       diff[v] = d;
@@ -49,32 +53,80 @@ __global__ void pair_features_kernel(const int32_t* __restrict__ row, const int3
   }
 }
 
-template <typename T, int V>
-__global__ void pair_features_backward_kernel(const int32_t* __restrict__ row, const int32_t* __restrict__ col,
-                                              const T* __restrict__ z, const T* __restrict__ grad,
-                                              int64_t pairs, int64_t F, T* __restrict__ grad_row,
-                                              T* __restrict__ grad_col) {
+// z's gradient from the input's, gx [P, 2F] = [g_prod, g_diff] per pair: node u's row is the sum,
+// over the pairs that read it (its own pairs, then the pairs whose other end it is, in the
+// transpose's order), of g_prod * z_other + g_diff * sign(z_u - z_other) (either end: the input
+// is symmetric). W warps per node: W = 1 for the nodes below long_min pairs (the others are
+// skipped), W > 1 for the listed `nodes` (one per block; warp w takes every W-th pair and the
+// block adds the warps' sums in warp order). Lanes own vectors lane + 32 c of the row, chunk by
+// chunk. Replaces a [P, F] gradient per end and two passes summing them (docs/performance.md, v59).
+template <typename T, typename S, int V, int W>
+__global__ void pair_grad_sums_kernel(const int64_t* __restrict__ prow, const int32_t* __restrict__ pcol,
+                                      const int64_t* __restrict__ trow, const int64_t* __restrict__ tpair,
+                                      const int32_t* __restrict__ tother, int64_t rows, int64_t num_src,
+                                      const int64_t* __restrict__ nodes, int64_t num_nodes, int64_t long_min,
+                                      const T* __restrict__ z, const S* __restrict__ gx, int64_t F,
+                                      T* __restrict__ out) {
   using VT = Vec<T, V>;
+  using VS = Vec<S, V>;
   const int64_t vecs = F / V;
-  for (int64_t p = int64_t(blockIdx.x) * kPairsPerBlock + threadIdx.y; p < pairs;
-       p += int64_t(gridDim.x) * kPairsPerBlock) {
-    const VT* zr = reinterpret_cast<const VT*>(z + int64_t(row[p]) * F);
-    const VT* zc = reinterpret_cast<const VT*>(z + int64_t(col[p]) * F);
-    const VT* gm = reinterpret_cast<const VT*>(grad + p * 2 * F);
-    const VT* gd = reinterpret_cast<const VT*>(grad + p * 2 * F + F);
-    VT* outr = reinterpret_cast<VT*>(grad_row + p * F);
-    VT* outc = reinterpret_cast<VT*>(grad_col + p * F);
-    for (int64_t v = threadIdx.x; v < vecs; v += 32) {
-      const VT a = zr[v], b = zc[v], m = gm[v], d = gd[v];
-      VT r, c;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  int64_t u;
+  if (W == 1) {
+    u = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+    if (u >= num_src) return;
+  } else {
+    if (blockIdx.x >= num_nodes) return;
+    u = nodes[blockIdx.x];
+  }
+  const int64_t own_begin = u < rows ? prow[u] : 0, own = u < rows ? prow[u + 1] - own_begin : 0;
+  const int64_t t_begin = trow[u], total = own + trow[u + 1] - t_begin;
+  if (W == 1 && total >= long_min) return;
+  extern __shared__ unsigned char shared_raw[];
+  T* staged = reinterpret_cast<T*>(shared_raw);  // [W, 32 V] (W > 1)
+  const VT* zu = reinterpret_cast<const VT*>(z + u * F);
+  for (int64_t c0 = 0; c0 < vecs; c0 += 32) {
+    const int64_t v = c0 + lane;
+    const bool mine = v < vecs;
+    T acc[V];
 #pragma unroll
-      for (int k = 0; k < V; ++k) {
-        const T s = sign_of(a.v[k] - b.v[k]);
-        r.v[k] = m.v[k] * b.v[k] + d.v[k] * s;
-        c.v[k] = m.v[k] * a.v[k] - d.v[k] * s;
+    for (int k = 0; k < V; ++k) acc[k] = T(0);
+    const VT a = mine ? zu[v] : VT{};
+    for (int64_t i = (W == 1 ? 0 : warp); i < total; i += W) {
+      int64_t p, other;
+      if (i < own) {
+        p = own_begin + i;
+        other = pcol[p];
+      } else {
+        p = tpair[t_begin + i - own];
+        other = tother[t_begin + i - own];
       }
-      outr[v] = r;
-      outc[v] = c;
+      if (!mine) continue;
+      const VT b = reinterpret_cast<const VT*>(z + other * F)[v];
+      const VS m = reinterpret_cast<const VS*>(gx + p * 2 * F)[v];
+      const VS d = reinterpret_cast<const VS*>(gx + p * 2 * F + F)[v];
+#pragma unroll
+      for (int k = 0; k < V; ++k) acc[k] += T(m.v[k]) * b.v[k] + T(d.v[k]) * sign_of(a.v[k] - b.v[k]);
+    }
+    if (W == 1) {
+      if (mine) {
+        VT o;
+#pragma unroll
+        for (int k = 0; k < V; ++k) o.v[k] = acc[k];
+        reinterpret_cast<VT*>(out + u * F)[v] = o;
+      }
+    } else {
+      if (mine)
+#pragma unroll
+        for (int k = 0; k < V; ++k) staged[(warp * 32 + lane) * V + k] = acc[k];
+      __syncthreads();
+      for (int64_t e = threadIdx.x; e < 32 * V; e += blockDim.x) {
+        if (c0 * V + e >= F) continue;
+        T sum = T(0);
+        for (int w = 0; w < W; ++w) sum += staged[w * 32 * V + e];
+        out[u * F + c0 * V + e] = sum;
+      }
+      __syncthreads();
     }
   }
 }
@@ -84,10 +136,10 @@ __global__ void pair_features_backward_kernel(const int32_t* __restrict__ row, c
 // (the first bias's gradient) and relu(hidden) g (the output weights' gradient). The block then
 // adds its warps' sums in a fixed order into partial[block] = [out sums (H), weight sums (H)]
 // (no other pass over out or hidden; deterministic for a given grid).
-template <typename T, int V, int J>
-__global__ void hidden_grad_kernel(const T* __restrict__ g, const T* __restrict__ w2, const T* __restrict__ hidden,
-                                   int64_t rows, int64_t H, T* __restrict__ out, T* __restrict__ partial) {
-  using VT = Vec<T, V>;
+template <typename T, typename S, int V, int J>
+__global__ void hidden_grad_kernel(const T* __restrict__ g, const T* __restrict__ w2, const S* __restrict__ hidden,
+                                   int64_t rows, int64_t H, S* __restrict__ out, T* __restrict__ partial) {
+  using VT = Vec<S, V>;
   const int64_t vecs = H / V;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
   T acc[J][V], accw[J][V];
@@ -107,10 +159,12 @@ __global__ void hidden_grad_kernel(const T* __restrict__ g, const T* __restrict_
       VT o;
 #pragma unroll
       for (int k = 0; k < V; ++k) {
-        const bool on = h.v[k] > T(0);
-        o.v[k] = on ? gp * w2[v * V + k] : T(0);
-        acc[j][k] += o.v[k];
-        accw[j][k] += on ? h.v[k] * gp : T(0);
+        const T hk = T(h.v[k]);
+        const bool on = hk > T(0);
+        const T ok = on ? gp * w2[v * V + k] : T(0);
+        o.v[k] = S(ok);
+        acc[j][k] += ok;
+        accw[j][k] += on ? hk * gp : T(0);
       }
       outr[v] = o;
     }
@@ -125,10 +179,10 @@ __global__ void hidden_grad_kernel(const T* __restrict__ g, const T* __restrict_
 
 // logit[p] = sum_k relu(hidden[p, k]) w2[k] + b2[0]: a warp per row, its lanes over the row's
 // vectors, then a butterfly over the lanes (a fixed order).
-template <typename T, int V>
-__global__ void relu_dot_kernel(const T* __restrict__ hidden, const T* __restrict__ w2, const T* __restrict__ b2,
+template <typename T, typename S, int V>
+__global__ void relu_dot_kernel(const S* __restrict__ hidden, const T* __restrict__ w2, const T* __restrict__ b2,
                                 int64_t rows, int64_t H, T* __restrict__ logit) {
-  using VT = Vec<T, V>;
+  using VT = Vec<S, V>;
   const int64_t vecs = H / V;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
   const T bias = b2[0];
@@ -138,7 +192,10 @@ __global__ void relu_dot_kernel(const T* __restrict__ hidden, const T* __restric
     for (int64_t v = lane; v < vecs; v += 32) {
       const VT h = hr[v];
 #pragma unroll
-      for (int k = 0; k < V; ++k) sum += h.v[k] > T(0) ? h.v[k] * w2[v * V + k] : T(0);
+      for (int k = 0; k < V; ++k) {
+        const T hk = T(h.v[k]);
+        sum += hk > T(0) ? hk * w2[v * V + k] : T(0);
+      }
     }
 #pragma unroll
     for (int off = 16; off > 0; off /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off);
@@ -152,83 +209,114 @@ dim3 pair_grid(int64_t pairs) {
   return dim3(unsigned(std::max<int64_t>(blocks, 1)));
 }
 
+// Runs f(T, S) for z's type T and the storage type S: bfloat16 where asked for (T = float only:
+// fdelta.cpp never asks otherwise), else T.
+template <typename F>
+void dispatch_storage(at::ScalarType t, at::ScalarType storage, const char* name, F f) {
+  TORCH_CHECK(storage == t || (storage == at::kBFloat16 && t == at::kFloat), name,
+              ": per-pair storage must be the input's type, or bfloat16 for float32");
+  if (t == at::kFloat && storage == at::kBFloat16) f(float{}, c10::BFloat16{});
+  else if (t == at::kFloat) f(float{}, float{});
+  else if (t == at::kDouble) f(double{}, double{});
+  else TORCH_CHECK(false, name, ": expected float32 or float64, got ", t);
+}
+
 }  // namespace
 
-at::Tensor pair_features_cuda(const at::Tensor& row, const at::Tensor& col, const at::Tensor& z_in) {
+at::Tensor pair_features_cuda(const at::Tensor& row, const at::Tensor& col, const at::Tensor& z_in,
+                              at::ScalarType storage) {
   const at::Tensor z = z_in.contiguous();
   const int64_t P = row.numel(), F = z.size(1);
-  at::Tensor out = at::empty({P, 2 * F}, z.options());
+  at::Tensor out = at::empty({P, 2 * F}, z.options().dtype(storage));
   if (P == 0 || F == 0) return out;
   const dim3 block(32, kPairsPerBlock);
   const auto stream = at::cuda::getCurrentCUDAStream();
-  AT_DISPATCH_FLOATING_TYPES(z.scalar_type(), "pair_features_cuda", [&] {
-    constexpr int V = 16 / sizeof(scalar_t);
-    if (vectorisable<scalar_t, V>(F, {&z, &out}))
-      pair_features_kernel<scalar_t, V><<<pair_grid(P), block, 0, stream>>>(
-          row.data_ptr<int32_t>(), col.data_ptr<int32_t>(), z.data_ptr<scalar_t>(), P, F, out.data_ptr<scalar_t>());
-    else
-      pair_features_kernel<scalar_t, 1><<<pair_grid(P), block, 0, stream>>>(
-          row.data_ptr<int32_t>(), col.data_ptr<int32_t>(), z.data_ptr<scalar_t>(), P, F, out.data_ptr<scalar_t>());
+  dispatch_storage(z.scalar_type(), storage, "pair_features_cuda", [&](auto t, auto s) {
+    using T = decltype(t);
+    using S = decltype(s);
+    constexpr int V = 16 / sizeof(T);
+    auto launch = [&](auto kernel) {
+      kernel<<<pair_grid(P), block, 0, stream>>>(row.data_ptr<int32_t>(), col.data_ptr<int32_t>(), z.data_ptr<T>(),
+                                                 P, F, reinterpret_cast<S*>(out.data_ptr()));
+    };
+    if (vectorisable<T, V>(F, {&z}) && vectorisable<S, V>(F, {&out})) launch(pair_features_kernel<T, S, V>);
+    else launch(pair_features_kernel<T, S, 1>);
   });
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return out;
 }
 
-std::pair<at::Tensor, at::Tensor> pair_features_backward_cuda(const at::Tensor& row, const at::Tensor& col,
-                                                              const at::Tensor& z_in, const at::Tensor& grad_in) {
-  const at::Tensor z = z_in.contiguous(), grad = grad_in.contiguous();
-  const int64_t P = row.numel(), F = z.size(1);
-  at::Tensor grad_row = at::empty({P, F}, z.options()), grad_col = at::empty({P, F}, z.options());
-  if (P == 0 || F == 0) return {grad_row, grad_col};
-  const dim3 block(32, kPairsPerBlock);
+at::Tensor pair_grad_sums_cuda(const PairGradIndex& ix, const at::Tensor& z_in, const at::Tensor& gx_in) {
+  const at::Tensor z = z_in.contiguous(), gx = gx_in.contiguous();
+  const int64_t num_src = z.size(0), F = z.size(1), rows = ix.rowptr.numel() - 1;
+  TORCH_CHECK(ix.t_rowptr.numel() == num_src + 1 && gx.size(1) == 2 * F, "pair_grad_sums_cuda: shapes");
+  at::Tensor out = at::empty({num_src, F}, z.options());
+  if (num_src == 0 || F == 0) return out;
   const auto stream = at::cuda::getCurrentCUDAStream();
-  AT_DISPATCH_FLOATING_TYPES(z.scalar_type(), "pair_features_backward_cuda", [&] {
-    constexpr int V = 16 / sizeof(scalar_t);
-    if (vectorisable<scalar_t, V>(F, {&z, &grad, &grad_row, &grad_col}))
-      pair_features_backward_kernel<scalar_t, V><<<pair_grid(P), block, 0, stream>>>(
-          row.data_ptr<int32_t>(), col.data_ptr<int32_t>(), z.data_ptr<scalar_t>(), grad.data_ptr<scalar_t>(), P,
-          F, grad_row.data_ptr<scalar_t>(), grad_col.data_ptr<scalar_t>());
-    else
-      pair_features_backward_kernel<scalar_t, 1><<<pair_grid(P), block, 0, stream>>>(
-          row.data_ptr<int32_t>(), col.data_ptr<int32_t>(), z.data_ptr<scalar_t>(), grad.data_ptr<scalar_t>(), P,
-          F, grad_row.data_ptr<scalar_t>(), grad_col.data_ptr<scalar_t>());
+  const int64_t num_long = ix.long_nodes.defined() ? ix.long_nodes.numel() : 0;
+  dispatch_storage(z.scalar_type(), gx.scalar_type(), "pair_grad_sums_cuda", [&](auto t, auto s) {
+    using T = decltype(t);
+    using S = decltype(s);
+    constexpr int V = 16 / sizeof(T);
+    constexpr int kLongWarps = 8;
+    auto launch = [&](auto kernel, unsigned blocks, int threads, size_t shared) {
+      kernel<<<blocks, threads, shared, stream>>>(
+          ix.rowptr.data_ptr<int64_t>(), ix.col.data_ptr<int32_t>(), ix.t_rowptr.data_ptr<int64_t>(),
+          ix.t_pair.data_ptr<int64_t>(), ix.t_other.data_ptr<int32_t>(), rows, num_src,
+          num_long ? ix.long_nodes.data_ptr<int64_t>() : nullptr, num_long, kLongRow, z.data_ptr<T>(),
+          reinterpret_cast<const S*>(gx.data_ptr()), F, out.data_ptr<T>());
+    };
+    const bool vec = vectorisable<T, V>(F, {&z, &out}) && vectorisable<S, V>(2 * F, {&gx});
+    const unsigned warp_blocks = unsigned((num_src * 32 + 255) / 256);
+    const size_t shared = size_t(kLongWarps) * 32 * (vec ? V : 1) * sizeof(T);
+    if (vec) {
+      launch(pair_grad_sums_kernel<T, S, V, 1>, warp_blocks, 256, 0);
+      if (num_long) launch(pair_grad_sums_kernel<T, S, V, kLongWarps>, unsigned(num_long), 32 * kLongWarps, shared);
+    } else {
+      launch(pair_grad_sums_kernel<T, S, 1, 1>, warp_blocks, 256, 0);
+      if (num_long) launch(pair_grad_sums_kernel<T, S, 1, kLongWarps>, unsigned(num_long), 32 * kLongWarps, shared);
+    }
   });
   C10_CUDA_KERNEL_LAUNCH_CHECK();
-  return {grad_row, grad_col};
+  return out;
 }
 
 FDeltaHiddenGrad fdelta_hidden_grad_cuda(const at::Tensor& g_in, const at::Tensor& w2_in, const at::Tensor& hidden_in) {
   const at::Tensor g = g_in.contiguous(), w2 = w2_in.contiguous(), hidden = hidden_in.contiguous();
   const int64_t P = hidden.size(0), H = hidden.size(1);
   at::Tensor out = at::empty_like(hidden);
-  if (P == 0 || H == 0) return {out, at::zeros({H}, hidden.options()), at::zeros({H}, hidden.options())};
+  const auto sum_opts = g.options();
+  if (P == 0 || H == 0) return {out, at::zeros({H}, sum_opts), at::zeros({H}, sum_opts)};
   constexpr int kThreads = 256, kWarps = kThreads / 32;
   const int sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
   const int64_t blocks = std::min<int64_t>((P + kWarps - 1) / kWarps, int64_t(sms) * 8);
-  at::Tensor partial = at::empty({blocks, 2 * H}, hidden.options());
+  at::Tensor partial = at::empty({blocks, 2 * H}, sum_opts);
   const auto stream = at::cuda::getCurrentCUDAStream();
   bool launched = false;
-  AT_DISPATCH_FLOATING_TYPES(hidden.scalar_type(), "fdelta_hidden_grad_cuda", [&] {
-    constexpr int V = 16 / sizeof(scalar_t);
-    const bool vec = vectorisable<scalar_t, V>(H, {&hidden, &out});
+  dispatch_storage(g.scalar_type(), hidden.scalar_type(), "fdelta_hidden_grad_cuda", [&](auto t, auto s) {
+    using T = decltype(t);
+    using S = decltype(s);
+    constexpr int V = 16 / sizeof(T);
+    const bool vec = vectorisable<S, V>(H, {&hidden, &out});
     const int64_t vecs = vec ? H / V : H;
-    const size_t shared = size_t(kWarps) * 2 * H * sizeof(scalar_t);
+    const size_t shared = size_t(kWarps) * 2 * H * sizeof(T);
     if (shared > 48 * 1024) return;  // wider than any hidden layer we run: the fallback below
     auto launch = [&](auto kernel) {
-      kernel<<<unsigned(blocks), kThreads, shared, stream>>>(g.data_ptr<scalar_t>(), w2.data_ptr<scalar_t>(),
-                                                            hidden.data_ptr<scalar_t>(), P, H,
-                                                            out.data_ptr<scalar_t>(), partial.data_ptr<scalar_t>());
+      kernel<<<unsigned(blocks), kThreads, shared, stream>>>(g.data_ptr<T>(), w2.data_ptr<T>(),
+                                                            reinterpret_cast<const S*>(hidden.data_ptr()), P, H,
+                                                            reinterpret_cast<S*>(out.data_ptr()), partial.data_ptr<T>());
       launched = true;
     };
-    if (vec && vecs <= 32) launch(hidden_grad_kernel<scalar_t, V, 1>);
-    else if (vec && vecs <= 64) launch(hidden_grad_kernel<scalar_t, V, 2>);
-    else if (vec && vecs <= 128) launch(hidden_grad_kernel<scalar_t, V, 4>);
-    else if (!vec && vecs <= 32) launch(hidden_grad_kernel<scalar_t, 1, 1>);
-    else if (!vec && vecs <= 128) launch(hidden_grad_kernel<scalar_t, 1, 4>);
+    if (vec && vecs <= 32) launch(hidden_grad_kernel<T, S, V, 1>);
+    else if (vec && vecs <= 64) launch(hidden_grad_kernel<T, S, V, 2>);
+    else if (vec && vecs <= 128) launch(hidden_grad_kernel<T, S, V, 4>);
+    else if (!vec && vecs <= 32) launch(hidden_grad_kernel<T, S, 1, 1>);
+    else if (!vec && vecs <= 128) launch(hidden_grad_kernel<T, S, 1, 4>);
   });
   if (!launched) {  // very wide rows: the same values by ATen operations
-    out = at::threshold_backward(g.unsqueeze(1) * w2.view({1, H}), hidden, 0);
-    return {out, out.sum(0), at::mv(hidden.clamp_min(0).t(), g)};
+    const at::Tensor h = hidden.to(g.scalar_type());
+    out = at::threshold_backward(g.unsqueeze(1) * w2.view({1, H}), h, 0);
+    return {out.to(hidden.scalar_type()), out.sum(0), at::mv(h.clamp_min(0).t(), g)};
   }
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   const at::Tensor sums = partial.sum(0);
@@ -238,20 +326,22 @@ FDeltaHiddenGrad fdelta_hidden_grad_cuda(const at::Tensor& g_in, const at::Tenso
 at::Tensor fdelta_relu_dot_cuda(const at::Tensor& hidden_in, const at::Tensor& w2_in, const at::Tensor& b2_in) {
   const at::Tensor hidden = hidden_in.contiguous(), w2 = w2_in.contiguous(), b2 = b2_in.contiguous();
   const int64_t P = hidden.size(0), H = hidden.size(1);
-  at::Tensor logit = at::empty({P}, hidden.options());
+  at::Tensor logit = at::empty({P}, w2.options());
   if (P == 0) return logit;
   constexpr int kThreads = 256, kWarps = kThreads / 32;
   const int sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
   const int64_t blocks = std::min<int64_t>((P + kWarps - 1) / kWarps, int64_t(sms) * 8);
   const auto stream = at::cuda::getCurrentCUDAStream();
-  AT_DISPATCH_FLOATING_TYPES(hidden.scalar_type(), "fdelta_relu_dot_cuda", [&] {
-    constexpr int V = 16 / sizeof(scalar_t);
+  dispatch_storage(w2.scalar_type(), hidden.scalar_type(), "fdelta_relu_dot_cuda", [&](auto t, auto s) {
+    using T = decltype(t);
+    using S = decltype(s);
+    constexpr int V = 16 / sizeof(T);
     auto launch = [&](auto kernel) {
-      kernel<<<unsigned(blocks), kThreads, 0, stream>>>(hidden.data_ptr<scalar_t>(), w2.data_ptr<scalar_t>(),
-                                                       b2.data_ptr<scalar_t>(), P, H, logit.data_ptr<scalar_t>());
+      kernel<<<unsigned(blocks), kThreads, 0, stream>>>(reinterpret_cast<const S*>(hidden.data_ptr()),
+                                                       w2.data_ptr<T>(), b2.data_ptr<T>(), P, H, logit.data_ptr<T>());
     };
-    if (vectorisable<scalar_t, V>(H, {&hidden})) launch(relu_dot_kernel<scalar_t, V>);
-    else launch(relu_dot_kernel<scalar_t, 1>);
+    if (vectorisable<S, V>(H, {&hidden})) launch(relu_dot_kernel<T, S, V>);
+    else launch(relu_dot_kernel<T, S, 1>);
   });
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return logit;

@@ -212,42 +212,6 @@ bool csr_is_self_adjoint(const at::Tensor& rowptr, const at::Tensor& col, const 
   });
 }
 
-at::Tensor sum_over_entries(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& g_in,
-                            int64_t num_src, bool by_column) {
-  TORCH_CHECK(rowptr.scalar_type() == torch::kInt64 && col.scalar_type() == torch::kInt32,
-              "sum_over_entries: rowptr must be int64 and col int32");
-  TORCH_CHECK(g_in.dim() == 2 && g_in.size(0) == col.numel() && num_src >= rowptr.numel() - 1,
-              "sum_over_entries: one gradient row per entry, and at least one source row per CSR row");
-  const at::Tensor g = g_in.contiguous();
-  const int64_t E = col.numel();
-  // Groups of entries (ptr), the gradient row of each (idx), and entry ids for the (absent)
-  // weights: the transpose's source groups, or the CSR's own rows.
-  at::Tensor ptr, idx, eid;
-  if (by_column) {
-    const kernels::Transposed t = cached_transpose(rowptr, col, num_src);
-    ptr = t.rowptr;
-    eid = t.entry;
-    idx = t.entry.to(torch::kInt32);
-  } else {
-    ptr = rowptr;
-    eid = torch::arange(E, rowptr.options());
-    idx = eid.to(torch::kInt32);
-  }
-  at::Tensor sums;
-  if (g.is_cuda()) {
-#ifdef ADGNN_HAVE_CUDA_KERNELS
-    sums = kernels::aggregate_entries_cuda(ptr, idx, eid, {}, g);
-#else
-    TORCH_CHECK(false, "sum_over_entries: this build has no CUDA kernels");
-#endif
-  } else {
-    sums = kernels::aggregate_entries_cpu(ptr, idx, eid, {}, g);
-  }
-  // Rows without entries (and, by row, the source rows beyond the destinations) get zeros.
-  if (sums.size(0) < num_src)
-    sums = torch::cat({sums, torch::zeros({num_src - sums.size(0), g.size(1)}, g.options())}, 0);
-  return sums;
-}
 }  // namespace detail
 
 namespace kernels {

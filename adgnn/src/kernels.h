@@ -82,10 +82,19 @@ void mark_rows_read(const at::Tensor& rowptr, const at::Tensor& col, const at::T
 // out[p] = [z[row[p]] * z[col[p]], |z[row[p]] - z[col[p]]|]: [P, 2F] for z [rows, F] (row, col
 // int32 [P]). One pass writes the MLP's input, without per-pair copies of z's rows.
 at::Tensor pair_features_cpu(const at::Tensor& row, const at::Tensor& col, const at::Tensor& z);
-// Its backward for grad [P, 2F]: the gradient of z[row[p]] and of z[col[p]] per pair ([P, F]
-// each; the derivative of |d| at d = 0 is 0, as autograd's).
-std::pair<at::Tensor, at::Tensor> pair_features_backward_cpu(const at::Tensor& row, const at::Tensor& col,
-                                                             const at::Tensor& z, const at::Tensor& grad);
+
+// f_delta's pairs as a CSR over the graph's rows (rowptr int64 [rows + 1], col int32 [P]) and as
+// its transpose over z's rows (t_rowptr int64 [num_src + 1]; t_pair int64: the pair, t_other
+// int32: its row, in the pairs' order), with the nodes that have kLongRow or more pairs either
+// way (long_nodes, int64; the GPU's block-per-node rows; undefined on the CPU).
+struct PairGradIndex {
+  at::Tensor rowptr, col, t_rowptr, t_pair, t_other, long_nodes;
+};
+// The input's backward, summed per row of z: grad_z[u] = the sum over the pairs that read u
+// (its own, then the transpose's) of gx_prod[p] * z[other] + gx_diff[p] * sign(z[u] - z[other])
+// for gx [P, 2F] (the derivative of |d| at d = 0 is 0, as autograd's). [num_src, F] in z's type;
+// every row written, in a fixed order.
+at::Tensor pair_grad_sums_cpu(const PairGradIndex& ix, const at::Tensor& z, const at::Tensor& gx);
 
 // The MLP's backward from its output's gradient g [P] to its hidden layer (hidden: [P, H'],
 // before or after the relu: only its sign and relu(hidden) are read), in one pass over hidden:
@@ -144,13 +153,17 @@ at::Tensor aggregate_cuda(const at::Tensor& rowptr, const at::Tensor& col, const
 at::Tensor dropout_apply_cuda(const at::Tensor& x, const at::Tensor& gid, uint64_t key, uint64_t threshold,
                               float scale, const at::Tensor& row_flags = {}, bool zero_unflagged = false,
                               const at::Tensor& accumulate_into = {});
-at::Tensor pair_features_cuda(const at::Tensor& row, const at::Tensor& col, const at::Tensor& z);
-std::pair<at::Tensor, at::Tensor> pair_features_backward_cuda(const at::Tensor& row, const at::Tensor& col,
-                                                              const at::Tensor& z, const at::Tensor& grad);
+// The per-pair tensors may be stored in bfloat16 (storage; z, gx's sums and the weights float32):
+// f_delta's bf16 precision. Every sum runs in z's / g's type.
+at::Tensor pair_features_cuda(const at::Tensor& row, const at::Tensor& col, const at::Tensor& z,
+                              at::ScalarType storage);
+at::Tensor pair_grad_sums_cuda(const PairGradIndex& ix, const at::Tensor& z, const at::Tensor& gx);
+// out in hidden's type (bfloat16 or g's), b1 and w2 in g's.
 FDeltaHiddenGrad fdelta_hidden_grad_cuda(const at::Tensor& g, const at::Tensor& w2, const at::Tensor& hidden);
 // The MLP's output layer over its hidden layer before the relu: logit[p] = sum over k of
-// relu(hidden[p, k]) w2[k] + b2 (b2: one element on the device), a warp per row summing in a
-// fixed order. One read of hidden instead of the relu's write and a matrix-vector product.
+// relu(hidden[p, k]) w2[k] + b2 (b2: one element on the device; logit in w2's type), a warp per
+// row summing in a fixed order. One read of hidden instead of the relu's write and a
+// matrix-vector product.
 at::Tensor fdelta_relu_dot_cuda(const at::Tensor& hidden, const at::Tensor& w2, const at::Tensor& b2);
 // x [rows, C] -> [C]: the sums of x's columns, in a fixed order (dense_cuda.cu).
 at::Tensor column_sums_cuda(const at::Tensor& x);

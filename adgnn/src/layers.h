@@ -41,12 +41,6 @@ CsrMirrors csr_mirrors(const at::Tensor& rowptr, const at::Tensor& col, int64_t 
 // and weight (one device wait), then cached.
 bool csr_is_self_adjoint(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& weight, int64_t num_src);
 
-// s[i] = the sum of g's rows over the CSR entries whose row (by_column: column) is i, for
-// i < num_src (rows without entries: zeros). Summed by the aggregation kernels (the transpose,
-// cached, for by_column) in a fixed order: no scatter with atomics on the GPU.
-at::Tensor sum_over_entries(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& g,
-                            int64_t num_src, bool by_column);
-
 // x [rows, C] -> [C]: x's column sums; on the GPU by a row-parallel kernel in a fixed order
 // (ATen's sum over rows took ~6x the time to read them: 0.155 ms for [169k, 128] on an H200).
 at::Tensor column_sums(const at::Tensor& x);
@@ -61,14 +55,18 @@ at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b,
 // backward masks the gradient and sums its columns in one pass (v51).
 at::Tensor linear_relu(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, int64_t rows = -1);
 
+// f_delta's precision on the GPU for float32 models (elsewhere its input's type): kFp32; kTf32,
+// its matrix products on TF32 tensor cores; kBf16, its per-pair tensors (input, hidden layer and
+// their gradients) stored in bfloat16 and its products in bfloat16 with float32 sums.
+enum class FDeltaPrecision { kFp32, kTf32, kBf16 };
+
 // f_delta's logit at every CSR entry (row v, column u): MLP([z_u * z_v, |z_u - z_v|]) with
 // w1 [2H, H], b1 [H], w2 [H, 1], b2 [1] and a ReLU between (method.md). The input is symmetric,
 // so an entry whose mirror (row u, column v) is in the CSR shares its evaluation: about half the
-// work on an undirected graph, the same values. tf32: the MLP's matrix products in TF32 on the
-// GPU (float32 elsewhere; no effect on the CPU or in float64).
+// work on an undirected graph, the same values.
 at::Tensor fdelta_entry_logits(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& z,
                                const at::Tensor& w1, const at::Tensor& b1, const at::Tensor& w2,
-                               const at::Tensor& b2, bool tf32);
+                               const at::Tensor& b2, FDeltaPrecision precision);
 
 // While one lives on this thread, csr_aggregate treats its CSRs as built for one call (a graph
 // of a few rows): their transposes are built in the backward instead of cached, so that they do

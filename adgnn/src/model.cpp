@@ -569,7 +569,9 @@ struct Model::Impl {
       const bool with_reg = training && labels.defined() && train_mask.defined();
       const RegEdges& re = reg_edges_for(g, with_reg ? labels : at::Tensor(), with_reg ? train_mask : at::Tensor());
       const at::Tensor logit = detail::fdelta_entry_logits(g.rowptr, g.col, z_src, fd_w1, fd_b1, fd_w2, fd_b2,
-                                                           cfg.fdelta_precision == "tf32");
+                                                           cfg.fdelta_precision == "tf32"   ? detail::FDeltaPrecision::kTf32
+                                                           : cfg.fdelta_precision == "bf16" ? detail::FDeltaPrecision::kBf16
+                                                                                            : detail::FDeltaPrecision::kFp32);
       d_plus = torch::zeros({n}, logit.options()).index_add(0, re.dst, torch::sigmoid(logit));
       // L_reg: BCE on training edges (both endpoints in the training set), target y_u == y_v.
       // On a rank: this rank's rows' share of the mean over every rank's training edges (the
@@ -655,8 +657,8 @@ Model::Model(const ModelConfig& cfg) : impl_(std::make_unique<Impl>()) {
     throw InputError("--compact " + cfg.compact_deep_layers + ": expected auto, on or off");
   if (cfg.compact_halo != "auto" && cfg.compact_halo != "on" && cfg.compact_halo != "off")
     throw InputError("--compact-halo " + cfg.compact_halo + ": expected auto, on or off");
-  if (cfg.fdelta_precision != "fp32" && cfg.fdelta_precision != "tf32")
-    throw InputError("--fdelta-precision " + cfg.fdelta_precision + ": expected fp32 or tf32");
+  if (cfg.fdelta_precision != "fp32" && cfg.fdelta_precision != "tf32" && cfg.fdelta_precision != "bf16")
+    throw InputError("--fdelta-precision " + cfg.fdelta_precision + ": expected fp32, tf32 or bf16");
   if (cfg.degree_threshold < 0) throw InputError("--degree-threshold: must be >= 0");
   if (cfg.degree_threshold > 0 && cfg.variant != "plain")
     throw InputError("--degree-threshold: only with --variant plain (Exp-2's case study)");

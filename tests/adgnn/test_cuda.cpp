@@ -260,64 +260,133 @@ std::vector<DropoutInput> dropout_inputs(torch::ScalarType dtype) {
   return in;
 }
 
+// max |a - b| <= tol * max |b|, with the numbers in the message.
+::testing::AssertionResult close_to_scale(const at::Tensor& a, const at::Tensor& b, double tol) {
+  const double diff = (a.to(torch::kFloat64) - b.to(torch::kFloat64)).abs().max().item<double>();
+  const double scale = b.abs().max().item<double>();
+  if (diff <= tol * scale) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "max difference " << diff << " > " << tol << " x " << scale;
+}
+
+using adgnn::detail::FDeltaPrecision;
+
+// f_delta's logits at every entry of (rowptr, col) and the gradients of z, w1, b1, w2 and b2 (on
+// the host) under a fixed probe, on `dev` in `precision`.
+struct FDeltaCase {
+  at::Tensor rowptr, col, z, w1, b1, w2, b2, probe;
+  at::Tensor run(const c10::Device& dev, FDeltaPrecision precision, std::vector<at::Tensor>& grads) const {
+    std::vector<at::Tensor> in;
+    for (const at::Tensor* v : {&z, &w1, &b1, &w2, &b2}) in.push_back(v->to(dev).clone().requires_grad_(true));
+    const at::Tensor logit = adgnn::detail::fdelta_entry_logits(rowptr.to(dev), col.to(dev), in[0], in[1], in[2],
+                                                                in[3], in[4], precision);
+    (logit * probe.to(dev)).sum().backward();
+    grads.clear();
+    for (const at::Tensor& v : in) grads.push_back(v.grad().cpu());
+    return logit.cpu();
+  }
+};
+FDeltaCase fdelta_case(const at::Tensor& rowptr, const at::Tensor& col, int64_t nodes, int64_t H, bool dbl) {
+  const auto dtype = dbl ? torch::kFloat64 : torch::kFloat32;
+  torch::manual_seed(H);
+  FDeltaCase c;
+  c.rowptr = rowptr;
+  c.col = col;
+  c.z = torch::randn({nodes, H}, dtype);
+  // The MLP 2H -> H -> 1 as the model's: the hidden-gradient kernel's vectorised paths (one and
+  // two vectors per lane at width 128) and its scalar one (width 7).
+  c.w1 = torch::randn({2 * H, H}, dtype) / std::sqrt(double(2 * H));
+  c.b1 = torch::randn({H}, dtype);
+  c.w2 = torch::randn({H, 1}, dtype) / 4;
+  c.b2 = torch::randn({1}, dtype);
+  c.probe = torch::randn({col.numel()}, dtype);
+  return c;
+}
+
+// The GPU against the CPU in fp32 / float64 (tolerance tol), deterministic (the same bits
+// twice); then, for float32 at width 128, TF32 and bfloat16 within their tolerances of float32
+// yet not equal to it (they did run in that precision), the precision setting left as it was.
+void expect_fdelta_gpu_equals_cpu(const FDeltaCase& c, bool dbl, bool low_precision) {
+  const auto d = c10::Device("cuda");
+  std::vector<at::Tensor> g_cpu, g_gpu;
+  const at::Tensor cpu = c.run(c10::Device("cpu"), FDeltaPrecision::kFp32, g_cpu);
+  const at::Tensor gpu = c.run(d, FDeltaPrecision::kFp32, g_gpu);
+  const double tol = dbl ? 1e-10 : 1e-4;
+  EXPECT_TRUE(torch::allclose(gpu, cpu, tol, tol));
+  for (size_t i = 0; i < g_cpu.size(); ++i) {
+    const double scale = std::max(1.0, g_cpu[i].abs().max().item<double>());
+    EXPECT_TRUE(torch::allclose(g_gpu[i], g_cpu[i], tol, tol * scale))
+        << "gradient " << i << " (z, w1, b1, w2, b2): " << (g_gpu[i] - g_cpu[i]).abs().max();
+  }
+  std::vector<at::Tensor> g_again;
+  EXPECT_TRUE(torch::equal(c.run(d, FDeltaPrecision::kFp32, g_again), gpu));
+  for (size_t i = 0; i < g_gpu.size(); ++i) EXPECT_TRUE(torch::equal(g_again[i], g_gpu[i])) << i;
+  if (!low_precision) return;
+  const auto before = at::globalContext().float32Precision(at::Float32Backend::CUDA, at::Float32Op::MATMUL);
+  std::vector<at::Tensor> g_tf;
+  const at::Tensor tf = c.run(d, FDeltaPrecision::kTf32, g_tf);
+  EXPECT_EQ(at::globalContext().float32Precision(at::Float32Backend::CUDA, at::Float32Op::MATMUL), before);
+  EXPECT_FALSE(torch::equal(tf, gpu));
+  EXPECT_TRUE(torch::allclose(tf, gpu, 2e-2, 2e-2)) << (tf - gpu).abs().max();
+  EXPECT_TRUE(torch::allclose(g_tf[1], g_gpu[1], 2e-2, 2e-2 * g_gpu[1].abs().max().item<double>()))
+      << (g_tf[1] - g_gpu[1]).abs().max();
+  // bfloat16 (8 significant bits) per pair: within 2% of float32's largest logit, 3% of each
+  // gradient's largest entry; float32 out; deterministic.
+  std::vector<at::Tensor> g_bf, g_bf_again;
+  const at::Tensor bf = c.run(d, FDeltaPrecision::kBf16, g_bf);
+  EXPECT_EQ(bf.scalar_type(), torch::kFloat32);
+  EXPECT_EQ(at::globalContext().float32Precision(at::Float32Backend::CUDA, at::Float32Op::MATMUL), before);
+  EXPECT_FALSE(torch::equal(bf, gpu));
+  EXPECT_TRUE(close_to_scale(bf, gpu, 2e-2));
+  for (size_t i = 0; i < g_bf.size(); ++i) {
+    EXPECT_EQ(g_bf[i].scalar_type(), torch::kFloat32);
+    EXPECT_TRUE(close_to_scale(g_bf[i], g_gpu[i], 3e-2)) << "bf16 gradient " << i << " (z, w1, b1, w2, b2)";
+  }
+  EXPECT_TRUE(torch::equal(c.run(d, FDeltaPrecision::kBf16, g_bf_again), bf));
+  for (size_t i = 0; i < g_bf.size(); ++i) EXPECT_TRUE(torch::equal(g_bf_again[i], g_bf[i])) << i;
+}
+
 // f_delta per mirrored pair on the GPU: the pair kernels (width 128: vectorised; 7: scalar;
 // float32 and float64) equal the CPU's, logits and the gradients of z and the four parameters (the
-// fused output layer and hidden-gradient kernels), with the same bits twice. In TF32 the logits
-// stay within 2e-2 of float32 yet differ from them (the products did run in TF32), and the
-// precision setting is what it was before.
-TEST(Cuda, FDeltaEqualsTheCpuAndTf32StaysClose) {
+// fused output layer, hidden-gradient and per-node input-gradient kernels), with the same bits
+// twice; TF32 and bfloat16 stay close to float32.
+TEST(Cuda, FDeltaEqualsTheCpuAndLowPrecisionStaysClose) {
   REQUIRE_GPU();
   const auto g = graph(3000, 4);
   const auto t = adgnn::to_tensors(g, torch::kCPU);
-  const auto d = c10::Device("cuda");
   for (const int64_t H : {int64_t(128), int64_t(7)}) {
     for (const bool dbl : {false, true}) {
       SCOPED_TRACE("width " + std::to_string(H) + (dbl ? " float64" : " float32"));
-      const auto dtype = dbl ? torch::kFloat64 : torch::kFloat32;
-      torch::manual_seed(H);
-      const at::Tensor z = torch::randn({g.num_nodes, H}, dtype);
-      // The MLP 2H -> H -> 1 as the model's: the hidden-gradient kernel's vectorised paths (one and
-      // two vectors per lane at width 128) and its scalar one (width 7).
-      const at::Tensor w1 = torch::randn({2 * H, H}, dtype) / std::sqrt(double(2 * H)), b1 = torch::randn({H}, dtype);
-      const at::Tensor w2 = torch::randn({H, 1}, dtype) / 4, b2 = torch::randn({1}, dtype);
-      const at::Tensor probe = torch::randn({t.col.numel()}, dtype);
-      // The gradients of z, w1, b1, w2 and b2, on the host.
-      auto run = [&](const c10::Device& dev, bool tf32, std::vector<at::Tensor>& grads) {
-        std::vector<at::Tensor> in;
-        for (const at::Tensor* v : {&z, &w1, &b1, &w2, &b2}) in.push_back(v->to(dev).clone().requires_grad_(true));
-        const at::Tensor logit =
-            adgnn::detail::fdelta_entry_logits(t.rowptr.to(dev), t.col.to(dev), in[0], in[1], in[2], in[3], in[4], tf32);
-        (logit * probe.to(dev)).sum().backward();
-        grads.clear();
-        for (const at::Tensor& v : in) grads.push_back(v.grad().cpu());
-        return logit.cpu();
-      };
-      std::vector<at::Tensor> g_cpu, g_gpu;
-      const at::Tensor cpu = run(c10::Device("cpu"), false, g_cpu);
-      const at::Tensor gpu = run(d, false, g_gpu);
-      const double tol = dbl ? 1e-10 : 1e-4;
-      EXPECT_TRUE(torch::allclose(gpu, cpu, tol, tol));
-      for (size_t i = 0; i < g_cpu.size(); ++i) {
-        const double scale = std::max(1.0, g_cpu[i].abs().max().item<double>());
-        EXPECT_TRUE(torch::allclose(g_gpu[i], g_cpu[i], tol, tol * scale))
-            << "gradient " << i << " (z, w1, b1, w2, b2): " << (g_gpu[i] - g_cpu[i]).abs().max();
-      }
-      // Deterministic: a second run gives the same bits.
-      std::vector<at::Tensor> g_again;
-      EXPECT_TRUE(torch::equal(run(d, false, g_again), gpu));
-      for (size_t i = 0; i < g_gpu.size(); ++i) EXPECT_TRUE(torch::equal(g_again[i], g_gpu[i])) << i;
-      if (dbl || H != 128) continue;
-      const auto before = at::globalContext().float32Precision(at::Float32Backend::CUDA, at::Float32Op::MATMUL);
-      std::vector<at::Tensor> g_tf;
-      const at::Tensor tf = run(d, true, g_tf);
-      EXPECT_EQ(at::globalContext().float32Precision(at::Float32Backend::CUDA, at::Float32Op::MATMUL), before);
-      EXPECT_FALSE(torch::equal(tf, gpu));
-      EXPECT_TRUE(torch::allclose(tf, gpu, 2e-2, 2e-2)) << (tf - gpu).abs().max();
-      EXPECT_TRUE(torch::allclose(g_tf[1], g_gpu[1], 2e-2, 2e-2 * g_gpu[1].abs().max().item<double>()))
-          << (g_tf[1] - g_gpu[1]).abs().max();
+      expect_fdelta_gpu_equals_cpu(fdelta_case(t.rowptr, t.col, g.num_nodes, H, dbl), dbl, !dbl && H == 128);
     }
   }
 }
+
+// The same where nodes have kLongRow or more pairs (the input gradient's block-per-node kernel):
+// a directed CSR (most entries their own pair) whose row 0 has 5000 entries, rows 1 and 2 about
+// 1024 (around the threshold once their transposed pairs are counted), and whose column 7 is
+// read by 5000 rows (its pairs through the transpose).
+TEST(Cuda, FDeltaHubsEqualTheCpu) {
+  REQUIRE_GPU();
+  const int64_t n = 6000;
+  torch::manual_seed(4);
+  std::vector<at::Tensor> cols;
+  std::vector<int64_t> ptr{0};
+  for (int64_t r = 0; r < n; ++r) {
+    const int64_t deg = r == 0 ? 5000 : r == 1 ? 1024 : r == 2 ? 1023 : 1 + (r * 7919) % 5;
+    at::Tensor c = torch::randperm(n, torch::kInt64).slice(0, 0, deg);
+    if (r >= 3 && r < 5003) c[0] = 7;
+    cols.push_back(std::get<0>(c.sort()));
+    ptr.push_back(ptr.back() + deg);
+  }
+  const at::Tensor rowptr = torch::tensor(ptr, torch::kInt64), col = torch::cat(cols).to(torch::kInt32);
+  for (const int64_t H : {int64_t(128), int64_t(7)}) {
+    for (const bool dbl : {false, true}) {
+      SCOPED_TRACE("width " + std::to_string(H) + (dbl ? " float64" : " float32"));
+      expect_fdelta_gpu_equals_cpu(fdelta_case(rowptr, col, n, H, dbl), dbl, !dbl && H == 128);
+    }
+  }
+}
+
 
 // Column sums (the bias gradients of linear layers): the row-parallel kernel's vectorised paths
 // (one, two and four vectors per lane), its scalar ones (widths 47, 7) and ATen's for wider rows

@@ -514,23 +514,6 @@ TEST(Linear, LeadingRowsEqualASlice) {
   }
 }
 
-// The per-row sums behind f_delta's backward: equal to index_add_ by column / by row, on a CSR
-// with empty rows and more source rows than destination rows (a rank's halo rows), in float64.
-TEST(SumOverEntries, EqualIndexAdd) {
-  const at::Tensor rowptr = torch::tensor(std::vector<int64_t>{0, 2, 2, 5, 6}, torch::kInt64);
-  const at::Tensor col = torch::tensor(std::vector<int64_t>{1, 5, 0, 3, 5, 2}, torch::kInt64).to(torch::kInt32);
-  const at::Tensor dst = torch::tensor(std::vector<int64_t>{0, 0, 2, 2, 2, 3}, torch::kInt64);
-  torch::manual_seed(3);
-  const at::Tensor g = torch::randn({6, 3}, torch::kFloat64);
-  for (bool by_column : {true, false}) {
-    SCOPED_TRACE(by_column ? "by column" : "by row");
-    const at::Tensor idx = by_column ? col.to(torch::kInt64) : dst;
-    const at::Tensor ours = adgnn::detail::sum_over_entries(rowptr, col, g, 7, by_column);
-    const at::Tensor ref = torch::zeros({7, 3}, torch::kFloat64).index_add_(0, idx, g);
-    EXPECT_TRUE(torch::allclose(ours, ref, 1e-12, 1e-12)) << ours << ref;
-  }
-}
-
 // f_delta evaluated once per mirrored pair equals the MLP on every entry's own input (values and
 // the gradients of z and of the four parameters, float64), on a CSR with a self-loop, a
 // duplicated entry, directed entries without a mirror either way round, halo columns beyond
@@ -554,7 +537,8 @@ TEST(FDelta, PairsEqualEveryEntrysOwnEvaluation) {
     for (at::Tensor& t : p) t.requires_grad_(true);
   }
   const at::Tensor ours =
-      adgnn::detail::fdelta_entry_logits(rowptr, col, ours_p[0], ours_p[1], ours_p[2], ours_p[3], ours_p[4], false);
+      adgnn::detail::fdelta_entry_logits(rowptr, col, ours_p[0], ours_p[1], ours_p[2], ours_p[3], ours_p[4],
+                                          adgnn::detail::FDeltaPrecision::kFp32);
   const at::Tensor zu = ref_p[0].index_select(0, torch::tensor(cols, torch::kInt64));
   const at::Tensor zv = ref_p[0].index_select(0, torch::tensor(rows, torch::kInt64));
   const at::Tensor ref =

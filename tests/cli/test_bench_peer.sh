@@ -122,6 +122,8 @@ cat >"$tmp/ours.json" <<'EOF'
   {"model": "GCN", "backbone": "gcn", "variant": "plain", "depth": 2, "hidden": 128, "step_ms_median": 10.0, "step_ms_p10": 9.5, "step_ms_p90": 11.0, "peak_bytes": 1048576000, "edges_per_layer": [2332486, 2332486], "active_edge_fraction": [1.0, 1.0]},
   {"model": "AD-GCN_fast", "backbone": "gcn", "variant": "ad_fast", "depth": 2, "hidden": 128, "step_ms_median": 5.0, "step_ms_p10": 4.5, "step_ms_p90": 6.0, "peak_bytes": 524288000, "edges_per_layer": [2332486, 1166243], "active_edge_fraction": [1.0, 0.5]},
   {"model": "AD-GCN", "backbone": "gcn", "variant": "ad", "depth": 2, "hidden": 128, "step_ms_median": 8.0, "step_ms_p10": 7.5, "step_ms_p90": 9.0, "peak_bytes": 786432000, "edges_per_layer": [1166243, 1166243], "active_edge_fraction": [0.5, 0.5]},
+  {"model": "AD-GCN (f_delta tf32)", "backbone": "gcn", "variant": "ad", "fdelta_precision": "tf32", "depth": 2, "hidden": 128, "step_ms_median": 7.0, "step_ms_p10": 6.5, "step_ms_p90": 7.5, "peak_bytes": 786432000, "edges_per_layer": [1166243, 1166243], "active_edge_fraction": [0.5, 0.5]},
+  {"model": "AD-GCN (f_delta bf16)", "backbone": "gcn", "variant": "ad", "fdelta_precision": "bf16", "depth": 2, "hidden": 128, "step_ms_median": 6.0, "step_ms_p10": 5.5, "step_ms_p90": 6.5, "peak_bytes": 686432000, "edges_per_layer": [1166243, 1166243], "active_edge_fraction": [0.5, 0.5]},
   {"model": "GCN", "backbone": "gcn", "variant": "plain", "depth": 4, "hidden": 128, "step_ms_median": 20.0, "step_ms_p10": 19.0, "step_ms_p90": 21.0, "peak_bytes": 2097152000, "edges_per_layer": [1, 1, 1, 1], "active_edge_fraction": [1.0, 1.0, 1.0, 1.0]},
   {"model": "AD-GCN", "backbone": "gcn", "variant": "ad", "depth": 4, "hidden": 128, "step_ms_median": 30.0, "step_ms_p10": 29.0, "step_ms_p90": 31.0, "peak_bytes": 3145728000, "edges_per_layer": [1, 1, 1, 1], "active_edge_fraction": [1.0, 0.5, 0.25, 0.25]}
  ]}
@@ -140,9 +142,10 @@ EOF
   --date 2026-11-26 >"$tmp/table.md" 2>&1 || { fail=$((fail + 1)); echo "FAIL: bench_table.py"; cat "$tmp/table.md"; }
 has() { grep -qxF -- "$1" "$tmp/table.md" && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: table lacks: $1"; cat "$tmp/table.md"; }; }
 has "Card: NVIDIA H100; 2026-11-26"
-has "| 2 | 10.00 | 5.00 | 8.00 | 25.00 | 2.50 | 0.50 | 0.80 | 0.75 / 0.50 | 1000 / 500 / 750 / 1500 |"
-has "| 4 | 20.00 | - | 30.00 | 50.00 | 2.50 | - | 1.50 | - / 0.50 | 2000 / - / 3000 / 4000 |"
-has "| 8 | - | - | - | 90.00 | - | - | - | - / - | - / - / - / - |"
+has "| depth | GCN (ms) | AD-GCN_fast (ms) | AD-GCN (ms) | PyG GCN (ms) | PyG / GCN | AD_fast / GCN | AD / GCN | active edges AD_fast / AD | peak MiB GCN / AD_fast / AD / PyG | AD-GCN, f_delta BF16 (ms) | AD bf16 / GCN | AD-GCN, f_delta TF32 (ms) | AD tf32 / GCN |"
+has "| 2 | 10.00 | 5.00 | 8.00 | 25.00 | 2.50 | 0.50 | 0.80 | 0.75 / 0.50 | 1000 / 500 / 750 / 1500 | 6.00 | 0.60 | 7.00 | 0.70 |"
+has "| 4 | 20.00 | - | 30.00 | 50.00 | 2.50 | - | 1.50 | - / 0.50 | 2000 / - / 3000 / 4000 | - | - | - | - |"
+has "| 8 | - | - | - | 90.00 | - | - | - | - / - | - / - / - / - | - | - | - | - |"
 has "| 2 | pyg_sparse_csr | 25.00 | 24.00 | 26.00 | 1500 |"
 check "no graph warning when the graphs agree" bash -c "! grep -q WARNING '$tmp/table.md'"
 # Different graphs: warned. One side missing: the other still tabled.

@@ -86,6 +86,9 @@ expect_error "unknown key 'hiden'" "$adgnn" train --config "$tmp/bad.yaml" --dat
 expect_error "--splits geom-gcn" "$adgnn" train csbm:demo --splits geom-gcn --epochs 1
 expect_error "--compact sometimes" "$adgnn" train csbm:demo --variant ad_fast --compact sometimes --epochs 1
 expect_error "--compact-halo sometimes" "$adgnn" train csbm:demo --variant ad_fast --compact-halo sometimes --epochs 1
+expect_error "--fdelta-precision fp16: expected fp32, tf32 or bf16" "$adgnn" train csbm:demo --variant ad --fdelta-precision fp16 --epochs 1
+# bf16 (like tf32) is f_delta's precision on the GPU; on the CPU the learned variant runs in float32.
+expect_ok "$adgnn" train csbm:demo --variant ad --fdelta-precision bf16 --epochs 2 --no-progress
 printf 'variant: ad_fast\ncompact: off\ncompact_halo: off\nepochs: 2\n' >"$tmp/compact.yaml"
 expect_ok "$adgnn" train --config "$tmp/compact.yaml" --dataset csbm:demo --no-progress
 expect_ok "$adgnn" train csbm:demo --model gcn --variant plain,ad_fast --epochs 3 --no-progress

@@ -154,8 +154,10 @@ struct ModelConfig {
   // the per-pass graph needs no transpose; "on" / "off": whenever possible / never (MixHop
   // never: its second hop reads every row).
   std::string compact_halo = "auto";
-  // AD (learned): f_delta's matrix products in "fp32" or "tf32" (TF32 tensor cores, forward and
-  // backward; CUDA float32 models only, elsewhere fp32). Only f_delta's MLP; the layers stay fp32.
+  // AD (learned): f_delta's precision, "fp32", "tf32" (its matrix products on TF32 tensor cores,
+  // forward and backward) or "bf16" (its per-pair tensors stored in bfloat16, its products in
+  // bfloat16 with float32 sums); CUDA float32 models only, elsewhere fp32. Only f_delta's MLP and
+  // its input; the layers stay fp32.
   std::string fdelta_precision = "fp32";
 };
 
