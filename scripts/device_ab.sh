@@ -13,7 +13,9 @@
 # WORKLOAD=arxiv instead: one GPU, `adgnn bench` (GCN and AD-GCN_fast at depth 4 and 8) on the
 # arxiv-scale graph, the same interleaving; TESTS=1 also builds and runs this tree's CUDA tests.
 # VARIANTS (default plain,ad_fast) and FDELTA (e.g. fp32,tf32: --fdelta-precision, for AD-GCN)
-# pick what that bench runs.
+# pick what that bench runs; OLD_FDELTA (default FDELTA) the old build's, where it lacks a
+# precision. With TESTS=1 on several GPUs, the distributed tests also run on the GPUs (CUDA +
+# NCCL, one rank per GPU) after the benches.
 # GRAPH=arxiv: the `adgnn train` runs on the arxiv-scale graph instead (e.g. RANKS=1: a
 # host-bound step). OLD_FLAGS="--flag value" instead of build-ab/old: the old runs are this tree's
 # build with those flags added to EXTRA_FLAGS (one build with every core: a switch's A/B, e.g.
@@ -39,7 +41,7 @@ build() {  # build SRC_DIR BUILD_DIR TAG [more targets]
   (cd "$1" && adgnn_gpu_configure "$2" >"$OUT/configure_$3.log" 2>&1) &&
     cmake --build "$2" -j"$jobs" --target adgnn "${@:4}" >"$OUT/build_$3.log" 2>&1
 }
-build . "$PWD/build-gpu" new ${TESTS:+cuda_tests} & new_pid=$!
+build . "$PWD/build-gpu" new ${TESTS:+cuda_tests dist_tests} & new_pid=$!
 [ -z "${OLD_FLAGS:-}" ] && { build build-ab/old "$PWD/build-gpu-old" old & old_pid=$!; }
 wait $new_pid || { grep -B2 -A12 error "$OUT/build_new.log" | head -60; exit 1; }
 [ -z "${OLD_FLAGS:-}" ] && { wait $old_pid || { grep -B2 -A12 error "$OUT/build_old.log" | head -60; exit 1; }; }
@@ -53,10 +55,17 @@ if [ "${WORKLOAD:-products}" = arxiv ]; then
   for run in old1 new1 new2 old2; do
     bin=build-gpu/adgnn
     [ "${run#old}" != "$run" ] && bin=build-gpu-old/adgnn
+    fdelta=${FDELTA:-}
+    [ "${run#old}" != "$run" ] && fdelta=${OLD_FDELTA:-$fdelta}
     "$bin" bench --dataset /tmp/arxiv.h5 --variants "${VARIANTS:-plain,ad_fast}" --depths 4,8 \
-      ${FDELTA:+--fdelta-precision "$FDELTA"} --json "$OUT/$run.json" >"$OUT/${run}_arxiv.md" 2>&1
+      ${fdelta:+--fdelta-precision "$fdelta"} --json "$OUT/$run.json" >"$OUT/${run}_arxiv.md" 2>&1
     elapsed "$run: $(grep -E '^\| (GCN|AD-GCN)' "$OUT/${run}_arxiv.md" | cut -d'|' -f2-4 | tr '\n' ' ')"
   done
+  if [ -n "${TESTS:-}" ] && [ "$ngpu" -gt 1 ]; then
+    ADGNN_DIST_DEVICE=cuda timeout 300 mpirun --allow-run-as-root --oversubscribe -n "$ngpu" build-gpu/tests/dist_tests \
+      --gtest_brief=1 >"$OUT/dist_tests_cuda_np$ngpu.txt" 2>&1
+    elapsed "distributed tests, CUDA + NCCL, $ngpu ranks (exit $?): $(grep -aE 'PASSED|FAILED' "$OUT/dist_tests_cuda_np$ngpu.txt" | sort | uniq -c | tr '\n' ' ')"
+  fi
   exit 0
 fi
 graph=${GRAPH:-products}
