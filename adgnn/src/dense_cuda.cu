@@ -89,7 +89,61 @@ bool launch_column_sums(const at::Tensor& x, const at::Tensor& relu_out, at::Ten
   return true;
 }
 
+// AD's straight-through band term's backward (model.cpp, band_term_grads), one warp per band
+// row i: g[i] = <grad[r], diff[i]> s (1 - s) / kappa, s = sigmoid((eps[b] - tau) / kappa), b =
+// band_rows[i], r = b (of_band_rows) or i; grad_eps[b] = g[i] (the rows are distinct; the caller
+// zeroes the rest). The dot product by the lanes, then a butterfly (a fixed order). One kernel
+// for the ~15 ATen operations of the formula (v60: AD's backward is bound by the host).
+template <typename T>
+__global__ void band_term_kernel(const T* __restrict__ eps, const T* __restrict__ tau,
+                                 const int64_t* __restrict__ band_rows, int64_t B, const T* __restrict__ grad,
+                                 const T* __restrict__ diff, int64_t W, T kappa, bool of_band_rows,
+                                 T* __restrict__ g, T* __restrict__ grad_eps) {
+  const int lane = threadIdx.x % 32;
+  const int64_t i = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  if (i >= B) return;
+  const int64_t b = band_rows[i];
+  const T* gr = grad + (of_band_rows ? b : i) * W;
+  const T* dr = diff + i * W;
+  T dot = T(0);
+  for (int64_t c = lane; c < W; c += 32) dot += gr[c] * dr[c];
+#pragma unroll
+  for (int off = 16; off > 0; off /= 2) dot += __shfl_xor_sync(0xffffffffu, dot, off);
+  if (lane == 0) {
+    const T s = T(1) / (T(1) + exp(-(eps[b] - tau[0]) / kappa));
+    const T v = dot * (s * (T(1) - s) / kappa);
+    g[i] = v;
+    if (grad_eps) grad_eps[b] = v;
+  }
+}
+
 }  // namespace
+
+BandTermGrads band_term_grads_cuda(const at::Tensor& eps, const at::Tensor& tau_t, const at::Tensor& band_rows,
+                                   const at::Tensor& grad_in, const at::Tensor& diff_in, double kappa,
+                                   bool of_band_rows, bool want_eps) {
+  TORCH_CHECK(tau_t.numel() == 1 && band_rows.scalar_type() == at::kLong && diff_in.dim() == 2 &&
+                  grad_in.dim() == 2 && grad_in.size(1) == diff_in.size(1) &&
+                  eps.scalar_type() == grad_in.scalar_type() && tau_t.scalar_type() == eps.scalar_type(),
+              "band_term_grads_cuda: eps [n], tau one value, band_rows int64, grad and diff [*, W] of eps's type");
+  const at::Tensor grad = grad_in.contiguous(), diff = diff_in.to(grad.scalar_type()).contiguous();
+  const at::Tensor e = eps.contiguous(), rows = band_rows.contiguous(), tau = tau_t.contiguous();
+  const int64_t B = rows.numel(), W = diff.size(1);
+  BandTermGrads out;
+  out.g = at::empty({B}, grad.options());
+  if (want_eps) out.eps = at::zeros_like(e);
+  if (B == 0) return out;
+  constexpr int kThreads = 256;
+  const auto stream = at::cuda::getCurrentCUDAStream();
+  AT_DISPATCH_FLOATING_TYPES(grad.scalar_type(), "band_term_grads_cuda", [&] {
+    band_term_kernel<scalar_t><<<unsigned((B * 32 + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
+        e.data_ptr<scalar_t>(), tau.data_ptr<scalar_t>(), rows.data_ptr<int64_t>(), B, grad.data_ptr<scalar_t>(),
+        diff.data_ptr<scalar_t>(), W, scalar_t(kappa), of_band_rows, out.g.data_ptr<scalar_t>(),
+        want_eps ? out.eps.data_ptr<scalar_t>() : nullptr);
+  });
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return out;
+}
 
 at::Tensor column_sums_cuda(const at::Tensor& x_in) {
   TORCH_CHECK(x_in.dim() == 2, "column_sums_cuda: a matrix");

@@ -11,6 +11,7 @@
 #include <c10/util/BFloat16.h>
 
 #include <algorithm>
+#include <limits>
 
 #include "cuda_rows.cuh"
 #include "kernels.h"
@@ -56,74 +57,113 @@ __global__ void pair_features_kernel(const int32_t* __restrict__ row, const int3
 // z's gradient from the input's, gx [P, 2F] = [g_prod, g_diff] per pair: node u's row is the sum,
 // over the pairs that read it (its own pairs, then the pairs whose other end it is, in the
 // transpose's order), of g_prod * z_other + g_diff * sign(z_u - z_other) (either end: the input
-// is symmetric). W warps per node: W = 1 for the nodes below long_min pairs (the others are
-// skipped), W > 1 for the listed `nodes` (one per block; warp w takes every W-th pair and the
-// block adds the warps' sums in warp order). Lanes own vectors lane + 32 c of the row, chunk by
-// chunk. Replaces a [P, F] gradient per end and two passes summing them (docs/performance.md, v59).
-template <typename T, typename S, int V, int W>
+// is symmetric). Replaces a [P, F] gradient per end and two passes summing them (v59).
+// A warp per node, except the listed hubs (long_nodes, kLongRow pairs or more): blocks
+// [0, num_long) take one hub each, their warps every warps-th pair, and add the warps' sums in
+// warp order; the other blocks' warps take a node each (skipping the hubs). One launch, so the
+// hubs' long sums run beside the rest rather than after it.
+// Latency: a warp loads the indices of 32 of its pairs at once (a lane each) and broadcasts
+// them, and keeps G * U pairs' rows in flight: G groups of LANES lanes (the row's vectors, for
+// rows of fewer than 32 vectors) times U unrolled pairs per group; the groups' sums are added by
+// shuffles in a fixed order. Lanes own vectors c0 + sub of the row, chunk by chunk.
+template <typename T, typename S, int V, int LANES>
 __global__ void pair_grad_sums_kernel(const int64_t* __restrict__ prow, const int32_t* __restrict__ pcol,
                                       const int64_t* __restrict__ trow, const int64_t* __restrict__ tpair,
                                       const int32_t* __restrict__ tother, int64_t rows, int64_t num_src,
-                                      const int64_t* __restrict__ nodes, int64_t num_nodes, int64_t long_min,
+                                      const int64_t* __restrict__ long_nodes, int64_t num_long, int64_t long_min,
                                       const T* __restrict__ z, const S* __restrict__ gx, int64_t F,
                                       T* __restrict__ out) {
   using VT = Vec<T, V>;
   using VS = Vec<S, V>;
+  constexpr int G = 32 / LANES, U = 4;
   const int64_t vecs = F / V;
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  int64_t u;
-  if (W == 1) {
-    u = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
-    if (u >= num_src) return;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  const int sub = lane % LANES, grp = lane / LANES;
+  const bool hub = int64_t(blockIdx.x) < num_long;
+  int64_t u, first, step;
+  if (hub) {
+    u = long_nodes[blockIdx.x];
+    first = warp;
+    step = warps;
   } else {
-    if (blockIdx.x >= num_nodes) return;
-    u = nodes[blockIdx.x];
+    u = (int64_t(blockIdx.x) - num_long) * warps + warp;
+    if (u >= num_src) return;
+    first = 0;
+    step = 1;
   }
   const int64_t own_begin = u < rows ? prow[u] : 0, own = u < rows ? prow[u + 1] - own_begin : 0;
   const int64_t t_begin = trow[u], total = own + trow[u + 1] - t_begin;
-  if (W == 1 && total >= long_min) return;
+  if (!hub && total >= long_min) return;
   extern __shared__ unsigned char shared_raw[];
-  T* staged = reinterpret_cast<T*>(shared_raw);  // [W, 32 V] (W > 1)
+  T* staged = reinterpret_cast<T*>(shared_raw);  // [warps, LANES V] (hub blocks)
   const VT* zu = reinterpret_cast<const VT*>(z + u * F);
-  for (int64_t c0 = 0; c0 < vecs; c0 += 32) {
-    const int64_t v = c0 + lane;
+  for (int64_t c0 = 0; c0 < vecs; c0 += LANES) {
+    const int64_t v = c0 + sub;
     const bool mine = v < vecs;
     T acc[V];
 #pragma unroll
     for (int k = 0; k < V; ++k) acc[k] = T(0);
     const VT a = mine ? zu[v] : VT{};
-    for (int64_t i = (W == 1 ? 0 : warp); i < total; i += W) {
-      int64_t p, other;
-      if (i < own) {
-        p = own_begin + i;
-        other = pcol[p];
-      } else {
-        p = tpair[t_begin + i - own];
-        other = tother[t_begin + i - own];
+    for (int64_t base = first; base < total; base += 32 * step) {
+      // This batch: the warp's pairs base, base + step, ... (up to 32), a lane's index each.
+      const int64_t i = base + lane * step;
+      int64_t my_p = 0, my_other = 0;
+      if (i < total) {
+        if (i < own) {
+          my_p = own_begin + i;
+          my_other = pcol[my_p];
+        } else {
+          my_p = tpair[t_begin + i - own];
+          my_other = tother[t_begin + i - own];
+        }
       }
-      if (!mine) continue;
-      const VT b = reinterpret_cast<const VT*>(z + other * F)[v];
-      const VS m = reinterpret_cast<const VS*>(gx + p * 2 * F)[v];
-      const VS d = reinterpret_cast<const VS*>(gx + p * 2 * F + F)[v];
+      const int64_t left = (total - base + step - 1) / step;
+      const int batch = left < 32 ? int(left) : 32;
+      for (int j0 = 0; j0 < batch; j0 += G * U) {
+        VT b[U];
+        VS m[U], d[U];
 #pragma unroll
-      for (int k = 0; k < V; ++k) acc[k] += T(m.v[k]) * b.v[k] + T(d.v[k]) * sign_of(a.v[k] - b.v[k]);
+        for (int q = 0; q < U; ++q) {
+          const int j = j0 + q * G + grp;
+          const int64_t p = __shfl_sync(0xffffffffu, my_p, j & 31);
+          const int64_t other = __shfl_sync(0xffffffffu, my_other, j & 31);
+          if (j < batch && mine) {
+            b[q] = reinterpret_cast<const VT*>(z + other * F)[v];
+            m[q] = reinterpret_cast<const VS*>(gx + p * 2 * F)[v];
+            d[q] = reinterpret_cast<const VS*>(gx + p * 2 * F + F)[v];
+          }
+        }
+#pragma unroll
+        for (int q = 0; q < U; ++q) {
+          if (j0 + q * G + grp < batch && mine) {
+#pragma unroll
+            for (int k = 0; k < V; ++k)
+              acc[k] += T(m[q].v[k]) * b[q].v[k] + T(d[q].v[k]) * sign_of(a.v[k] - b[q].v[k]);
+          }
+        }
+      }
     }
-    if (W == 1) {
-      if (mine) {
+    // The groups' sums, in a fixed order (group 0 ends with the total).
+#pragma unroll
+    for (int off = LANES; off < 32; off *= 2)
+#pragma unroll
+      for (int k = 0; k < V; ++k) acc[k] += __shfl_down_sync(0xffffffffu, acc[k], off);
+    if (!hub) {
+      if (grp == 0 && mine) {
         VT o;
 #pragma unroll
         for (int k = 0; k < V; ++k) o.v[k] = acc[k];
         reinterpret_cast<VT*>(out + u * F)[v] = o;
       }
     } else {
-      if (mine)
+      if (grp == 0 && mine)
 #pragma unroll
-        for (int k = 0; k < V; ++k) staged[(warp * 32 + lane) * V + k] = acc[k];
+        for (int k = 0; k < V; ++k) staged[(warp * LANES + sub) * V + k] = acc[k];
       __syncthreads();
-      for (int64_t e = threadIdx.x; e < 32 * V; e += blockDim.x) {
+      for (int64_t e = threadIdx.x; e < LANES * V; e += blockDim.x) {
         if (c0 * V + e >= F) continue;
         T sum = T(0);
-        for (int w = 0; w < W; ++w) sum += staged[w * 32 * V + e];
+        for (int w = 0; w < warps; ++w) sum += staged[w * LANES * V + e];
         out[u * F + c0 * V + e] = sum;
       }
       __syncthreads();
@@ -258,24 +298,26 @@ at::Tensor pair_grad_sums_cuda(const PairGradIndex& ix, const at::Tensor& z_in, 
     using T = decltype(t);
     using S = decltype(s);
     constexpr int V = 16 / sizeof(T);
-    constexpr int kLongWarps = 8;
-    auto launch = [&](auto kernel, unsigned blocks, int threads, size_t shared) {
-      kernel<<<blocks, threads, shared, stream>>>(
+    constexpr int kThreads = 256;
+    const bool vec = vectorisable<T, V>(F, {&z, &out}) && vectorisable<S, V>(2 * F, {&gx});
+    const int64_t vecs = vec ? F / V : F;
+    auto launch = [&](auto kernel, int lanes) {
+      const int64_t blocks = num_long + (num_src + kThreads / 32 - 1) / (kThreads / 32);
+      const size_t shared = size_t(kThreads / 32) * lanes * (vec ? V : 1) * sizeof(T);
+      kernel<<<unsigned(blocks), kThreads, shared, stream>>>(
           ix.rowptr.data_ptr<int64_t>(), ix.col.data_ptr<int32_t>(), ix.t_rowptr.data_ptr<int64_t>(),
           ix.t_pair.data_ptr<int64_t>(), ix.t_other.data_ptr<int32_t>(), rows, num_src,
-          num_long ? ix.long_nodes.data_ptr<int64_t>() : nullptr, num_long, kLongRow, z.data_ptr<T>(),
+          num_long ? ix.long_nodes.data_ptr<int64_t>() : nullptr, num_long,
+          num_long ? kLongRow : std::numeric_limits<int64_t>::max(), z.data_ptr<T>(),
           reinterpret_cast<const S*>(gx.data_ptr()), F, out.data_ptr<T>());
     };
-    const bool vec = vectorisable<T, V>(F, {&z, &out}) && vectorisable<S, V>(2 * F, {&gx});
-    const unsigned warp_blocks = unsigned((num_src * 32 + 255) / 256);
-    const size_t shared = size_t(kLongWarps) * 32 * (vec ? V : 1) * sizeof(T);
-    if (vec) {
-      launch(pair_grad_sums_kernel<T, S, V, 1>, warp_blocks, 256, 0);
-      if (num_long) launch(pair_grad_sums_kernel<T, S, V, kLongWarps>, unsigned(num_long), 32 * kLongWarps, shared);
-    } else {
-      launch(pair_grad_sums_kernel<T, S, 1, 1>, warp_blocks, 256, 0);
-      if (num_long) launch(pair_grad_sums_kernel<T, S, 1, kLongWarps>, unsigned(num_long), 32 * kLongWarps, shared);
-    }
+    // Lanes per pair: the row's vectors, rounded up to a power of two (at most a warp).
+    if (vec && vecs <= 8) launch(pair_grad_sums_kernel<T, S, V, 8>, 8);
+    else if (vec && vecs <= 16) launch(pair_grad_sums_kernel<T, S, V, 16>, 16);
+    else if (vec) launch(pair_grad_sums_kernel<T, S, V, 32>, 32);
+    else if (vecs <= 8) launch(pair_grad_sums_kernel<T, S, 1, 8>, 8);
+    else if (vecs <= 16) launch(pair_grad_sums_kernel<T, S, 1, 16>, 16);
+    else launch(pair_grad_sums_kernel<T, S, 1, 32>, 32);
   });
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return out;

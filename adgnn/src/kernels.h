@@ -167,6 +167,14 @@ FDeltaHiddenGrad fdelta_hidden_grad_cuda(const at::Tensor& g, const at::Tensor& 
 at::Tensor fdelta_relu_dot_cuda(const at::Tensor& hidden, const at::Tensor& w2, const at::Tensor& b2);
 // x [rows, C] -> [C]: the sums of x's columns, in a fixed order (dense_cuda.cu).
 at::Tensor column_sums_cuda(const at::Tensor& x);
+// AD's straight-through band term's backward (model.cpp's band_term_grads) in one kernel: g [B]
+// per band row, and (want_eps) eps's gradient, g at the band rows and zeros elsewhere.
+struct BandTermGrads {
+  at::Tensor g, eps;
+};
+BandTermGrads band_term_grads_cuda(const at::Tensor& eps, const at::Tensor& tau_t, const at::Tensor& band_rows,
+                                   const at::Tensor& grad, const at::Tensor& diff, double kappa, bool of_band_rows,
+                                   bool want_eps);
 // The gradient through a ReLU, g where out > 0 (else 0), and its column sums, in one pass.
 std::pair<at::Tensor, at::Tensor> relu_grad_column_sums_cuda(const at::Tensor& g, const at::Tensor& out);
 void halo_read_bits_cuda(const at::Tensor& boundary_row, const at::Tensor& boundary_halo, const at::Tensor& peer_key,

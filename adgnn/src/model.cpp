@@ -291,6 +291,15 @@ torch::autograd::variable_list band_term_grads(torch::autograd::AutogradContext*
   const auto saved = ctx->get_saved_variables();
   const at::Tensor &eps = saved[0], &tau_t = saved[1], &band_rows = saved[2], &diff = saved[3];
   const double kappa = ctx->saved_data["kappa"].toDouble();
+#ifdef ADGNN_HAVE_CUDA_KERNELS
+  if (eps.is_cuda() && eps.scalar_type() == grad.scalar_type() && tau_t.scalar_type() == eps.scalar_type()) {
+    const kernels::BandTermGrads k = kernels::band_term_grads_cuda(eps, tau_t, band_rows, grad, diff, kappa,
+                                                                   of_band_rows, ctx->needs_input_grad(eps_input));
+    at::Tensor grad_tau;
+    if (ctx->needs_input_grad(eps_input + 1)) grad_tau = -k.g.sum().reshape(tau_t.sizes());
+    return {k.eps, grad_tau};
+  }
+#endif
   const at::Tensor s = torch::sigmoid((eps.index_select(0, band_rows) - tau_t) / kappa);
   const at::Tensor grad_term = of_band_rows ? grad.index_select(0, band_rows) : grad;
   const at::Tensor g = (grad_term * diff).sum(1) * (s * (1 - s) / kappa);

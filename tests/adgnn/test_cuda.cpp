@@ -6,6 +6,7 @@
 #include "adgnn/gnn.h"
 #include "kernels.h"
 #include "layers.h"
+#include "surrogate.h"
 
 namespace {
 
@@ -454,6 +455,51 @@ TEST(Cuda, FDeltaBf16KernelsEqualTheirDefinitions) {
 #endif
 }
 
+
+// AD's straight-through band term on the GPU (one kernel for its backward) against the CPU's
+// ATen formula: the gradients of next, eps and tau, attached to `next` and as a separate term,
+// with and without eps's gradient, float32 and float64, widths 128 (the model's) and 7, and band
+// rows from a few to 20,000 (layer 1's band holds most nodes).
+TEST(Cuda, BandTermGradientsEqualTheCpu) {
+  REQUIRE_GPU();
+  const auto d = c10::Device("cuda");
+  for (const bool dbl : {false, true}) {
+    for (const int64_t W : {int64_t(128), int64_t(7)}) {
+      for (const int64_t n : {int64_t(9), int64_t(30000)}) {
+        SCOPED_TRACE(std::string(dbl ? "float64" : "float32") + " width " + std::to_string(W) + " rows " +
+                     std::to_string(n));
+        const auto dt = dbl ? torch::kFloat64 : torch::kFloat32;
+        torch::manual_seed(W + n);
+        const at::Tensor next0 = torch::randn({n, W}, dt), eps0 = torch::rand({n}, dt), tau0 = torch::rand({}, dt) / 4;
+        const at::Tensor band = std::get<0>(torch::randperm(n, torch::kInt64).slice(0, 0, n * 2 / 3).sort());
+        const at::Tensor diff = torch::randn({band.numel(), W}, dt), probe = torch::randn({n, W}, dt);
+        const double kappa = 0.05;
+        for (const bool eps_grad : {true, false}) {
+          for (const bool as_term : {false, true}) {
+            std::vector<at::Tensor> grads[2];
+            for (int on_gpu = 0; on_gpu < 2; ++on_gpu) {
+              const c10::Device dev = on_gpu ? d : c10::Device("cpu");
+              const at::Tensor next = next0.to(dev).requires_grad_(true), tau = tau0.to(dev).requires_grad_(true);
+              const at::Tensor eps = eps0.to(dev).requires_grad_(eps_grad);
+              const at::Tensor out =
+                  as_term ? next.index_add(0, band.to(dev),
+                                           adgnn::detail::band_straight_through_term(eps, tau, band.to(dev), diff.to(dev), kappa))
+                          : adgnn::detail::band_straight_through(next, eps, tau, band.to(dev), diff.to(dev), kappa);
+              (out * probe.to(dev)).sum().backward();
+              grads[on_gpu] = {next.grad().cpu(), tau.grad().cpu(), eps_grad ? eps.grad().cpu() : torch::zeros({1}, dt)};
+            }
+            const double tol = dbl ? 1e-10 : 1e-4;
+            for (size_t i = 0; i < 3; ++i)
+              EXPECT_TRUE(close_to_scale(grads[1][i], grads[0][i], tol))
+                  << (as_term ? "term " : "attached ") << (eps_grad ? "eps grad, " : "") << "gradient " << i
+                  << " (next, tau, eps)";
+            EXPECT_GT(grads[1][1].abs().item<double>(), 0.0);
+          }
+        }
+      }
+    }
+  }
+}
 
 // Column sums (the bias gradients of linear layers): the row-parallel kernel's vectorised paths
 // (one, two and four vectors per lane), its scalar ones (widths 47, 7) and ATen's for wider rows
