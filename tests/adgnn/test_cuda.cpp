@@ -479,8 +479,10 @@ TEST(Cuda, BandTermGradientsEqualTheCpu) {
             std::vector<at::Tensor> grads[2];
             for (int on_gpu = 0; on_gpu < 2; ++on_gpu) {
               const c10::Device dev = on_gpu ? d : c10::Device("cpu");
-              const at::Tensor next = next0.to(dev).requires_grad_(true), tau = tau0.to(dev).requires_grad_(true);
-              const at::Tensor eps = eps0.to(dev).requires_grad_(eps_grad);
+              // Fresh leaves (to() of a CPU tensor to the CPU is the tensor itself).
+              const at::Tensor next = next0.to(dev).clone().requires_grad_(true);
+              const at::Tensor tau = tau0.to(dev).clone().requires_grad_(true);
+              const at::Tensor eps = eps0.to(dev).clone().requires_grad_(eps_grad);
               const at::Tensor out =
                   as_term ? next.index_add(0, band.to(dev),
                                            adgnn::detail::band_straight_through_term(eps, tau, band.to(dev), diff.to(dev), kappa))
