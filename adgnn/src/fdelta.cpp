@@ -146,7 +146,7 @@ PairList make_pairs(const at::Tensor& rowptr, const at::Tensor& col, int64_t num
     // Pairs per node, either way: hubs get a block each in the backward (one device wait, once).
     at::Tensor per_node = t.rowptr.slice(0, 1) - t.rowptr.slice(0, 0, -1);
     per_node.narrow(0, 0, n).add_(ix.rowptr.slice(0, 1) - ix.rowptr.slice(0, 0, -1));
-    ix.long_nodes = (per_node >= kernels::kLongRow).nonzero().squeeze(1);
+    ix.long_nodes = (per_node >= kernels::kPairHubMin).nonzero().squeeze(1);
   }
   return p;
 }

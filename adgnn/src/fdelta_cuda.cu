@@ -1,6 +1,6 @@
 // CUDA kernels of f_delta (fdelta.cpp): its per-pair input, a warp per pair (8 pairs per block),
 // its lanes over the feature vectors (float4 / double2 where the width allows); that input's
-// gradient summed per node (a warp per node, a block per node of kLongRow pairs or more); the
+// gradient summed per node (a warp per node, a block per node of kPairHubMin pairs or more); the
 // MLP's output layer and its hidden layer's gradient, a warp per row. Each output is written by
 // one thread, and sums run in a fixed order: no atomics, the same bits every run. The per-pair
 // tensors (the MLP's input, hidden layer and their gradients) are stored as S: T, or bfloat16
@@ -58,14 +58,15 @@ __global__ void pair_features_kernel(const int32_t* __restrict__ row, const int3
 // over the pairs that read it (its own pairs, then the pairs whose other end it is, in the
 // transpose's order), of g_prod * z_other + g_diff * sign(z_u - z_other) (either end: the input
 // is symmetric). Replaces a [P, F] gradient per end and two passes summing them (v59).
-// A warp per node, except the listed hubs (long_nodes, kLongRow pairs or more): blocks
+// A warp per node, except the listed hubs (long_nodes, kPairHubMin pairs or more): blocks
 // [0, num_long) take one hub each, their warps every warps-th pair, and add the warps' sums in
 // warp order; the other blocks' warps take a node each (skipping the hubs). One launch, so the
-// hubs' long sums run beside the rest rather than after it.
-// Latency: a warp loads the indices of 32 of its pairs at once (a lane each) and broadcasts
-// them, and keeps G * U pairs' rows in flight: G groups of LANES lanes (the row's vectors, for
-// rows of fewer than 32 vectors) times U unrolled pairs per group; the groups' sums are added by
-// shuffles in a fixed order. Lanes own vectors c0 + sub of the row, chunk by chunk.
+// hubs' long sums run beside the rest rather than after it. Rows narrower than a warp's vectors
+// split the warp into G groups of LANES lanes, each group taking every G-th pair; the groups'
+// sums are added by shuffles in a fixed order. Lanes own vectors c0 + sub of the row, chunk by
+// chunk. (Measured on an H200, docs/performance.md v61: loading a warp's pair indices at once
+// and keeping several pairs in flight was slower than this plain loop for bfloat16 rows and no
+// faster for float32 ones once the hubs were split off; the hubs set the kernel's time.)
 template <typename T, typename S, int V, int LANES>
 __global__ void pair_grad_sums_kernel(const int64_t* __restrict__ prow, const int32_t* __restrict__ pcol,
                                       const int64_t* __restrict__ trow, const int64_t* __restrict__ tpair,
@@ -75,7 +76,7 @@ __global__ void pair_grad_sums_kernel(const int64_t* __restrict__ prow, const in
                                       T* __restrict__ out) {
   using VT = Vec<T, V>;
   using VS = Vec<S, V>;
-  constexpr int G = 32 / LANES, U = 4;
+  constexpr int G = 32 / LANES;
   const int64_t vecs = F / V;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
   const int sub = lane % LANES, grp = lane / LANES;
@@ -103,44 +104,22 @@ __global__ void pair_grad_sums_kernel(const int64_t* __restrict__ prow, const in
     T acc[V];
 #pragma unroll
     for (int k = 0; k < V; ++k) acc[k] = T(0);
-    const VT a = mine ? zu[v] : VT{};
-    for (int64_t base = first; base < total; base += 32 * step) {
-      // This batch: the warp's pairs base, base + step, ... (up to 32), a lane's index each.
-      const int64_t i = base + lane * step;
-      int64_t my_p = 0, my_other = 0;
-      if (i < total) {
+    if (mine) {
+      const VT a = zu[v];
+      for (int64_t i = first + grp * step; i < total; i += G * step) {
+        int64_t p, other;
         if (i < own) {
-          my_p = own_begin + i;
-          my_other = pcol[my_p];
+          p = own_begin + i;
+          other = pcol[p];
         } else {
-          my_p = tpair[t_begin + i - own];
-          my_other = tother[t_begin + i - own];
+          p = tpair[t_begin + i - own];
+          other = tother[t_begin + i - own];
         }
-      }
-      const int64_t left = (total - base + step - 1) / step;
-      const int batch = left < 32 ? int(left) : 32;
-      for (int j0 = 0; j0 < batch; j0 += G * U) {
-        VT b[U];
-        VS m[U], d[U];
+        const VT b = reinterpret_cast<const VT*>(z + other * F)[v];
+        const VS m = reinterpret_cast<const VS*>(gx + p * 2 * F)[v];
+        const VS d = reinterpret_cast<const VS*>(gx + p * 2 * F + F)[v];
 #pragma unroll
-        for (int q = 0; q < U; ++q) {
-          const int j = j0 + q * G + grp;
-          const int64_t p = __shfl_sync(0xffffffffu, my_p, j & 31);
-          const int64_t other = __shfl_sync(0xffffffffu, my_other, j & 31);
-          if (j < batch && mine) {
-            b[q] = reinterpret_cast<const VT*>(z + other * F)[v];
-            m[q] = reinterpret_cast<const VS*>(gx + p * 2 * F)[v];
-            d[q] = reinterpret_cast<const VS*>(gx + p * 2 * F + F)[v];
-          }
-        }
-#pragma unroll
-        for (int q = 0; q < U; ++q) {
-          if (j0 + q * G + grp < batch && mine) {
-#pragma unroll
-            for (int k = 0; k < V; ++k)
-              acc[k] += T(m[q].v[k]) * b[q].v[k] + T(d[q].v[k]) * sign_of(a.v[k] - b[q].v[k]);
-          }
-        }
+        for (int k = 0; k < V; ++k) acc[k] += T(m.v[k]) * b.v[k] + T(d.v[k]) * sign_of(a.v[k] - b.v[k]);
       }
     }
     // The groups' sums, in a fixed order (group 0 ends with the total).
@@ -308,7 +287,7 @@ at::Tensor pair_grad_sums_cuda(const PairGradIndex& ix, const at::Tensor& z_in, 
           ix.rowptr.data_ptr<int64_t>(), ix.col.data_ptr<int32_t>(), ix.t_rowptr.data_ptr<int64_t>(),
           ix.t_pair.data_ptr<int64_t>(), ix.t_other.data_ptr<int32_t>(), rows, num_src,
           num_long ? ix.long_nodes.data_ptr<int64_t>() : nullptr, num_long,
-          num_long ? kLongRow : std::numeric_limits<int64_t>::max(), z.data_ptr<T>(),
+          num_long ? kPairHubMin : std::numeric_limits<int64_t>::max(), z.data_ptr<T>(),
           reinterpret_cast<const S*>(gx.data_ptr()), F, out.data_ptr<T>());
     };
     // Lanes per pair: the row's vectors, rounded up to a power of two (at most a warp).

@@ -83,10 +83,14 @@ void mark_rows_read(const at::Tensor& rowptr, const at::Tensor& col, const at::T
 // int32 [P]). One pass writes the MLP's input, without per-pair copies of z's rows.
 at::Tensor pair_features_cpu(const at::Tensor& row, const at::Tensor& col, const at::Tensor& z);
 
+// Nodes with at least this many f_delta pairs (either way) get a block of the GPU's input-gradient
+// kernel instead of a warp: a warp's pairs run one after another, and a few long ones set the
+// kernel's time (docs/performance.md, v61).
+constexpr int64_t kPairHubMin = 128;
 // f_delta's pairs as a CSR over the graph's rows (rowptr int64 [rows + 1], col int32 [P]) and as
 // its transpose over z's rows (t_rowptr int64 [num_src + 1]; t_pair int64: the pair, t_other
-// int32: its row, in the pairs' order), with the nodes that have kLongRow or more pairs either
-// way (long_nodes, int64; the GPU's block-per-node rows; undefined on the CPU).
+// int32: its row, in the pairs' order), with the nodes that have kPairHubMin or more pairs
+// either way (long_nodes, int64; the GPU's block-per-node rows; undefined on the CPU).
 struct PairGradIndex {
   at::Tensor rowptr, col, t_rowptr, t_pair, t_other, long_nodes;
 };
