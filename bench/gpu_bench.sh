@@ -8,8 +8,8 @@
 # (bench/bench_table.py) with the card name and the date. Logs, JSON and table.md go to $OUT.
 # Knobs: DEPTHS (2,4,8), STEPS (30), WARMUP (5), HIDDEN (128), OUT (/tmp/adgnn_bench),
 # GRAPH (another .h5 instead of $OUT/arxiv-scale.h5), SKIP_BUILD=1 (use build-gpu as it is),
-# ADGNN (the binary, build-gpu/adgnn), PYTHON (python3), DEVICE (cuda), FDELTA (fp32,tf32: AD-GCN's
-# f_delta products, one row each, where the binary has --fdelta-precision).
+# ADGNN (the binary, build-gpu/adgnn), PYTHON (python3), DEVICE (cuda), FDELTA (fp32,tf32,bf16: AD-GCN's
+# f_delta precisions, one row each, where the binary has --fdelta-precision).
 # REORDER (metis): also run both sides on the graph renumbered for locality (`adgnn data reorder
 # --method $REORDER --block $BLOCK`, BLOCK 4096) and print a second table; none: skip it.
 set -uo pipefail
@@ -59,7 +59,7 @@ if "$ADGNN" bench --help 2>/dev/null | grep -q -- '--models'; then
 else
   models=(--backbones gcn --variants plain,ad_fast,ad)
 fi
-FDELTA=${FDELTA:-fp32,tf32}
+FDELTA=${FDELTA:-fp32,tf32,bf16}
 if "$ADGNN" bench --help 2>/dev/null | grep -q -- '--fdelta-precision'; then
   models+=(--fdelta-precision "$FDELTA")
 fi
