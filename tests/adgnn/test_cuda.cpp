@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <array>
+
 #include "adgnn/gnn.h"
 #include "kernels.h"
 #include "layers.h"
@@ -112,6 +114,26 @@ INSTANTIATE_TEST_SUITE_P(Widths, CudaAggregate,
                          ::testing::Combine(::testing::Values<int64_t>(1, 3, 16, 33, 40, 128, 256, 260),
                                             ::testing::Bool()));
 
+// A CSR of n rows with hubs (seeded): rows 0, 1 and 2 have `first` entries, the others
+// 1 + (r * 7919) % spread, each row's columns distinct and sorted, and column 7 is read by rows
+// 3 .. 3 + col7_readers - 1.
+struct HubCsr {
+  at::Tensor rowptr, col;
+};
+HubCsr hub_csr(int64_t n, std::array<int64_t, 3> first, int64_t spread, int64_t col7_readers, uint64_t seed) {
+  torch::manual_seed(seed);
+  std::vector<at::Tensor> cols;
+  std::vector<int64_t> ptr{0};
+  for (int64_t r = 0; r < n; ++r) {
+    const int64_t deg = r < 3 ? first[size_t(r)] : 1 + (r * 7919) % spread;
+    at::Tensor c = torch::randperm(n, torch::kInt64).slice(0, 0, deg);
+    if (r >= 3 && r < 3 + col7_readers) c[0] = 7;
+    cols.push_back(std::get<0>(c.sort()));
+    ptr.push_back(ptr.back() + deg);
+  }
+  return {torch::tensor(ptr, torch::kInt64), torch::cat(cols).to(torch::kInt32)};
+}
+
 // Rows with >= kLongRow (1024) entries are summed by a whole block (spmm_long_rows): a CSR with
 // hub rows of 5000, 1024 and 1023 entries (the last stays on one warp) and a column that 5000
 // rows read (a long row of the transpose, the backward's), every width path, both precisions,
@@ -119,18 +141,8 @@ INSTANTIATE_TEST_SUITE_P(Widths, CudaAggregate,
 TEST(Cuda, LongRowsEqualTheReferenceAndAreDeterministic) {
   REQUIRE_GPU();
   const int64_t n = 6000;
-  torch::manual_seed(3);
-  std::vector<at::Tensor> cols;
-  std::vector<int64_t> ptr{0};
-  for (int64_t r = 0; r < n; ++r) {
-    const int64_t deg = r == 0 ? 5000 : r == 1 ? 1024 : r == 2 ? 1023 : 1 + (r * 7919) % 11;
-    at::Tensor c = torch::randperm(n, torch::kInt64).slice(0, 0, deg);
-    if (r >= 3 && r < 5003) c[0] = 7;  // column 7: read by 5000 rows
-    cols.push_back(std::get<0>(c.sort()));
-    ptr.push_back(ptr.back() + deg);
-  }
-  const at::Tensor rowptr = torch::tensor(ptr, torch::kInt64);
-  const at::Tensor col = torch::cat(cols).to(torch::kInt32);
+  const HubCsr h = hub_csr(n, {5000, 1024, 1023}, 11, 5000, 3);
+  const at::Tensor &rowptr = h.rowptr, &col = h.col;
   const auto d = c10::Device("cuda");
   const at::Tensor all = torch::arange(n, torch::kInt64);
   const at::Tensor hubs = std::get<0>(torch::cat({torch::tensor({0, 1, 2, 7}, torch::kInt64),
@@ -373,18 +385,8 @@ TEST(Cuda, FDeltaEqualsTheCpuAndLowPrecisionStaysClose) {
 TEST(Cuda, FDeltaHubsEqualTheCpu) {
   REQUIRE_GPU();
   const int64_t n = 6000;
-  torch::manual_seed(4);
-  std::vector<at::Tensor> cols;
-  std::vector<int64_t> ptr{0};
-  for (int64_t r = 0; r < n; ++r) {
-    const int64_t deg = r == 0 ? 5000 : r == 1 ? adgnn::kernels::kPairHubMin : r == 2 ? adgnn::kernels::kPairHubMin - 2
-                                                                            : 1 + (r * 7919) % 5;
-    at::Tensor c = torch::randperm(n, torch::kInt64).slice(0, 0, deg);
-    if (r >= 3 && r < 5003) c[0] = 7;
-    cols.push_back(std::get<0>(c.sort()));
-    ptr.push_back(ptr.back() + deg);
-  }
-  const at::Tensor rowptr = torch::tensor(ptr, torch::kInt64), col = torch::cat(cols).to(torch::kInt32);
+  const HubCsr h = hub_csr(n, {5000, adgnn::kernels::kPairHubMin, adgnn::kernels::kPairHubMin - 2}, 5, 5000, 4);
+  const at::Tensor &rowptr = h.rowptr, &col = h.col;
   for (const int64_t H : {int64_t(128), int64_t(7)}) {
     for (const bool dbl : {false, true}) {
       SCOPED_TRACE("width " + std::to_string(H) + (dbl ? " float64" : " float32"));
@@ -393,27 +395,19 @@ TEST(Cuda, FDeltaHubsEqualTheCpu) {
   }
 }
 
-// The bfloat16 storage kernels against their definitions, on the hubs' CSR of the test above
-// (every entry a pair; both per-node gradient kernels): the input is float32's rounded to
-// bfloat16 (the same bits), the output layer and the hidden gradient's sums equal float64's
-// over the stored values (1e-5), the hidden gradient is float32's g w2 rounded (the same bits),
-// and z's gradient from a bfloat16 input gradient equals the CPU's in float64 over its values.
+// The bfloat16 storage kernels against their definitions, on a CSR with two hubs (row 0's 3000
+// entries, column 7 read by 3000 rows; every entry a pair; both per-node gradient paths): the
+// input is float32's rounded to bfloat16 (the same bits), the output layer and the hidden
+// gradient's sums equal float64's over the stored values (1e-5), the hidden gradient is
+// float32's g w2 rounded (the same bits), and z's gradient from a bfloat16 input gradient equals
+// the CPU's in float64 over its values.
 TEST(Cuda, FDeltaBf16KernelsEqualTheirDefinitions) {
   REQUIRE_GPU();
 #ifdef ADGNN_HAVE_CUDA_KERNELS  // the kernels' own entry points (a CPU build declares none)
   const int64_t n = 6000;
-  torch::manual_seed(5);
-  std::vector<at::Tensor> cols;
-  std::vector<int64_t> ptr{0};
-  for (int64_t r = 0; r < n; ++r) {
-    const int64_t deg = r == 0 ? 3000 : 1 + (r * 7919) % 5;
-    at::Tensor c = torch::randperm(n, torch::kInt64).slice(0, 0, deg);
-    if (r >= 3 && r < 3003) c[0] = 7;
-    cols.push_back(std::get<0>(c.sort()));
-    ptr.push_back(ptr.back() + deg);
-  }
+  const HubCsr h = hub_csr(n, {3000, 5, 4}, 5, 3000, 5);
   const auto d = c10::Device("cuda");
-  const at::Tensor rowptr = torch::tensor(ptr, torch::kInt64), col = torch::cat(cols).to(torch::kInt32);
+  const at::Tensor &rowptr = h.rowptr, &col = h.col;
   const at::Tensor row = torch::repeat_interleave(rowptr.slice(0, 1) - rowptr.slice(0, 0, -1)).to(torch::kInt32);
   const int64_t P = col.numel();
   adgnn::kernels::PairGradIndex ix;
