@@ -9,6 +9,7 @@
 
 #include <algorithm>
 
+#include "cuda_rows.cuh"
 #include "kernels.h"
 
 namespace adgnn::kernels {
@@ -221,11 +222,6 @@ __global__ void edge_dots(const int64_t* __restrict__ rowptr, const int32_t* __r
     if (lane == 0) grad_w[k] = acc;
   }
 }
-
-// A product rounded on its own (no fused multiply-add with a following sum): the accumulating
-// dropout gradient then equals the separate product and sum it replaces, bit for bit.
-__device__ inline float mul_rn(float a, float b) { return __fmul_rn(a, b); }
-__device__ inline double mul_rn(double a, double b) { return __dmul_rn(a, b); }
 
 // out = x * mask, the counter-based dropout mask computed in place: no [rows, cols] mask is
 // stored, read, or kept for the backward (which applies the same function to the gradient).

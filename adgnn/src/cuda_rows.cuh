@@ -13,6 +13,11 @@ struct alignas(sizeof(T) * V) Vec {
   T v[V];
 };
 
+// A product rounded on its own (no fused multiply-add with a following sum): the accumulating
+// dropout gradient then equals the separate product and sum it replaces, bit for bit.
+__device__ inline float mul_rn(float a, float b) { return __fmul_rn(a, b); }
+__device__ inline double mul_rn(double a, double b) { return __dmul_rn(a, b); }
+
 // Vectors of V elements where every row starts on such a boundary (the width is a multiple of
 // V and the tensors' storage is aligned), else single elements.
 template <typename T, int V>

@@ -17,10 +17,12 @@ namespace {
 
 // Warps stride over rows, each lane summing the same J vectors of V columns in every row; the
 // block adds its warps' sums in a fixed order into partial[block] (deterministic for a grid).
-// Masked: x[r, c] counts where relu_out[r, c] > 0 (else 0), and that value goes to masked[r, c].
+// Masked: x[r, c] * scale counts where relu_out[r, c] > 0 (else 0), and that value goes to
+// masked[r, c] (scale: a fused dropout's, linear_relu_dropout; rounded before the sum, as the
+// separate dropout's backward did).
 template <typename T, int V, int J, bool Masked>
 __global__ void column_sums_kernel(const T* __restrict__ x, const T* __restrict__ relu_out, int64_t rows, int64_t C,
-                                   T* __restrict__ masked, T* __restrict__ partial) {
+                                   T scale, T* __restrict__ masked, T* __restrict__ partial) {
   using VT = Vec<T, V>;
   const int64_t vecs = C / V;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
@@ -39,7 +41,7 @@ __global__ void column_sums_kernel(const T* __restrict__ x, const T* __restrict_
       if constexpr (Masked) {
         const VT o = reinterpret_cast<const VT*>(relu_out + p * C)[v];
 #pragma unroll
-        for (int k = 0; k < V; ++k) a.v[k] = o.v[k] > T(0) ? a.v[k] : T(0);
+        for (int k = 0; k < V; ++k) a.v[k] = o.v[k] > T(0) ? mul_rn(a.v[k], scale) : T(0);
         reinterpret_cast<VT*>(masked + p * C)[v] = a;
       }
 #pragma unroll
@@ -56,7 +58,8 @@ __global__ void column_sums_kernel(const T* __restrict__ x, const T* __restrict_
 // The column sums of x (relu_out defined: of x masked by relu_out > 0, which goes to `masked`);
 // false where the rows are too wide for the kernel's shared memory (the caller uses ATen).
 template <bool Masked>
-bool launch_column_sums(const at::Tensor& x, const at::Tensor& relu_out, at::Tensor& masked, at::Tensor& sums) {
+bool launch_column_sums(const at::Tensor& x, const at::Tensor& relu_out, at::Tensor& masked, at::Tensor& sums,
+                        double scale = 1) {
   const int64_t rows = x.size(0), C = x.size(1);
   constexpr int kThreads = 256, kWarps = kThreads / 32;
   const int sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
@@ -73,7 +76,8 @@ bool launch_column_sums(const at::Tensor& x, const at::Tensor& relu_out, at::Ten
     const scalar_t* out_ptr = Masked ? relu_out.data_ptr<scalar_t>() : nullptr;
     scalar_t* masked_ptr = Masked ? masked.data_ptr<scalar_t>() : nullptr;
     auto launch = [&](auto kernel) {
-      kernel<<<unsigned(blocks), kThreads, shared, stream>>>(x.data_ptr<scalar_t>(), out_ptr, rows, C, masked_ptr,
+      kernel<<<unsigned(blocks), kThreads, shared, stream>>>(x.data_ptr<scalar_t>(), out_ptr, rows, C,
+                                                            scalar_t(scale), masked_ptr,
                                                             partial.data_ptr<scalar_t>());
       launched = true;
     };
@@ -153,13 +157,14 @@ at::Tensor column_sums_cuda(const at::Tensor& x_in) {
   return launch_column_sums<false>(x, {}, none, sums) ? sums : x.sum(0);
 }
 
-std::pair<at::Tensor, at::Tensor> relu_grad_column_sums_cuda(const at::Tensor& g_in, const at::Tensor& out_in) {
+std::pair<at::Tensor, at::Tensor> relu_grad_column_sums_cuda(const at::Tensor& g_in, const at::Tensor& out_in,
+                                                             double scale) {
   TORCH_CHECK(g_in.dim() == 2 && g_in.sizes() == out_in.sizes(), "relu_grad_column_sums_cuda: g and out alike");
   const at::Tensor g = g_in.contiguous(), out = out_in.contiguous();
   at::Tensor masked = at::empty_like(g), sums;
   if (g.size(0) == 0 || g.size(1) == 0) return {masked, at::zeros({g.size(1)}, g.options())};
-  if (launch_column_sums<true>(g, out, masked, sums)) return {masked, sums};
-  masked = at::threshold_backward(g, out, 0);
+  if (launch_column_sums<true>(g, out, masked, sums, scale)) return {masked, sums};
+  masked = at::threshold_backward(scale == 1 ? g : g * scale, out, 0);
   return {masked, masked.sum(0)};
 }
 

@@ -180,7 +180,8 @@ BandTermGrads band_term_grads_cuda(const at::Tensor& eps, const at::Tensor& tau_
                                    const at::Tensor& grad, const at::Tensor& diff, double kappa, bool of_band_rows,
                                    bool want_eps);
 // The gradient through a ReLU, g where out > 0 (else 0), and its column sums, in one pass.
-std::pair<at::Tensor, at::Tensor> relu_grad_column_sums_cuda(const at::Tensor& g, const at::Tensor& out);
+std::pair<at::Tensor, at::Tensor> relu_grad_column_sums_cuda(const at::Tensor& g, const at::Tensor& out,
+                                                             double scale = 1);
 void halo_read_bits_cuda(const at::Tensor& boundary_row, const at::Tensor& boundary_halo, const at::Tensor& peer_key,
                          const at::Tensor& comp_owned, const at::Tensor& comp_halo, at::Tensor& peer_bits,
                          at::Tensor& halo_bits);

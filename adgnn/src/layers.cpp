@@ -35,11 +35,12 @@ at::Tensor column_sums(const at::Tensor& x) {
   return x.sum(0);
 }
 
-std::pair<at::Tensor, at::Tensor> relu_grad_column_sums(const at::Tensor& g, const at::Tensor& out) {
+std::pair<at::Tensor, at::Tensor> relu_grad_column_sums(const at::Tensor& g, const at::Tensor& out, double scale) {
 #ifdef ADGNN_HAVE_CUDA_KERNELS
-  if (g.is_cuda() && g.dim() == 2) return kernels::relu_grad_column_sums_cuda(g, out);
+  if (g.is_cuda() && g.dim() == 2) return kernels::relu_grad_column_sums_cuda(g, out, scale);
 #endif
-  const at::Tensor masked = at::threshold_backward(g, out, 0);
+  // (g * scale, then masked: the rounding of the separate dropout's backward, then the ReLU's.)
+  const at::Tensor masked = at::threshold_backward(scale == 1 ? g : g * scale, out, 0);
   return {masked, masked.sum(0)};
 }
 
@@ -48,12 +49,39 @@ namespace {
 // addmm(b, x[:rows], w), with relu: followed by a ReLU (cuBLASLt's bias + ReLU epilogue on the
 // GPU). The backward's bias gradient is column_sums (through the ReLU: relu_grad_column_sums, one
 // pass); x's gradient has x's shape, the product written into its leading rows.
+// The products' part of the backward, from the gradient before the ReLU (g) and its column sums
+// (gb): x's and w's gradients (x's with x's shape, the product in its leading rows) and b's.
+torch::autograd::variable_list linear_backward(torch::autograd::AutogradContext* ctx, const at::Tensor& g,
+                                               const at::Tensor& gb) {
+  const auto saved = ctx->get_saved_variables();
+  const at::Tensor &x = saved[0], &w = saved[1];
+  at::Tensor gx, gw;
+  if (ctx->needs_input_grad(0)) {
+    const int64_t x_rows = ctx->saved_data["x_rows"].toInt(), rows = x.size(0);
+    if (rows == x_rows) {
+      gx = at::mm(g, w.t());
+    } else {
+      gx = at::empty({x_rows, x.size(1)}, g.options());
+      at::Tensor lead = gx.narrow(0, 0, rows);
+      at::mm_out(lead, g, w.t());
+      gx.narrow(0, rows, x_rows - rows).zero_();
+    }
+  }
+  if (ctx->needs_input_grad(1)) gw = at::mm(x.t(), g);
+  return {gx, gw, ctx->needs_input_grad(2) ? gb : at::Tensor()};
+}
+
+// relu(addmm(b, x[:rows], w)) as cuBLASLt's bias + ReLU epilogue on the GPU (ATen's elsewhere).
+at::Tensor addmm_relu(const at::Tensor& b, const at::Tensor& xr, const at::Tensor& w) {
+  return at::_addmm_activation(b, xr, w, 1, 1, /*use_gelu=*/false);
+}
+
 class LinearFn : public torch::autograd::Function<LinearFn> {
  public:
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w,
                             const at::Tensor& b, bool relu, int64_t rows) {
     const at::Tensor xr = rows == x.size(0) ? x : x.narrow(0, 0, rows);
-    const at::Tensor out = relu ? at::_addmm_activation(b, xr, w, 1, 1, /*use_gelu=*/false) : at::addmm(b, xr, w);
+    const at::Tensor out = relu ? addmm_relu(b, xr, w) : at::addmm(b, xr, w);
     ctx->save_for_backward({xr, w, relu ? out : at::Tensor()});
     ctx->saved_data["relu"] = relu;
     ctx->saved_data["x_rows"] = x.size(0);
@@ -61,25 +89,40 @@ class LinearFn : public torch::autograd::Function<LinearFn> {
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
-    const auto saved = ctx->get_saved_variables();
-    const at::Tensor &x = saved[0], &w = saved[1];
     // The gradient before the ReLU (if any) and its column sums.
-    const auto [g, gb] = ctx->saved_data["relu"].toBool() ? relu_grad_column_sums(grads[0], saved[2])
-                                                          : std::make_pair(grads[0], column_sums(grads[0]));
-    at::Tensor gx, gw;
-    if (ctx->needs_input_grad(0)) {
-      const int64_t x_rows = ctx->saved_data["x_rows"].toInt(), rows = x.size(0);
-      if (rows == x_rows) {
-        gx = at::mm(g, w.t());
-      } else {
-        gx = at::empty({x_rows, x.size(1)}, g.options());
-        at::Tensor lead = gx.narrow(0, 0, rows);
-        at::mm_out(lead, g, w.t());
-        gx.narrow(0, rows, x_rows - rows).zero_();
-      }
-    }
-    if (ctx->needs_input_grad(1)) gw = at::mm(x.t(), g);
-    return {gx, gw, ctx->needs_input_grad(2) ? gb : at::Tensor(), at::Tensor(), at::Tensor()};
+    const auto [g, gb] = ctx->saved_data["relu"].toBool()
+                             ? relu_grad_column_sums(grads[0], ctx->get_saved_variables()[2])
+                             : std::make_pair(grads[0], column_sums(grads[0]));
+    auto out = linear_backward(ctx, g, gb);
+    out.resize(5);
+    return out;
+  }
+};
+
+// linear_relu_dropout: saves the dropped output (not the output) for the backward's mask.
+class LinearReluDropoutFn : public torch::autograd::Function<LinearReluDropoutFn> {
+ public:
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x,
+                                                const at::Tensor& w, const at::Tensor& b, int64_t rows,
+                                                const at::Tensor& gid, int64_t key, int64_t threshold,
+                                                double scale) {
+    const at::Tensor xr = rows == x.size(0) ? x : x.narrow(0, 0, rows);
+    const at::Tensor out = addmm_relu(b, xr, w);
+    const at::Tensor dropped =
+        apply_dropout_mask(out, DropoutMask{gid, uint64_t(key), uint64_t(threshold), float(scale)});
+    ctx->save_for_backward({xr, w, dropped});
+    ctx->saved_data["x_rows"] = x.size(0);
+    ctx->saved_data["scale"] = double(float(scale));  // the factor the forward applied
+    ctx->mark_non_differentiable({out});
+    return {dropped, out};
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto [g, gb] =
+        relu_grad_column_sums(grads[0], ctx->get_saved_variables()[2], ctx->saved_data["scale"].toDouble());
+    auto out = linear_backward(ctx, g, gb);
+    out.resize(8);
+    return out;
   }
 };
 
@@ -96,6 +139,21 @@ at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b,
 
 at::Tensor linear_relu(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, int64_t rows) {
   return LinearFn::apply(x, w, b, true, leading_rows(x, rows));
+}
+
+std::pair<at::Tensor, at::Tensor> linear_relu_dropout(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b,
+                                                      int64_t rows, const DropoutMask& mask) {
+  const int64_t r = leading_rows(x, rows);
+  TORCH_CHECK(mask.gid.numel() == r, "linear_relu_dropout: one global id per output row");
+  // The 64-bit key and threshold travel through autograd's int64 slots bit for bit.
+  const auto out = LinearReluDropoutFn::apply(x, w, b, r, mask.gid, int64_t(mask.key), int64_t(mask.threshold),
+                                              double(mask.scale));
+  return {out[0], out[1]};
+}
+
+bool& fuse_output_dropout() {
+  static bool on = true;
+  return on;
 }
 
 at::Tensor Layer::edges_read(const MessageGraph& g, const at::Tensor& rows, const at::Tensor& rows_entries) const {
@@ -204,7 +262,7 @@ class GcnLayer : public Layer {
       const at::Tensor out = csr_aggregate(g.rowptr, g.col, g.gcn_weight, h.mm(w_), rows, self_w, rows_entries_) + b_;
       return relu_fused_ ? torch::relu(out) : out;
     }
-    return affine(csr_aggregate(g.rowptr, g.col, g.gcn_weight, h, rows, self_w, rows_entries_));
+    return affine(csr_aggregate(g.rowptr, g.col, g.gcn_weight, h, rows, self_w, rows_entries_), -1, true);
   }
   at::Tensor self_only(const at::Tensor& h_rows) override { return self_only_leading(h_rows, -1); }
   at::Tensor self_only_leading(const at::Tensor& h, int64_t rows) override { return affine(h, rows); }
@@ -212,7 +270,13 @@ class GcnLayer : public Layer {
   at::Tensor input_transform(const at::Tensor& h) override { return h.mm(w_); }
 
  private:
-  at::Tensor affine(const at::Tensor& h, int64_t rows = -1) const {
+  // output: the forward's (which fuses the next layer's dropout when asked), not self_only's.
+  at::Tensor affine(const at::Tensor& h, int64_t rows = -1, bool output = false) {
+    if (output && relu_fused_ && out_dropout_) {
+      auto [dropped, out] = linear_relu_dropout(h, w_, b_, rows, *out_dropout_);
+      undropped_ = out;
+      return dropped;
+    }
     return relu_fused_ ? linear_relu(h, w_, b_, rows) : linear(h, w_, b_, rows);
   }
   at::Tensor w_, b_;

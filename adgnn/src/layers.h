@@ -45,7 +45,8 @@ bool csr_is_self_adjoint(const at::Tensor& rowptr, const at::Tensor& col, const 
 // (ATen's sum over rows took ~6x the time to read them: 0.155 ms for [169k, 128] on an H200).
 at::Tensor column_sums(const at::Tensor& x);
 // The gradient through a ReLU (g where out > 0, else 0) and its column sums; on the GPU in one pass.
-std::pair<at::Tensor, at::Tensor> relu_grad_column_sums(const at::Tensor& g, const at::Tensor& out);
+// scale: g's factor where out > 0 (linear_relu_dropout's backward).
+std::pair<at::Tensor, at::Tensor> relu_grad_column_sums(const at::Tensor& g, const at::Tensor& out, double scale = 1);
 // addmm(b, x, w) (x [N, in], w [in, out], b [out]) whose backward sums b's gradient with
 // column_sums: the dense layers' bias gradients (GCN's, three per depth-4 step).
 // rows >= 0: of x's first `rows` rows only; x's gradient still has x's shape (zeros below them),
@@ -54,6 +55,30 @@ at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b,
 // relu(addmm(b, x, w)): on the GPU the ReLU is cuBLASLt's epilogue of the product, and the
 // backward masks the gradient and sums its columns in one pass (v51).
 at::Tensor linear_relu(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, int64_t rows = -1);
+
+// A counter-based dropout mask over the rows of a tensor (model.cpp, dropout_rows): element (r, c)
+// is kept (and scaled) when mix64(mix64(key ^ gid[r]) + c) >= threshold.
+struct DropoutMask {
+  at::Tensor gid;  // global id per row, contiguous, on the rows' device
+  uint64_t key = 0, threshold = 0;
+  float scale = 1;
+};
+// The mask of layer `layer`'s input dropout (probability p in (0, 1)) at `epoch` over the first
+// `rows` rows of global_id, on `device`: dropout_rows's.
+DropoutMask dropout_mask(const at::Tensor& global_id, int64_t rows, c10::Device device, double p, uint64_t seed,
+                         int64_t epoch, int64_t layer);
+// h * mask over every row (no gradient): dropout_rows's forward values.
+at::Tensor apply_dropout_mask(const at::Tensor& h, const DropoutMask& mask);
+// {dropped, out}: out = relu(addmm(b, x[:rows], w)) as linear_relu, dropped = out * mask (the
+// next layer's input dropout, fused into this node: v62). Only `dropped` carries a gradient; the
+// backward needs no mask: an element's gradient is scale * grad where dropped > 0, else 0 (a
+// dropped element and a non-positive one both have none), so the dropout's own backward pass
+// over every row is gone.
+std::pair<at::Tensor, at::Tensor> linear_relu_dropout(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b,
+                                                      int64_t rows, const DropoutMask& mask);
+// Whether the plain models' hidden layers fuse the next layer's dropout (linear_relu_dropout);
+// tests turn it off to compare with the separate dropout.
+bool& fuse_output_dropout();
 
 // f_delta's precision on the GPU for float32 models (elsewhere its input's type): kFp32; kTf32,
 // its matrix products on TF32 tensor cores; kBf16, its per-pair tensors (input, hidden layer and
@@ -145,6 +170,13 @@ class Layer {
   // (-1: unknown); csr_aggregate's rows_entries.
   void set_rows_entries(int64_t entries) { rows_entries_ = entries; }
 
+  // The next layer's input dropout, for the next forward to fuse when it ends with its fused
+  // ReLU over every row (linear_relu_dropout); nullopt: none. It then returns the dropped
+  // output, and take_output_before_dropout() the output itself (undefined where it did not
+  // fuse: its return value is the output). The model sets it around one forward call.
+  void set_output_dropout(std::optional<DropoutMask> mask) { out_dropout_ = std::move(mask); }
+  at::Tensor take_output_before_dropout() { return std::exchange(undropped_, at::Tensor()); }
+
   int64_t in_dim() const { return in_dim_; }
   int64_t out_dim() const { return out_dim_; }
   std::vector<std::pair<std::string, at::Tensor>>& params() { return params_; }
@@ -162,6 +194,8 @@ class Layer {
   c10::ScalarType dtype_;
   at::Generator gen_;  // the model's own CPU generator: initialisation never touches global state
   std::vector<std::pair<std::string, at::Tensor>> params_;
+  std::optional<DropoutMask> out_dropout_;
+  at::Tensor undropped_;
   HaloPass* halo_ = nullptr;
   int64_t halo_layer_ = 0;
   ForwardStats* halo_stats_ = nullptr;

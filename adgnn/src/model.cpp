@@ -371,23 +371,36 @@ at::Tensor dropout_rows(const at::Tensor& h, const at::Tensor& global_id, double
   return dropout_rows_and_input(h, global_id, p, seed, epoch, layer, row_flags).first;
 }
 
+detail::DropoutMask detail::dropout_mask(const at::Tensor& global_id, int64_t rows, c10::Device device, double p,
+                                         uint64_t seed, int64_t epoch, int64_t layer) {
+  using kernels::mix64;
+  TORCH_CHECK(p > 0 && p < 1, "dropout must be in (0, 1)");
+  DropoutMask m;
+  m.key = mix64(seed ^ mix64(uint64_t(epoch) * 0x100000001b3ULL ^ mix64(uint64_t(layer))));
+  m.scale = float(1.0 / (1.0 - p));
+  m.threshold = uint64_t(p * 18446744073709551616.0);
+  m.gid = global_id.slice(0, 0, rows).to(device).contiguous();
+  return m;
+}
+
+at::Tensor detail::apply_dropout_mask(const at::Tensor& h, const DropoutMask& mask) {
+  return apply_mask(h, mask.gid, mask.key, mask.threshold, mask.scale, at::Tensor(), false);
+}
+
 std::pair<at::Tensor, at::Tensor> dropout_rows_and_input(const at::Tensor& h, const at::Tensor& global_id, double p,
                                                          uint64_t seed, int64_t epoch, int64_t layer,
                                                          const at::Tensor& row_flags) {
-  using kernels::mix64;
   if (p <= 0) return {h, h};
   TORCH_CHECK(p < 1, "dropout must be below 1");
   TORCH_CHECK(!row_flags.defined() || (row_flags.scalar_type() == torch::kUInt8 && row_flags.dim() == 1 &&
                                        row_flags.numel() == h.size(0) && row_flags.device() == h.device()),
               "dropout_rows: row_flags must be uint8 with one entry per row, on h's device");
-  const uint64_t key = mix64(seed ^ mix64(uint64_t(epoch) * 0x100000001b3ULL ^ mix64(uint64_t(layer))));
-  const float keep_scale = float(1.0 / (1.0 - p));
-  const uint64_t threshold = uint64_t(p * 18446744073709551616.0);
-  const at::Tensor gid = global_id.slice(0, 0, h.size(0)).to(h.device()).contiguous();
+  const detail::DropoutMask m = detail::dropout_mask(global_id, h.size(0), h.device(), p, seed, epoch, layer);
   // The 64-bit key and threshold travel through autograd's int64 slots bit for bit; no flags
   // travel as an empty tensor (autograd's inputs must be defined).
   const at::Tensor flags = row_flags.defined() ? row_flags : torch::empty({0}, h.options().dtype(torch::kUInt8));
-  const auto out = DropoutAndInputFn::apply(h, gid, int64_t(key), int64_t(threshold), double(keep_scale), flags);
+  const auto out =
+      DropoutAndInputFn::apply(h, m.gid, int64_t(m.key), int64_t(m.threshold), double(m.scale), flags);
   return {out[0], out[1]};
 }
 
@@ -933,6 +946,7 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
   // A rank's deeper layer hands its update of the frozen rows to the next layer's halo exchange
   // (HaloPass::extend_update), which builds the next input from it: no separate output tensor.
   std::optional<detail::RowUpdate> pending;
+  at::Tensor next_input;  // a plain model's next layer input, dropped out by this layer (v62)
   for (int64_t t = 1; t <= L; ++t) {
     // Profiler scopes (adgnn train --profile): per layer, and its parts.
     RECORD_USER_SCOPE(t == 1 ? "layer 1" : t == 2 ? "layer 2" : t == 3 ? "layer 3" : "layer 4+");
@@ -1013,8 +1027,24 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
     };
 
     if (!m.adaptive() && c.degree_threshold <= 0) {
-      drop_input({}, true, {});
-      const at::Tensor upd = post(layer.forward(gl, hin, all_rows));
+      if (next_input.defined()) hin = std::exchange(next_input, at::Tensor());
+      else drop_input({}, true, {});
+      // A hidden layer ending with its fused ReLU also drops out the next layer's input (one
+      // process: the next layer reads these rows only): the dropout's backward, a pass over
+      // every row, becomes a factor in the ReLU's (detail::linear_relu_dropout).
+      const bool fuse = training && !last && c.dropout > 0 && !pass && !c.batchnorm && layer.relu_fused() &&
+                        detail::fuse_output_dropout();
+      if (fuse)
+        layer.set_output_dropout(detail::dropout_mask(gl.global_id, n, x.device(), c.dropout, c.seed, epoch, t + 1));
+      at::Tensor upd = layer.forward(gl, hin, all_rows);
+      if (fuse) {
+        layer.set_output_dropout(std::nullopt);
+        if (at::Tensor undropped = layer.take_output_before_dropout(); undropped.defined()) {
+          next_input = upd;
+          upd = undropped;
+        }
+      }
+      upd = post(upd);
       out.stats.active_rows.push_back(n);
       out.stats.computed_rows.push_back(n);
       edges.push_back(layer.edges_read(gl, all_rows, {}));

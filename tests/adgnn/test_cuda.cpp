@@ -708,6 +708,43 @@ TEST(Cuda, HaloPlanKernelsEqualTheCpu) {
   }
 }
 
+// v62 on the GPU: GCN's hidden layers with the next layer's dropout fused (the ReLU gradient
+// kernel scaled, no dropout backward) give the separate dropout's logits and gradients, bit for bit.
+TEST(Cuda, FusedOutputDropoutEqualsTheSeparateDropout) {
+  REQUIRE_GPU();
+  const auto g = graph(3000, 7);
+  const auto t = adgnn::to_tensors(g, c10::Device("cuda"));
+  const auto mg = adgnn::message_graph(t);
+  const at::Tensor train = (torch::arange(g.num_nodes) % 3 == 0).cuda();
+  at::Tensor logits[2], x_grad[2];
+  std::vector<at::Tensor> grads[2];
+  for (int fused = 0; fused < 2; ++fused) {
+    adgnn::detail::fuse_output_dropout() = fused == 1;
+    adgnn::ModelConfig c;
+    c.layers = 4;
+    c.hidden = 64;
+    c.in_dim = g.features.cols;
+    c.out_dim = g.num_classes;
+    c.dropout = 0.5;
+    c.seed = 9;
+    c.device = "cuda";
+    adgnn::Model m(c);
+    const at::Tensor x = t.x.detach().clone().requires_grad_(true);
+    const auto out = m.forward(mg, x, true, 4, t.y, train);
+    torch::nll_loss(torch::log_softmax(out.logits, 1).index({train}), t.y.index({train})).backward();
+    logits[fused] = out.logits.detach().cpu();
+    x_grad[fused] = x.grad().cpu();
+    for (auto& [n, p] : m.named_parameters()) grads[fused].push_back(p.grad().cpu());
+  }
+  adgnn::detail::fuse_output_dropout() = true;
+  EXPECT_TRUE(torch::equal(logits[0], logits[1]));
+  EXPECT_TRUE(torch::equal(x_grad[0], x_grad[1])) << (x_grad[0] - x_grad[1]).abs().max();
+  ASSERT_EQ(grads[0].size(), grads[1].size());
+  for (size_t i = 0; i < grads[0].size(); ++i)
+    EXPECT_TRUE(torch::equal(grads[0][i], grads[1][i])) << "parameter " << i << ": "
+                                                        << (grads[0][i] - grads[1][i]).abs().max();
+}
+
 class CudaModel : public ::testing::TestWithParam<std::pair<std::string, std::string>> {};
 
 TEST_P(CudaModel, ForwardAndGradientsMatchCpu) {

@@ -9,8 +9,10 @@
 #include <numeric>
 #include <cstdlib>
 #include <filesystem>
+#include <set>
 
 #include "adgnn/gnn.h"
+#include "layers.h"
 #include "surrogate.h"
 #include "six_nodes.h"
 
@@ -706,6 +708,62 @@ TEST(Model, PlainGcnEqualsItsDenseFormula) {
       const at::Tensor logits = model.forward(mg, x, training, 0).logits;
       EXPECT_TRUE(torch::allclose(logits, h, 1e-10, 1e-12)) << "hidden " << hidden << ", training " << training
                                                             << ": " << (logits - h).abs().max();
+    }
+  }
+}
+
+// Whether the autograd graph behind t holds a node whose name contains `name`.
+bool autograd_graph_has(const at::Tensor& t, const std::string& name) {
+  std::vector<std::shared_ptr<torch::autograd::Node>> todo{t.grad_fn()};
+  std::set<torch::autograd::Node*> seen;
+  while (!todo.empty()) {
+    const auto node = todo.back();
+    todo.pop_back();
+    if (!node || !seen.insert(node.get()).second) continue;
+    if (node->name().find(name) != std::string::npos) return true;
+    for (const auto& e : node->next_edges()) todo.push_back(e.function);
+  }
+  return false;
+}
+
+// v62: a plain model's hidden layer that ends with its fused ReLU also drops out the next
+// layer's input (one autograd node, whose backward needs no mask). Logits and every gradient
+// equal the separate dropout's, in float32 and float64; backbones that do not fuse are unchanged.
+TEST(Model, FusedOutputDropoutEqualsTheSeparateDropout) {
+  const auto g = csbm(300, 0.5, 4);
+  const auto t = adgnn::to_tensors(g, torch::kCPU);
+  const at::Tensor train = torch::rand({g.num_nodes}) < 0.5;
+  for (const char* backbone : {"gcn", "sage"}) {
+    for (const bool f64 : {false, true}) {
+      SCOPED_TRACE(std::string(backbone) + (f64 ? ", float64" : ", float32"));
+      const auto mg = adgnn::message_graph(t, f64 ? torch::kFloat64 : torch::kFloat32);
+      auto cfg = config("plain", 4, g);
+      cfg.backbone = backbone;
+      cfg.float64 = f64;
+      cfg.hidden = 16;
+      cfg.dropout = 0.4;
+      at::Tensor logits[2], x_grad[2];
+      std::vector<at::Tensor> grads[2];
+      for (int fused = 0; fused < 2; ++fused) {
+        adgnn::detail::fuse_output_dropout() = fused == 1;
+        adgnn::Model model(cfg);
+        const at::Tensor x = t.x.to(f64 ? torch::kFloat64 : torch::kFloat32).detach().clone().requires_grad_(true);
+        const auto out = model.forward(mg, x, true, 5, t.y, train);
+        EXPECT_EQ(autograd_graph_has(out.logits, "LinearReluDropoutFn"), fused == 1 && std::string(backbone) == "gcn");
+        const at::Tensor loss =
+            torch::nll_loss(torch::log_softmax(out.logits, 1).index({train}), t.y.index({train}));
+        loss.backward();
+        logits[fused] = out.logits.detach();
+        x_grad[fused] = x.grad();
+        for (const auto& [name, p] : model.named_parameters()) grads[fused].push_back(p.grad());
+      }
+      adgnn::detail::fuse_output_dropout() = true;
+      EXPECT_TRUE(torch::equal(logits[0], logits[1]));
+      EXPECT_TRUE(torch::equal(x_grad[0], x_grad[1]));
+      ASSERT_EQ(grads[0].size(), grads[1].size());
+      for (size_t i = 0; i < grads[0].size(); ++i)
+        EXPECT_TRUE(torch::equal(grads[0][i], grads[1][i])) << "parameter " << i << ": "
+                                                            << (grads[0][i] - grads[1][i]).abs().max();
     }
   }
 }
