@@ -244,6 +244,13 @@ at::Tensor gcn_self_weight(const MessageGraph& g, const at::Tensor& rows, c10::S
   return (d.to(dt) + 1).reciprocal();
 }
 
+// csr_aggregate's rows for a layer's `rows` (sorted and distinct): undefined when they are every
+// destination row, which are then in order; the kernels read them without the per-row index and
+// the long rows' output slots (built per call), and the backward sees the plain every-row case.
+at::Tensor csr_rows(const MessageGraph& g, const at::Tensor& rows) {
+  return rows.numel() == g.num_dst ? at::Tensor() : rows;
+}
+
 // GCN (Kipf & Welling): symmetric normalisation with self-loops, as PyG's GCNConv.
 class GcnLayer : public Layer {
  public:
@@ -259,10 +266,11 @@ class GcnLayer : public Layer {
     // backward products would then cost more than aggregating the few rows' entries wider.
     const bool few_rows = rows.numel() * 8 < g.num_dst;
     if (out_dim_ < in_dim_ && !few_rows) {
-      const at::Tensor out = csr_aggregate(g.rowptr, g.col, g.gcn_weight, h.mm(w_), rows, self_w, rows_entries_) + b_;
+      const at::Tensor out =
+          csr_aggregate(g.rowptr, g.col, g.gcn_weight, h.mm(w_), csr_rows(g, rows), self_w, rows_entries_) + b_;
       return relu_fused_ ? torch::relu(out) : out;
     }
-    return affine(csr_aggregate(g.rowptr, g.col, g.gcn_weight, h, rows, self_w, rows_entries_), -1, true);
+    return affine(csr_aggregate(g.rowptr, g.col, g.gcn_weight, h, csr_rows(g, rows), self_w, rows_entries_), -1, true);
   }
   at::Tensor self_only(const at::Tensor& h_rows) override { return self_only_leading(h_rows, -1); }
   at::Tensor self_only_leading(const at::Tensor& h, int64_t rows) override { return affine(h, rows); }
@@ -292,7 +300,7 @@ class SageLayer : public Layer {
   }
   at::Tensor forward(const MessageGraph& g, const at::Tensor& h, const at::Tensor& rows) override {
     const at::Tensor deg = g.degree.index_select(0, rows).clamp_min(1).unsqueeze(1).to(h.scalar_type());
-    const at::Tensor mean = csr_aggregate(g.rowptr, g.col, {}, h, rows, {}, rows_entries_) / deg;
+    const at::Tensor mean = csr_aggregate(g.rowptr, g.col, {}, h, csr_rows(g, rows), {}, rows_entries_) / deg;
     return torch::addmm(bl_, mean, wl_) + self_rows(g, h, rows).mm(wr_);
   }
   at::Tensor self_only(const at::Tensor& h_rows) override { return self_only_leading(h_rows, -1); }
@@ -459,7 +467,7 @@ class MixHopLayer : public Layer {
     return std::get<0>(torch::_unique(torch::cat(parts), true));
   }
   static at::Tensor propagate(const MessageGraph& g, const at::Tensor& h, const at::Tensor& rows) {
-    return csr_aggregate(g.rowptr, g.col, g.gcn_weight, h, rows, gcn_self_weight(g, rows, h.scalar_type()));
+    return csr_aggregate(g.rowptr, g.col, g.gcn_weight, h, csr_rows(g, rows), gcn_self_weight(g, rows, h.scalar_type()));
   }
   at::Tensor finish(const at::Tensor& cat) {
     const at::Tensor out = cat + b_;
@@ -484,8 +492,10 @@ class DirGnnLayer : public Layer {
     b_root_ = zeros("lin.bias", out);
   }
   at::Tensor forward(const MessageGraph& g, const at::Tensor& h, const at::Tensor& rows) override {
-    const at::Tensor x_in = torch::addmm(b_in_, csr_aggregate(g.in_rowptr, g.in_col, g.in_weight, h, rows), w_in_);
-    const at::Tensor x_out = torch::addmm(b_out_, csr_aggregate(g.out_rowptr, g.out_col, g.out_weight, h, rows), w_out_);
+    const at::Tensor x_in =
+        torch::addmm(b_in_, csr_aggregate(g.in_rowptr, g.in_col, g.in_weight, h, csr_rows(g, rows)), w_in_);
+    const at::Tensor x_out =
+        torch::addmm(b_out_, csr_aggregate(g.out_rowptr, g.out_col, g.out_weight, h, csr_rows(g, rows)), w_out_);
     return alpha_ * x_out + (1 - alpha_) * x_in + torch::addmm(b_root_, self_rows(g, h, rows), w_root_);
   }
   at::Tensor self_only(const at::Tensor& h_rows) override { return self_only_leading(h_rows, -1); }

@@ -126,7 +126,8 @@ class Layer {
         at::Generator gen)
       : in_dim_(in_dim), out_dim_(out_dim), device_(device), dtype_(dtype), gen_(std::move(gen)) {}
   virtual ~Layer() = default;
-  // Full update of destination rows `rows` (int64, sorted) reading source rows h [num_src, in].
+  // Full update of destination rows `rows` (int64, sorted, distinct) reading source rows h
+  // [num_src, in].
   virtual at::Tensor forward(const MessageGraph& g, const at::Tensor& h, const at::Tensor& rows) = 0;
   // The layer applied to rows as if each were an isolated node with its self-loop.
   virtual at::Tensor self_only(const at::Tensor& h_rows) = 0;
