@@ -111,6 +111,7 @@ class LinearReluDropoutFn : public torch::autograd::Function<LinearReluDropoutFn
     const at::Tensor dropped =
         apply_dropout_mask(out, DropoutMask{gid, uint64_t(key), uint64_t(threshold), float(scale)});
     ctx->save_for_backward({xr, w, dropped});
+    ctx->set_materialize_grads(false);  // `out` has none: no zero-filled [rows, cols] for it
     ctx->saved_data["x_rows"] = x.size(0);
     ctx->saved_data["scale"] = double(float(scale));  // the factor the forward applied
     ctx->mark_non_differentiable({out});
@@ -118,6 +119,7 @@ class LinearReluDropoutFn : public torch::autograd::Function<LinearReluDropoutFn
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
+    if (!grads[0].defined()) return torch::autograd::variable_list(8);
     const auto [g, gb] =
         relu_grad_column_sums(grads[0], ctx->get_saved_variables()[2], ctx->saved_data["scale"].toDouble());
     auto out = linear_backward(ctx, g, gb);

@@ -253,6 +253,8 @@ class DropoutAndInputFn : public torch::autograd::Function<DropoutAndInputFn> {
                                                 const at::Tensor& gid, int64_t key, int64_t threshold,
                                                 double keep_scale, const at::Tensor& row_flags) {
     detail::probe_gradient_hand_over(h.device());  // for the backward's gradient_is_exclusive
+    // An output nobody used gets no gradient (not a zero-filled [rows, cols] one to add in).
+    ctx->set_materialize_grads(false);
     ctx->save_for_backward({gid, row_flags});
     ctx->saved_data["key"] = key;
     ctx->saved_data["threshold"] = threshold;
