@@ -121,7 +121,94 @@ __global__ void band_term_kernel(const T* __restrict__ eps, const T* __restrict_
   }
 }
 
+// A warp per listed row i of logits (cross_entropy_rows_cuda): the row's maximum, then the sum of
+// exponentials, each by a butterfly (every lane ends with the same value, a fixed order).
+template <typename T>
+__device__ T warp_row_lse(const T* __restrict__ z, int64_t C, int lane) {
+  T m = -INFINITY;
+  for (int64_t c = lane; c < C; c += 32) m = max(m, z[c]);
+#pragma unroll
+  for (int off = 16; off > 0; off /= 2) m = max(m, __shfl_xor_sync(0xffffffffu, m, off));
+  T s = T(0);
+  for (int64_t c = lane; c < C; c += 32) s += exp(z[c] - m);
+#pragma unroll
+  for (int off = 16; off > 0; off /= 2) s += __shfl_xor_sync(0xffffffffu, s, off);
+  return m + log(s);
+}
+
+template <typename T>
+__global__ void cross_entropy_rows_kernel(const T* __restrict__ logits, int64_t C, const int64_t* __restrict__ rows,
+                                          const int64_t* __restrict__ labels, int64_t R, T* __restrict__ loss,
+                                          T* __restrict__ lse) {
+  const int lane = threadIdx.x % 32;
+  const int64_t i = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  if (i >= R) return;
+  const T* z = logits + rows[i] * C;
+  const T l = warp_row_lse(z, C, lane);
+  if (lane == 0) {
+    const int64_t y = labels[i];
+    lse[i] = l;
+    loss[i] = y >= 0 && y < C ? l - z[y] : T(NAN);
+  }
+}
+
+template <typename T>
+__global__ void cross_entropy_rows_backward_kernel(const T* __restrict__ logits, int64_t C,
+                                                   const int64_t* __restrict__ rows,
+                                                   const int64_t* __restrict__ labels, int64_t R,
+                                                   const T* __restrict__ lse, const T* __restrict__ g,
+                                                   T* __restrict__ grad) {
+  const int lane = threadIdx.x % 32;
+  const int64_t i = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  if (i >= R) return;
+  const int64_t r = rows[i], y = labels[i];
+  const T* z = logits + r * C;
+  const T gv = g[0], l = lse[i];
+  for (int64_t c = lane; c < C; c += 32) atomicAdd(grad + r * C + c, gv * (exp(z[c] - l) - (c == y ? T(1) : T(0))));
+}
+
 }  // namespace
+
+CrossEntropyRows cross_entropy_rows_cuda(const at::Tensor& logits_in, const at::Tensor& rows_in,
+                                         const at::Tensor& labels_in) {
+  TORCH_CHECK(logits_in.dim() == 2 && rows_in.scalar_type() == at::kLong && labels_in.scalar_type() == at::kLong &&
+                  rows_in.numel() == labels_in.numel(),
+              "cross_entropy_rows_cuda: logits [n, C], int64 rows and one int64 label per row");
+  const at::Tensor z = logits_in.contiguous(), rows = rows_in.contiguous(), labels = labels_in.contiguous();
+  const int64_t R = rows.numel(), C = z.size(1);
+  CrossEntropyRows out{at::empty({R}, z.options()), at::empty({R}, z.options())};
+  if (R == 0) return out;
+  constexpr int kThreads = 256;
+  const auto stream = at::cuda::getCurrentCUDAStream();
+  AT_DISPATCH_FLOATING_TYPES(z.scalar_type(), "cross_entropy_rows_cuda", [&] {
+    cross_entropy_rows_kernel<scalar_t><<<unsigned((R * 32 + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
+        z.data_ptr<scalar_t>(), C, rows.data_ptr<int64_t>(), labels.data_ptr<int64_t>(), R,
+        out.loss.data_ptr<scalar_t>(), out.lse.data_ptr<scalar_t>());
+  });
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return out;
+}
+
+at::Tensor cross_entropy_rows_backward_cuda(const at::Tensor& logits_in, const at::Tensor& rows_in,
+                                            const at::Tensor& labels_in, const at::Tensor& lse_in,
+                                            const at::Tensor& g_in) {
+  const at::Tensor z = logits_in.contiguous(), rows = rows_in.contiguous(), labels = labels_in.contiguous();
+  const at::Tensor lse = lse_in.contiguous(), g = g_in.to(z.scalar_type()).contiguous();
+  TORCH_CHECK(g.numel() == 1 && lse.numel() == rows.numel(), "cross_entropy_rows_backward_cuda: one g, one lse per row");
+  at::Tensor grad = at::zeros_like(z);
+  const int64_t R = rows.numel(), C = z.size(1);
+  if (R == 0) return grad;
+  constexpr int kThreads = 256;
+  const auto stream = at::cuda::getCurrentCUDAStream();
+  AT_DISPATCH_FLOATING_TYPES(z.scalar_type(), "cross_entropy_rows_backward_cuda", [&] {
+    cross_entropy_rows_backward_kernel<scalar_t>
+        <<<unsigned((R * 32 + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
+            z.data_ptr<scalar_t>(), C, rows.data_ptr<int64_t>(), labels.data_ptr<int64_t>(), R,
+            lse.data_ptr<scalar_t>(), g.data_ptr<scalar_t>(), grad.data_ptr<scalar_t>());
+  });
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return grad;
+}
 
 BandTermGrads band_term_grads_cuda(const at::Tensor& eps, const at::Tensor& tau_t, const at::Tensor& band_rows,
                                    const at::Tensor& grad_in, const at::Tensor& diff_in, double kappa,

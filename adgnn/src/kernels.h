@@ -182,6 +182,17 @@ BandTermGrads band_term_grads_cuda(const at::Tensor& eps, const at::Tensor& tau_
 // The gradient through a ReLU, g where out > 0 (else 0), and its column sums, in one pass.
 std::pair<at::Tensor, at::Tensor> relu_grad_column_sums_cuda(const at::Tensor& g, const at::Tensor& out,
                                                              double scale = 1);
+// The cross-entropy over the rows `rows` of logits [n, C] (labels: one per row of `rows`), a warp
+// per row: loss[i] = lse[i] - logits[rows[i], labels[i]], lse[i] = log sum exp of that row (NaN
+// for a label outside [0, C)). Backward: grad [n, C] (zeros where no row is listed) gets
+// g * (softmax - one-hot) of each listed row, added atomically (a listed row's elements receive
+// one addition each, so distinct rows give fixed bits; repeated rows add up). g: one element.
+struct CrossEntropyRows {
+  at::Tensor loss, lse;
+};
+CrossEntropyRows cross_entropy_rows_cuda(const at::Tensor& logits, const at::Tensor& rows, const at::Tensor& labels);
+at::Tensor cross_entropy_rows_backward_cuda(const at::Tensor& logits, const at::Tensor& rows, const at::Tensor& labels,
+                                            const at::Tensor& lse, const at::Tensor& g);
 void halo_read_bits_cuda(const at::Tensor& boundary_row, const at::Tensor& boundary_halo, const at::Tensor& peer_key,
                          const at::Tensor& comp_owned, const at::Tensor& comp_halo, at::Tensor& peer_bits,
                          at::Tensor& halo_bits);

@@ -188,18 +188,4 @@ TEST(FlatAdam, TorchAdamCheckpointsOfEarlierVersionsResume) {
   std::filesystem::remove_all(dir);
 }
 
-TEST(CrossEntropySum, EqualsTorchCrossEntropyAndItsGradient) {
-  torch::manual_seed(7);
-  const at::Tensor logits = torch::randn({50, 6}, torch::kFloat64).requires_grad_(true);
-  const at::Tensor rows = torch::tensor({3, 0, 7, 49, 12, 12, 30}, torch::kInt64);
-  const at::Tensor labels = torch::tensor({1, 5, 0, 2, 3, 4, 5}, torch::kInt64);
-  const at::Tensor ours = adgnn::cross_entropy_sum(logits, rows, labels);
-  const at::Tensor g_ours = torch::autograd::grad({ours}, {logits})[0];
-  const at::Tensor ref = torch::nn::functional::cross_entropy(
-      logits.index_select(0, rows), labels, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
-  const at::Tensor g_ref = torch::autograd::grad({ref}, {logits})[0];
-  EXPECT_NEAR(ours.item<double>(), ref.item<double>(), 1e-12 * std::abs(ref.item<double>()));
-  EXPECT_TRUE(torch::allclose(g_ours, g_ref, 1e-12, 1e-14));
-}
-
 }  // namespace

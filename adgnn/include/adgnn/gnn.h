@@ -41,6 +41,12 @@ at::Tensor csr_aggregate(const at::Tensor& rowptr, const at::Tensor& col, const 
                          const at::Tensor& x, const at::Tensor& rows = {},
                          const at::Tensor& self_weight = {}, int64_t rows_entries = -1);
 
+// The training loss summed over `rows`: the sum of -log softmax(logits[r])[labels[r]] (labels: one
+// per row of `rows`). On the GPU one kernel per pass (a warp per row; its backward writes the
+// listed rows' softmax - one-hot directly) instead of a gather, log_softmax, gather and sum and
+// their four backward nodes (v65; torch's nll_loss reduction runs in one CUDA block).
+at::Tensor cross_entropy_sum(const at::Tensor& logits, const at::Tensor& rows, const at::Tensor& labels);
+
 // Whether this build has the CUDA kernels (ADGNN_CUDA=ON).
 bool cuda_kernels_built();
 // Peak bytes allocated by PyTorch's CUDA allocator on `device` since the last reset (0 for the

@@ -130,10 +130,6 @@ std::vector<FlatAdam::Group> adam_groups(const Model& model, double weight_decay
 // Sums the optimizer's gradient buffers over the ranks (one reduction per group).
 void allreduce_gradients(FlatAdam& opt, RankTransport& transport);
 
-// The training loss summed over `rows`: sum of -log softmax(logits[r])[labels[r]] (labels: one
-// per row of `rows`). torch's nll_loss reduction runs in one CUDA block; this does not.
-at::Tensor cross_entropy_sum(const at::Tensor& logits, const at::Tensor& rows, const at::Tensor& labels);
-
 // ---- hyperparameter sweeps ------------------------------------------------------------------------
 
 struct SweepOptions {
