@@ -46,9 +46,6 @@ std::pair<at::Tensor, at::Tensor> relu_grad_column_sums(const at::Tensor& g, con
 
 namespace {
 
-// addmm(b, x[:rows], w), with relu: followed by a ReLU (cuBLASLt's bias + ReLU epilogue on the
-// GPU). The backward's bias gradient is column_sums (through the ReLU: relu_grad_column_sums, one
-// pass); x's gradient has x's shape, the product written into its leading rows.
 // The products' part of the backward, from the gradient before the ReLU (g) and its column sums
 // (gb): x's and w's gradients (x's with x's shape, the product in its leading rows) and b's.
 torch::autograd::variable_list linear_backward(torch::autograd::AutogradContext* ctx, const at::Tensor& g,
@@ -76,6 +73,9 @@ at::Tensor addmm_relu(const at::Tensor& b, const at::Tensor& xr, const at::Tenso
   return at::_addmm_activation(b, xr, w, 1, 1, /*use_gelu=*/false);
 }
 
+// addmm(b, x[:rows], w), with relu: followed by a ReLU (cuBLASLt's bias + ReLU epilogue on the
+// GPU). The backward's bias gradient is column_sums (through the ReLU: relu_grad_column_sums, one
+// pass); x's gradient has x's shape, the product written into its leading rows.
 class LinearFn : public torch::autograd::Function<LinearFn> {
  public:
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w,

@@ -1036,15 +1036,25 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
       // every row, becomes a factor in the ReLU's (detail::linear_relu_dropout).
       const bool fuse = training && !last && c.dropout > 0 && !pass && !c.batchnorm && layer.relu_fused() &&
                         detail::fuse_output_dropout();
-      if (fuse)
-        layer.set_output_dropout(detail::dropout_mask(gl.global_id, n, x.device(), c.dropout, c.seed, epoch, t + 1));
-      at::Tensor upd = layer.forward(gl, hin, all_rows);
-      if (fuse) {
-        layer.set_output_dropout(std::nullopt);
-        if (at::Tensor undropped = layer.take_output_before_dropout(); undropped.defined()) {
-          next_input = upd;
-          upd = undropped;
-        }
+      at::Tensor upd, undropped;
+      {
+        // The request holds for this one call, also when it throws (a later evaluation pass
+        // must not get dropped outputs).
+        struct Reset {
+          Layer& layer;
+          ~Reset() {
+            layer.set_output_dropout(std::nullopt);
+            layer.take_output_before_dropout();
+          }
+        } reset{layer};
+        if (fuse)
+          layer.set_output_dropout(detail::dropout_mask(gl.global_id, n, x.device(), c.dropout, c.seed, epoch, t + 1));
+        upd = layer.forward(gl, hin, all_rows);
+        undropped = layer.take_output_before_dropout();
+      }
+      if (undropped.defined()) {
+        next_input = upd;
+        upd = undropped;
       }
       upd = post(upd);
       out.stats.active_rows.push_back(n);
