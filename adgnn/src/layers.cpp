@@ -113,7 +113,7 @@ class LinearReluDropoutFn : public torch::autograd::Function<LinearReluDropoutFn
     ctx->save_for_backward({xr, w, dropped});
     ctx->set_materialize_grads(false);  // `out` has none: no zero-filled [rows, cols] for it
     ctx->saved_data["x_rows"] = x.size(0);
-    ctx->saved_data["scale"] = double(float(scale));  // the factor the forward applied
+    ctx->saved_data["scale"] = scale;  // the mask's float factor, as the forward applied it
     ctx->mark_non_differentiable({out});
     return {dropped, out};
   }
