@@ -411,12 +411,14 @@ at::Tensor dropout_apply_cuda(const at::Tensor& x, const at::Tensor& gid, uint64
 
 at::Tensor aggregate_cuda(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& w,
                           const at::Tensor& x, const at::Tensor& rows, const at::Tensor& self_w,
-                          const at::Tensor& long_rows) {
+                          const at::Tensor& long_rows, const at::Tensor& rows_pos) {
   const int64_t n_out = rows.defined() ? rows.numel() : rowptr.numel() - 1;
   at::Tensor out = at::empty({n_out, x.size(1)}, x.options());
   const int64_t n_long = long_rows.defined() ? long_rows.numel() : 0;
   at::Tensor slot;  // output row of each CSR row (-1: not computed), when rows select some
-  if (n_long > 0 && rows.defined()) {
+  if (n_long > 0 && rows.defined() && rows_pos.defined()) {
+    slot = rows_pos;
+  } else if (n_long > 0 && rows.defined()) {
     slot = at::full({rowptr.numel() - 1}, -1, rows.options().dtype(at::kInt));
     slot.index_put_({rows}, at::arange(n_out, rows.options().dtype(at::kInt)));
   }
@@ -445,10 +447,11 @@ at::Tensor aggregate_entries_cuda(const at::Tensor& ptr, const at::Tensor& idx, 
 
 at::Tensor aggregate_backward_x_cuda(const Transposed& t, const at::Tensor& w,
                                      const at::Tensor& grad_out, const at::Tensor& rows,
-                                     int64_t num_dst_rows, const at::Tensor& self_w) {
+                                     int64_t num_dst_rows, const at::Tensor& self_w,
+                                     const at::Tensor& rows_pos) {
   const int64_t num_src = t.rowptr.numel() - 1;
-  at::Tensor pos;
-  if (rows.defined()) {
+  at::Tensor pos = rows.defined() ? rows_pos : at::Tensor();
+  if (rows.defined() && !pos.defined()) {
     // Output position of each computed destination row; -1: not computed, its entries skipped.
     pos = at::full({num_dst_rows}, -1, rows.options().dtype(at::kInt));
     pos.index_put_({rows}, at::arange(rows.numel(), rows.options().dtype(at::kInt)));

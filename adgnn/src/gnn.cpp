@@ -85,9 +85,9 @@ class CsrAggregate : public torch::autograd::Function<CsrAggregate> {
   // (CsrCache); a CSR built for one call (attention over some rows, a compact graph) is not.
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& rowptr,
                             const at::Tensor& col, const at::Tensor& weight_in, const at::Tensor& x,
-                            const at::Tensor& rows_in, const at::Tensor& self_in, bool has_weight,
-                            bool has_rows, bool has_self, bool cache_csr, int64_t rows_entries) {
-    ctx->save_for_backward({rowptr, col, weight_in, x, rows_in, self_in});
+                            const at::Tensor& rows_in, const at::Tensor& self_in, const at::Tensor& pos_in,
+                            bool has_weight, bool has_rows, bool has_self, bool cache_csr, int64_t rows_entries) {
+    ctx->save_for_backward({rowptr, col, weight_in, x, rows_in, self_in, pos_in});
     ctx->saved_data["cache_csr"] = cache_csr;
     ctx->saved_data["rows_entries"] = rows_entries;
     ctx->saved_data["has_weight"] = has_weight;
@@ -101,7 +101,8 @@ class CsrAggregate : public torch::autograd::Function<CsrAggregate> {
       // A CSR built for this call only is not searched for long rows (that would wait for the
       // device every call); its rows are all summed by single warps.
       return kernels::aggregate_cuda(rowptr, col, weight, x, rows, self_w,
-                                     cache_csr ? cached_long_rows(rowptr) : at::Tensor());
+                                     cache_csr ? cached_long_rows(rowptr) : at::Tensor(),
+                                     pos_in.numel() > 0 ? pos_in : at::Tensor());
 #else
       TORCH_CHECK(false, "csr_aggregate: this build has no CUDA kernels (configure with -DADGNN_CUDA=ON)");
 #endif
@@ -116,6 +117,7 @@ class CsrAggregate : public torch::autograd::Function<CsrAggregate> {
     const at::Tensor weight = ctx->saved_data["has_weight"].toBool() ? saved[2] : at::Tensor();
     const at::Tensor rows = ctx->saved_data["has_rows"].toBool() ? saved[4] : at::Tensor();
     const at::Tensor self_w = ctx->saved_data["has_self"].toBool() ? saved[5] : at::Tensor();
+    const at::Tensor rows_pos = saved[6].numel() > 0 ? saved[6] : at::Tensor();
     const at::Tensor g = grads[0].contiguous();
     // A CSR built for one call (attention over some rows) would only push the graph's own
     // transposes out of the cache: its transpose is built here and dropped.
@@ -155,7 +157,7 @@ class CsrAggregate : public torch::autograd::Function<CsrAggregate> {
         grad_x = kernels::aggregate_cuda(rowptr, col, weight, g, rows, self_w, cached_long_rows(rowptr));
       else if (ctx->needs_input_grad(3))
         grad_x = kernels::aggregate_backward_x_cuda(transposed(), weight,
-                                                    g, rows, rowptr.numel() - 1, self_w);
+                                                    g, rows, rowptr.numel() - 1, self_w, rows_pos);
       if (weight.defined() && ctx->needs_input_grad(2))
         grad_w = kernels::aggregate_backward_w_cuda(rowptr, col, x, g, rows);
 #endif
@@ -168,7 +170,7 @@ class CsrAggregate : public torch::autograd::Function<CsrAggregate> {
       if (weight.defined() && ctx->needs_input_grad(2))
         grad_w = kernels::aggregate_backward_w_cpu(rowptr, col, x, g, rows);
     }
-    return {at::Tensor(), at::Tensor(), grad_w, grad_x, at::Tensor(), at::Tensor(),
+    return {at::Tensor(), at::Tensor(), grad_w, grad_x, at::Tensor(), at::Tensor(), at::Tensor(),
             at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
@@ -278,7 +280,7 @@ TransientCsrScope::~TransientCsrScope() { transient_csr = previous_; }
 
 at::Tensor csr_aggregate(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& weight,
                          const at::Tensor& x, const at::Tensor& rows, const at::Tensor& self_weight,
-                         int64_t rows_entries) {
+                         int64_t rows_entries, const at::Tensor& rows_pos) {
   TORCH_CHECK(rowptr.scalar_type() == torch::kInt64 && col.scalar_type() == torch::kInt32,
               "csr_aggregate: rowptr must be int64 and col int32");
   TORCH_CHECK(x.dim() == 2, "csr_aggregate: x must be [nodes, features]");
@@ -291,13 +293,19 @@ at::Tensor csr_aggregate(const at::Tensor& rowptr, const at::Tensor& col, const 
               "csr_aggregate: self_weight needs one constant value per output row");
   TORCH_CHECK(!self_weight.defined() || rowptr.numel() - 1 <= x.size(0),
               "csr_aggregate: a self term needs every destination row among the source rows");
+  TORCH_CHECK(!rows_pos.defined() || (rows.defined() && rows_pos.scalar_type() == torch::kInt32 &&
+                                      rows_pos.dim() == 1 && rows_pos.numel() == rowptr.numel() - 1),
+              "csr_aggregate: rows_pos needs rows and one int32 position per CSR row");
+  TORCH_CHECK(!rows_pos.defined() || rows_pos.device() == rowptr.device(), "csr_aggregate: rows_pos on rowptr's device");
   const at::Tensor xc = x.contiguous();
   const at::Tensor wc = weight.defined() ? weight.contiguous().to(x.scalar_type()) : weight;
   const at::Tensor sc = self_weight.defined() ? self_weight.contiguous().to(x.scalar_type()) : self_weight;
   const at::Tensor none = torch::empty({0}, x.options());
   return CsrAggregate::apply(rowptr.contiguous(), col.contiguous(), wc.defined() ? wc : none, xc,
                              rows.defined() ? rows.contiguous() : torch::empty({0}, rowptr.options()),
-                             sc.defined() ? sc : none, wc.defined(), rows.defined(), sc.defined(),
+                             sc.defined() ? sc : none,
+                             rows_pos.defined() ? rows_pos.contiguous() : torch::empty({0}, torch::kInt32),
+                             wc.defined(), rows.defined(), sc.defined(),
                              /*cache_csr=*/!transient_csr, rows.defined() ? rows_entries : int64_t(-1));
 }
 

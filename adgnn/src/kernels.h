@@ -142,14 +142,15 @@ at::Tensor aggregate_entries_cuda(const at::Tensor& ptr, const at::Tensor& idx, 
 // entries whose destination row was computed (rows undefined: all rows, pos = identity).
 at::Tensor aggregate_backward_x_cuda(const Transposed& t, const at::Tensor& w,
                                      const at::Tensor& grad_out, const at::Tensor& rows,
-                                     int64_t num_dst_rows, const at::Tensor& self_w);
+                                     int64_t num_dst_rows, const at::Tensor& self_w,
+                                     const at::Tensor& rows_pos = {});
 at::Tensor aggregate_backward_w_cuda(const at::Tensor& rowptr, const at::Tensor& col,
                                      const at::Tensor& x, const at::Tensor& grad_out,
                                      const at::Tensor& rows);
 // long_rows: long_rows_of(rowptr), or undefined (every row summed by one warp). rows: distinct.
 at::Tensor aggregate_cuda(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& w,
                           const at::Tensor& x, const at::Tensor& rows, const at::Tensor& self_w,
-                          const at::Tensor& long_rows = {});
+                          const at::Tensor& long_rows = {}, const at::Tensor& rows_pos = {});
 // x[r, c] * (scale when mix64(mix64(key ^ gid[r]) + c) >= threshold, else 0); gid on x's device.
 // row_flags (uint8, one per row; undefined: every row): rows flagged 0 are left unwritten, or
 // zeroed with zero_unflagged. accumulate_into (contiguous, x's shape; no zeroing): added to in
@@ -193,6 +194,17 @@ struct CrossEntropyRows {
 CrossEntropyRows cross_entropy_rows_cuda(const at::Tensor& logits, const at::Tensor& rows, const at::Tensor& labels);
 at::Tensor cross_entropy_rows_backward_cuda(const at::Tensor& logits, const at::Tensor& rows, const at::Tensor& labels,
                                             const at::Tensor& lse, const at::Tensor& g);
+// A deeper AD layer's output (merge_rows_cuda.cu): out[r] = active[r] ? upd[pos[r]] : prev[r] (pos:
+// int32, each row's position among the computed rows, -1 for the others; every upd row has one).
+// Backward: prev's gradient g with the active rows zeroed, upd's g at the active computed rows and
+// zero at the others. band_diff: diff[b] = upd[pos[band_rows[b]]] - prev[band_rows[b]].
+at::Tensor merge_rows_cuda(const at::Tensor& prev, const at::Tensor& upd, const at::Tensor& pos,
+                           const at::Tensor& active);
+std::pair<at::Tensor, at::Tensor> merge_rows_backward_cuda(const at::Tensor& g, const at::Tensor& pos,
+                                                           const at::Tensor& active, int64_t upd_rows,
+                                                           bool want_prev, bool want_upd);
+at::Tensor band_diff_cuda(const at::Tensor& prev, const at::Tensor& upd, const at::Tensor& pos,
+                          const at::Tensor& band_rows);
 void halo_read_bits_cuda(const at::Tensor& boundary_row, const at::Tensor& boundary_halo, const at::Tensor& peer_key,
                          const at::Tensor& comp_owned, const at::Tensor& comp_halo, at::Tensor& peer_bits,
                          at::Tensor& halo_bits);

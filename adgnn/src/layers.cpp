@@ -282,10 +282,11 @@ class GcnLayer : public Layer {
     const bool few_rows = rows.numel() * 8 < g.num_dst;
     if (out_dim_ < in_dim_ && !few_rows) {
       const at::Tensor out = BiasAddFn::apply(
-          csr_aggregate(g.rowptr, g.col, g.gcn_weight, h.mm(w_), csr_rows(g, rows), self_w, rows_entries_), b_);
+          csr_aggregate(g.rowptr, g.col, g.gcn_weight, h.mm(w_), csr_rows(g, rows), self_w, rows_entries_, pos_for(g, rows)), b_);
       return relu_fused_ ? torch::relu(out) : out;
     }
-    return affine(csr_aggregate(g.rowptr, g.col, g.gcn_weight, h, csr_rows(g, rows), self_w, rows_entries_), -1, true);
+    return affine(csr_aggregate(g.rowptr, g.col, g.gcn_weight, h, csr_rows(g, rows), self_w, rows_entries_, pos_for(g, rows)),
+                  -1, true);
   }
   at::Tensor self_only(const at::Tensor& h_rows) override { return self_only_leading(h_rows, -1); }
   at::Tensor self_only_leading(const at::Tensor& h, int64_t rows) override { return affine(h, rows); }
@@ -315,7 +316,7 @@ class SageLayer : public Layer {
   }
   at::Tensor forward(const MessageGraph& g, const at::Tensor& h, const at::Tensor& rows) override {
     const at::Tensor deg = g.degree.index_select(0, rows).clamp_min(1).unsqueeze(1).to(h.scalar_type());
-    const at::Tensor mean = csr_aggregate(g.rowptr, g.col, {}, h, csr_rows(g, rows), {}, rows_entries_) / deg;
+    const at::Tensor mean = csr_aggregate(g.rowptr, g.col, {}, h, csr_rows(g, rows), {}, rows_entries_, pos_for(g, rows)) / deg;
     return torch::addmm(bl_, mean, wl_) + self_rows(g, h, rows).mm(wr_);
   }
   at::Tensor self_only(const at::Tensor& h_rows) override { return self_only_leading(h_rows, -1); }

@@ -170,6 +170,9 @@ class Layer {
   // The CSR entries of the next forward's rows in g.rowptr, when the model knows it on the host
   // (-1: unknown); csr_aggregate's rows_entries.
   void set_rows_entries(int64_t entries) { rows_entries_ = entries; }
+  // Each CSR row's position among the next forward's rows (int32, -1: not among them), when the
+  // model has it; csr_aggregate's rows_pos (undefined: none).
+  void set_rows_pos(at::Tensor pos) { rows_pos_ = std::move(pos); }
 
   // The next layer's input dropout, for the next forward to fuse when it ends with its fused
   // ReLU over every row (linear_relu_dropout); nullopt: none. It then returns the dropped
@@ -188,6 +191,12 @@ class Layer {
   at::Tensor glorot_shape(const std::string& name, std::vector<int64_t> shape, int64_t fan_in,
                           int64_t fan_out);
   at::Tensor zeros(const std::string& name, int64_t n);
+  // rows_pos_ for csr_aggregate over g.rowptr's `rows`, where it applies (not every row: then
+  // csr_aggregate gets no row list).
+  at::Tensor pos_for(const MessageGraph& g, const at::Tensor& rows) const {
+    return rows_pos_.defined() && rows.numel() != g.num_dst && rows_pos_.numel() == g.rowptr.numel() - 1 ? rows_pos_
+                                                                                                          : at::Tensor();
+  }
 
   int64_t in_dim_, out_dim_;
   bool relu_fused_ = false;
@@ -201,6 +210,7 @@ class Layer {
   int64_t halo_layer_ = 0;
   ForwardStats* halo_stats_ = nullptr;
   int64_t rows_entries_ = -1;
+  at::Tensor rows_pos_;
 };
 
 struct LayerOptions {

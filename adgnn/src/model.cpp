@@ -368,6 +368,54 @@ bool& detail::band_every_row_active_shortcut() {
   return on;
 }
 
+#ifdef ADGNN_HAVE_CUDA_KERNELS
+namespace {
+class MergeRowsFn : public torch::autograd::Function<MergeRowsFn> {
+ public:
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& prev, const at::Tensor& upd,
+                            const at::Tensor& pos, const at::Tensor& active) {
+    ctx->save_for_backward({pos, active});
+    ctx->saved_data["upd_rows"] = upd.size(0);
+    return kernels::merge_rows_cuda(prev.contiguous(), upd.contiguous(), pos, active);
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    auto [grad_prev, grad_upd] =
+        kernels::merge_rows_backward_cuda(grads[0].contiguous(), saved[0], saved[1], ctx->saved_data["upd_rows"].toInt(),
+                                          ctx->needs_input_grad(0), ctx->needs_input_grad(1));
+    return {grad_prev, grad_upd, at::Tensor(), at::Tensor()};
+  }
+};
+}  // namespace
+#endif
+
+at::Tensor detail::merge_rows(const at::Tensor& prev, const at::Tensor& upd, const at::Tensor& pos,
+                              const at::Tensor& active) {
+  TORCH_CHECK(prev.dim() == 2 && upd.dim() == 2 && pos.numel() == prev.size(0) && active.numel() == prev.size(0) &&
+                  pos.scalar_type() == torch::kInt32 && active.scalar_type() == torch::kBool,
+              "merge_rows: prev [n, w], upd [m, w], int32 pos and bool active with n entries");
+#ifdef ADGNN_HAVE_CUDA_KERNELS
+  if (prev.is_cuda()) return MergeRowsFn::apply(prev, upd, pos.contiguous(), active.contiguous());
+#endif
+  const at::Tensor rows = active.nonzero().squeeze(1);
+  return prev.index_put({rows}, upd.index_select(0, pos.index_select(0, rows).to(torch::kInt64)));
+}
+
+at::Tensor detail::band_diff(const at::Tensor& prev, const at::Tensor& upd, const at::Tensor& pos,
+                             const at::Tensor& band_rows) {
+  TORCH_CHECK(pos.numel() == prev.size(0) && pos.scalar_type() == torch::kInt32,
+              "band_diff: int32 pos with one entry per row of prev");
+  at::NoGradGuard no_grad;
+#ifdef ADGNN_HAVE_CUDA_KERNELS
+  if (prev.is_cuda())
+    return kernels::band_diff_cuda(prev.detach().contiguous(), upd.detach().contiguous(), pos.contiguous(),
+                                   band_rows.contiguous());
+#endif
+  return upd.detach().index_select(0, pos.index_select(0, band_rows).to(torch::kInt64)) -
+         prev.detach().index_select(0, band_rows);
+}
+
 at::Tensor dropout_rows(const at::Tensor& h, const at::Tensor& global_id, double p, uint64_t seed,
                         int64_t epoch, int64_t layer, const at::Tensor& row_flags) {
   return dropout_rows_and_input(h, global_id, p, seed, epoch, layer, row_flags).first;
@@ -542,13 +590,19 @@ struct Model::Impl {
   }
 
   // tau(t), t = 1..L, as a [L] tensor (differentiable in theta).
+  // tau(t) = lambda + (1 - lambda) theta(t) = 1 - (1 - lambda) exp(-c_t), with
+  // c_t = softplus(a_2) + ... + softplus(a_t) (c_1 = 0): c = C softplus(a), C [L, L-1] the
+  // strictly lower-triangular ones. One product instead of a cumsum and a cat: the chain costs
+  // four launches each way instead of about ten (a GPU step of AD-GCN_fast is host-bound).
   at::Tensor tau() const {
     const int64_t L = cfg.layers;
-    at::Tensor cum = torch::zeros({1}, theta_a.options());
-    if (L > 1) cum = torch::cat({cum, F::softplus(theta_a).cumsum(0)});
-    const at::Tensor theta = 1 - (-cum).exp();
-    return cfg.lambda + (1 - cfg.lambda) * theta;
+    if (L == 1) return torch::full({1}, cfg.lambda, theta_a.options());
+    if (!neg_cum_matrix.defined() || neg_cum_matrix.device() != theta_a.device() ||
+        neg_cum_matrix.scalar_type() != theta_a.scalar_type())
+      neg_cum_matrix = -torch::ones({L, L - 1}, theta_a.options().requires_grad(false)).tril(-1);
+    return torch::rsub(neg_cum_matrix.mv(F::softplus(theta_a)).exp(), 1.0, 1 - cfg.lambda);
   }
+  mutable at::Tensor neg_cum_matrix;  // -C of tau(), built on theta's device and type
 
   // Normalised depth benefit eps_tilde over the destination rows.
   at::Tensor depth_benefit(const MessageGraph& g, const at::Tensor& z_src, bool training,
@@ -814,6 +868,7 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
   // (band), as [L, n] masks from a few whole-tensor operations (built layer by layer, they cost
   // the host about a dozen launches per layer).
   at::Tensor active_all, band_all, comp_all;  // comp_all: active or band, the rows computed
+  at::Tensor comp_pos_all;  // int32 [L, n]
   if (m.adaptive()) {
     RECORD_USER_SCOPE("depth benefit");
     const at::Tensor z = c.variant == "ad" ? m.layers.front()->input_transform(hin) : at::Tensor();
@@ -845,6 +900,18 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
     const at::Tensor layer_no = torch::arange(1, L + 1, depth.options()).unsqueeze(1);  // [L, 1]
     active_all = depth.unsqueeze(0) >= layer_no;
     comp_all = active_all | band_all;
+    // Each row's position among its layer's computed rows, -1 where not computed: the
+    // aggregation's row map and merge_rows' (a few launches here instead of about ten a layer).
+    // One scan of the flattened masks, less each layer's start: a scan along the rows of [L, n]
+    // ran as one slow kernel (0.22 ms on an H200, arxiv-scale), a 1-D one runs in microseconds.
+    if (n == 0) {
+      comp_pos_all = torch::empty({L, 0}, depth.options().dtype(torch::kInt32));
+    } else {
+      const auto count_type = L * n < std::numeric_limits<int32_t>::max() ? torch::kInt32 : torch::kInt64;
+      const at::Tensor flat = comp_all.reshape({-1}).cumsum(0, count_type).view({L, n});
+      const at::Tensor before = torch::constant_pad_nd(flat.select(1, n - 1).narrow(0, 0, L - 1), {1, 0});
+      comp_pos_all = flat.sub_(before.unsqueeze(1)).mul_(comp_all).sub_(1).to(torch::kInt32);
+    }
     if (pass)  // bit t - 1: computed at layer t
       pass->set_computed(comp_all.to(torch::kInt64).bitwise_left_shift(layer_no - 1).sum(0), false);
   }
@@ -1081,9 +1148,16 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
       upd = layer.forward(*compact, hin, compact_rows);
     } else {
       RECORD_USER_SCOPE("aggregate");
+      struct Reset {  // what the layer knows of these rows holds for this call only
+        Layer& layer;
+        ~Reset() {
+          layer.set_rows_entries(-1);
+          layer.set_rows_pos({});
+        }
+      } reset{layer};
       layer.set_rows_entries(comp_entries[size_t(t)]);
+      layer.set_rows_pos(comp_pos_all.select(0, t - 1));
       upd = layer.forward(gl, hin, comp_rows);
-      layer.set_rows_entries(-1);
     }
     layer.set_halo(nullptr, 0, nullptr);
     const bool has_band = band_rows.numel() > 0;
@@ -1092,6 +1166,10 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
       return has_band ? u.index_select(0, torch::searchsorted(comp_rows, act_rows)) : u;
     };
     at::Tensor next, frozen_band;  // frozen_band: the band rows' values had they stayed inactive
+    at::Tensor diff;  // the band rows' update - frozen value (detached), where a branch built it
+    // This layer's row map and active rows, for merge_rows / band_diff: one kernel each on the
+    // GPU where a gather, a copy and a scatter (and their backward nodes) built the output.
+    const at::Tensor pos_t = comp_pos_all.select(0, t - 1), active_t = active_all.select(0, t - 1);
     // The straight-through term below is (s - base) * (update - frozen). With base = s.detach()
     // (hard masks, or layer 1) its value is 0 and so is its gradient with respect to (update -
     // frozen): only s carries one. The difference is then built from detached rows, which saves
@@ -1133,9 +1211,9 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
         upd = post(upd);
         // (A slice of a rank's owned rows would cost the backward a zero-filled copy of hin.)
         at::Tensor self = post(layer.self_only_leading(hin, n));
-        if (has_band) frozen_band = band_input(self).index_select(0, band_rows);
-        // The last layer's post is the identity: its self term is a fresh sum, free to change.
-        next = last ? self.index_put_({act_rows}, active_part(upd)) : self.index_put({act_rows}, active_part(upd));
+        next = detail::merge_rows(self, upd, pos_t, active_t);
+        if (has_band && !band_diff_grad) diff = detail::band_diff(self, upd, pos_t, band_rows);
+        else if (has_band) frozen_band = band_input(self).index_select(0, band_rows);
       } else if (width_change) {
         // Few rows frozen, or BatchNorm over the rows: the frozen rows' self term alone.
         const at::Tensor& frozen_rows = frozen_list[size_t(t)];
@@ -1159,14 +1237,16 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
         // a rank whose next layer exchanges halo rows, that exchange's update (`pending`).
         upd = post(upd);
         if (pass && t < L) pending = detail::RowUpdate{act_rows, active_part(upd), {}, {}};
-        else next = h_dst.index_put({act_rows}, active_part(upd));
-        if (has_band) frozen_band = band_input(h_dst).index_select(0, band_rows);
+        else next = detail::merge_rows(h_dst, upd, pos_t, active_t);
+        if (has_band && !band_diff_grad) diff = detail::band_diff(h_dst, upd, pos_t, band_rows);
+        else if (has_band) frozen_band = band_input(h_dst).index_select(0, band_rows);
       }
     }
     if (has_band) {
       // Straight-through: forward keeps the hard mask, backward sees
       // d/d(eps, tau) of sigmoid((eps - tau) / kappa) * (update - frozen).
-      const at::Tensor diff = band_input(upd).index_select(0, torch::searchsorted(comp_rows, band_rows)) - frozen_band;
+      if (!diff.defined())
+        diff = band_input(upd).index_select(0, torch::searchsorted(comp_rows, band_rows)) - frozen_band;
       if (!band_diff_grad) {
         // (s - s.detach()) * diff: zero, with a gradient for s only (surrogate.h). A rank's
         // pending update carries the term as zeros into its next exchange, which sends the band

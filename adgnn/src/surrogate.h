@@ -1,4 +1,5 @@
-// The surrogate band's straight-through term (internal; docs/method.md, "stopping depths").
+// The surrogate band's straight-through term, and the rows of a deeper layer's output (internal;
+// docs/method.md, "stopping depths").
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -22,5 +23,14 @@ at::Tensor band_straight_through_term(const at::Tensor& eps, const at::Tensor& t
 // output and the band rows' frozen values alone (model.cpp, v47); tests turn it off to compare
 // with the general path (a gather of the update and the frozen rows' values).
 bool& band_every_row_active_shortcut();
+
+// A layer's output over n rows: upd[pos[r]] where active[r], else prev[r]. pos (int32 [n]): each
+// row's position among the computed rows (upd's rows), -1 for the others; active (bool [n]) only
+// where pos >= 0. Differentiable in prev and upd (computed rows that are not active get a zero
+// gradient). On the GPU one kernel each way (v67).
+at::Tensor merge_rows(const at::Tensor& prev, const at::Tensor& upd, const at::Tensor& pos, const at::Tensor& active);
+// The band rows' update - previous value, upd[pos[b]] - prev[b] for b in band_rows, without a
+// gradient (the straight-through term's diff).
+at::Tensor band_diff(const at::Tensor& prev, const at::Tensor& upd, const at::Tensor& pos, const at::Tensor& band_rows);
 
 }  // namespace adgnn::detail

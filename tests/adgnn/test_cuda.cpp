@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "adgnn/gnn.h"
+#include "adgnn/trainer.h"
 #include "kernels.h"
 #include "layers.h"
 #include "surrogate.h"
@@ -138,7 +139,8 @@ HubCsr hub_csr(int64_t n, std::array<int64_t, 3> first, int64_t spread, int64_t 
 // Rows with >= kLongRow (1024) entries are summed by a whole block (spmm_long_rows): a CSR with
 // hub rows of 5000, 1024 and 1023 entries (the last stays on one warp) and a column that 5000
 // rows read (a long row of the transpose, the backward's), every width path, both precisions,
-// with and without the self term, computed rows with and without the hubs; twice, same bits.
+// with and without the self term, computed rows with and without the hubs; twice, same bits; and
+// a third time with the rows' positions given (rows_pos, as AD's model does): the same bits.
 TEST(Cuda, LongRowsEqualTheReferenceAndAreDeterministic) {
   REQUIRE_GPU();
   const int64_t n = 6000;
@@ -168,12 +170,15 @@ TEST(Cuda, LongRowsEqualTheReferenceAndAreDeterministic) {
             ref_gx = ref_gx.index_add(0, rows, sw.unsqueeze(1) * probe);
           }
           const bool full = rows.numel() == n;
-          at::Tensor outs[2], grads[2];
-          for (int rep = 0; rep < 2; ++rep) {
+          at::Tensor outs[3], grads[3];
+          const at::Tensor pos =
+              torch::full({n}, -1, torch::kInt32).index_put_({rows}, torch::arange(rows.numel(), torch::kInt32));
+          for (int rep = 0; rep < (full ? 2 : 3); ++rep) {
             at::Tensor xx = x.to(d, dtype).detach().requires_grad_(true);
             outs[rep] = adgnn::csr_aggregate(rowptr.to(d), col.to(d), w.to(d, dtype), xx,
                                              full ? at::Tensor() : rows.to(d),
-                                             self ? sw.to(d, dtype) : at::Tensor());
+                                             self ? sw.to(d, dtype) : at::Tensor(), -1,
+                                             rep == 2 ? pos.to(d) : at::Tensor());
             (outs[rep] * probe.to(d, dtype)).sum().backward();
             grads[rep] = xx.grad().cpu();
           }
@@ -181,6 +186,10 @@ TEST(Cuda, LongRowsEqualTheReferenceAndAreDeterministic) {
           EXPECT_TRUE(torch::allclose(grads[0].to(torch::kFloat64), ref_gx, tol, tol));
           EXPECT_TRUE(torch::equal(outs[0], outs[1]));
           EXPECT_TRUE(torch::equal(grads[0], grads[1]));
+          if (!full) {
+            EXPECT_TRUE(torch::equal(outs[0], outs[2]));
+            EXPECT_TRUE(torch::equal(grads[0], grads[2]));
+          }
         }
       }
     }
@@ -778,6 +787,88 @@ TEST(Cuda, CrossEntropySumEqualsTheCpu) {
   const at::Tensor l = adgnn::cross_entropy_sum(z, torch::tensor({1, 2}, torch::kInt64).cuda(),
                                                 torch::tensor({0, 9}, torch::kInt64).cuda());
   EXPECT_TRUE(std::isnan(l.item<double>()));
+}
+
+// merge_rows and band_diff on the GPU (one kernel each way) against their CPU form (a gather and
+// index_put): copies, so the same bits; values and both gradients, at widths taking the vector
+// and the scalar paths, both precisions, a quarter of the rows computed and most of those active.
+TEST(Cuda, MergeRowsAndBandDiffEqualTheCpu) {
+  REQUIRE_GPU();
+  torch::manual_seed(3);
+  const int64_t n = 5000;
+  const at::Tensor comp = torch::rand({n}) < 0.25, active = comp & (torch::rand({n}) < 0.8);
+  const at::Tensor pos = (comp.cumsum(0, torch::kInt32) * comp - 1).to(torch::kInt32);
+  const int64_t m = comp.sum().item<int64_t>();
+  const at::Tensor band = (comp & ~active).nonzero().squeeze(1);
+  ASSERT_GT(band.numel(), 100);
+  for (const int64_t width : {128, 40, 7}) {
+    for (const auto dt : {torch::kFloat32, torch::kFloat64}) {
+      SCOPED_TRACE("width " + std::to_string(width) + (dt == torch::kFloat64 ? " double" : " float"));
+      const at::Tensor prev0 = torch::randn({n, width}, dt), upd0 = torch::randn({m, width}, dt);
+      const at::Tensor probe = torch::randn({n, width}, dt);
+      at::Tensor out[2], grad_prev[2], grad_upd[2], diff[2];
+      for (int dev = 0; dev < 2; ++dev) {
+        auto on = [&](const at::Tensor& t) { return dev ? t.cuda() : t; };
+        const at::Tensor prev = on(prev0).detach().clone().requires_grad_(true);
+        const at::Tensor upd = on(upd0).detach().clone().requires_grad_(true);
+        const at::Tensor o = adgnn::detail::merge_rows(prev, upd, on(pos), on(active));
+        (o * on(probe)).sum().backward();
+        out[dev] = o.detach().cpu();
+        grad_prev[dev] = prev.grad().cpu();
+        grad_upd[dev] = upd.grad().cpu();
+        diff[dev] = adgnn::detail::band_diff(prev, upd, on(pos), on(band)).cpu();
+      }
+      EXPECT_TRUE(torch::equal(out[1], out[0]));
+      EXPECT_TRUE(torch::equal(grad_prev[1], grad_prev[0]));
+      EXPECT_TRUE(torch::equal(grad_upd[1], grad_upd[0]));
+      EXPECT_TRUE(torch::equal(diff[1], diff[0]));
+      EXPECT_EQ(grad_upd[0].abs().sum(1).gt(0).sum().item<int64_t>(), active.sum().item<int64_t>());
+    }
+  }
+}
+
+// The fused CUDA update against the CPU one (torch::optim::Adam's operations, tests/trainer)
+// over steps with a changing gradient, two weight-decay groups, a resumed step count, float32
+// and float64: the same formula in another order of rounding. Relative 3e-5 in float32: the
+// fused kernel takes 1 - beta2 as 1 - float(0.999) = 0.00099998713, 1.3e-5 below the CPU's
+// float(0.001), in the second moment's increment (torch.optim.Adam(fused=True) does the same);
+// 1e-12 in float64.
+TEST(Cuda, FlatAdamEqualsTheCpuUpdate) {
+  REQUIRE_GPU();
+  for (const auto dt : {torch::kFloat32, torch::kFloat64}) {
+    std::array<at::Tensor, 2> a, b;     // [0]: weight decay, [1]: none; per device
+    std::array<std::vector<at::Tensor>, 2> params;
+    std::array<std::unique_ptr<adgnn::FlatAdam>, 2> opt;
+    for (int dev = 0; dev < 2; ++dev) {
+      const auto o = torch::TensorOptions().dtype(dt).device(dev ? torch::kCUDA : torch::kCPU);
+      a[dev] = torch::linspace(-1, 1, 300, o).view({30, 10}).requires_grad_(true);
+      b[dev] = torch::linspace(0.5, 2, 7, o).requires_grad_(true);
+      opt[dev] = std::make_unique<adgnn::FlatAdam>(
+          std::vector<adgnn::FlatAdam::Group>{{{{"a", a[dev]}}, 5e-4}, {{{"b", b[dev]}}, 0.0}}, 0.01);
+    }
+    const double rtol = dt == torch::kFloat32 ? 3e-5 : 1e-12, tol = dt == torch::kFloat32 ? 1e-6 : 1e-12;
+    for (int step = 1; step <= 8; ++step) {
+      if (step == 5)
+        for (auto& o : opt) o->set_steps(40);  // a resumed run's bias correction
+      for (int dev = 0; dev < 2; ++dev) {
+        opt[dev]->zero_grad();
+        ((a[dev] * a[dev]).sin().sum() * (1 + 0.3 * step) + (b[dev] * double(step)).cos().sum()).backward();
+        opt[dev]->step();
+      }
+      EXPECT_TRUE(torch::allclose(a[1].detach().cpu(), a[0].detach(), rtol, tol))
+          << dt << " step " << step << ": " << (a[1].detach().cpu() - a[0].detach()).abs().max();
+      EXPECT_TRUE(torch::allclose(b[1].detach().cpu(), b[0].detach(), rtol, tol)) << dt << " step " << step;
+      for (size_t i = 0; i < 4; ++i) {
+        const at::Tensor s0 = opt[0]->named_state()[i].second, s1 = opt[1]->named_state()[i].second.cpu();
+        EXPECT_TRUE(torch::allclose(s1, s0, rtol, tol))
+            << dt << " " << opt[0]->named_state()[i].first << " step " << step << ": " << (s1 - s0).abs().max();
+      }
+    }
+    EXPECT_EQ(opt[1]->steps(), 44);
+    // The update moved the parameters (not a test of two unchanged copies).
+    EXPECT_GT((a[0].detach() - torch::linspace(-1, 1, 300, a[0].options()).view({30, 10})).abs().max().item<double>(),
+              0.01);
+  }
 }
 
 class CudaModel : public ::testing::TestWithParam<std::pair<std::string, std::string>> {};

@@ -390,6 +390,37 @@ TEST(AdGradients, BandStraightThroughEqualsItsExplicitForm) {
   }
 }
 
+// A deeper layer's output from its computed rows: rows 1, 3, 4, 6 computed (positions 0..3 of
+// upd), 1, 4 and 6 active, 3 in the band only. Values and gradients by hand: an active row takes its
+// update and passes its gradient to it, every other row keeps (and passes back to) prev; the band
+// row's update gets a zero gradient. band_diff: upd's row minus prev's, without a gradient.
+TEST(AdGradients, MergeRowsAndBandDiffByHand) {
+  const auto f64 = torch::kFloat64;
+  const at::Tensor prev0 = torch::arange(7 * 3, f64).view({7, 3}), upd0 = -torch::arange(1, 4 * 3 + 1, f64).view({4, 3});
+  const at::Tensor pos = torch::tensor(std::vector<int32_t>{-1, 0, -1, 1, 2, -1, 3}, torch::kInt32);
+  const at::Tensor active = torch::tensor(std::vector<int32_t>{0, 1, 0, 0, 1, 0, 1}).to(torch::kBool);
+  const at::Tensor prev = prev0.clone().requires_grad_(true), upd = upd0.clone().requires_grad_(true);
+  const at::Tensor out = adgnn::detail::merge_rows(prev, upd, pos, active);
+  at::Tensor expected = prev0.clone();
+  expected[1] = upd0[0];
+  expected[4] = upd0[2];
+  expected[6] = upd0[3];
+  EXPECT_TRUE(torch::equal(out, expected)) << out;
+  const at::Tensor probe = torch::arange(100, 100 + 7 * 3, f64).view({7, 3});
+  (out * probe).sum().backward();
+  at::Tensor grad_prev = probe.clone(), grad_upd = torch::zeros({4, 3}, f64);
+  for (int r : {1, 4, 6}) grad_prev[r] = 0;
+  grad_upd[0] = probe[1];
+  grad_upd[2] = probe[4];
+  grad_upd[3] = probe[6];
+  EXPECT_TRUE(torch::equal(prev.grad(), grad_prev)) << prev.grad();
+  EXPECT_TRUE(torch::equal(upd.grad(), grad_upd)) << upd.grad();
+  const at::Tensor band = torch::tensor(std::vector<int64_t>{3, 6}, torch::kInt64);
+  const at::Tensor diff = adgnn::detail::band_diff(prev, upd, pos, band);
+  EXPECT_FALSE(diff.requires_grad());
+  EXPECT_TRUE(torch::equal(diff, torch::stack({upd0[1] - prev0[3], upd0[3] - prev0[6]}))) << diff;
+}
+
 // Layer 1 of the learned variant: every row active (tau(1) = 0), the nodes with eps near 0 in the
 // surrogate band. The shortcut (the update as the output, the band rows' self term alone, without
 // a graph) gives the general path's logits and gradients (the self term of the frozen and band

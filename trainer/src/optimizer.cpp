@@ -60,6 +60,19 @@ void FlatAdam::step() {
   const double bias1 = 1 - std::pow(beta1_, double(step_));
   const double bias2 = 1 - std::pow(beta2_, double(step_));
   for (Packed& g : groups_) {
+    if (g.param.is_cuda()) {
+      // ATen's fused kernel (torch.optim.Adam(fused=True)): the same update in one launch instead
+      // of nine; the step count it reads lives on the device (float32, exact to 2^24 steps).
+      if (!step_count_.defined() || step_count_.device() != g.param.device())
+        step_count_ = torch::zeros({}, g.param.options().dtype(torch::kFloat32));
+      if (step_count_set_ != step_) {
+        step_count_.fill_(double(step_));
+        step_count_set_ = step_;
+      }
+      at::_fused_adam_({g.param}, {g.grad}, {g.exp_avg}, {g.exp_avg_sq}, {}, {step_count_}, lr_, beta1_, beta2_,
+                       g.weight_decay, eps_, /*amsgrad=*/false, /*maximize=*/false);
+      continue;
+    }
     at::Tensor grad = g.grad;
     if (g.weight_decay != 0) grad = grad.add(g.param, g.weight_decay);
     g.exp_avg.mul_(beta1_).add_(grad, 1 - beta1_);

@@ -37,9 +37,13 @@ GraphTensors to_tensors(const Graph& g, c10::Device device);
 // rows_entries: the number of CSR entries in `rows`, when the caller knows it on the host (AD's
 // model does, from its one host copy per pass): the backward of a few rows then regroups their
 // entries without waiting for the device; -1: unknown (the GPU then scans the transpose).
+// rows_pos: int32, one per CSR row, its position in `rows` (-1 for the others), when the caller
+// has it (AD's model builds every layer's at once); the GPU kernels otherwise build it per call
+// where they need it (three launches forward and three backward).
 at::Tensor csr_aggregate(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& weight,
                          const at::Tensor& x, const at::Tensor& rows = {},
-                         const at::Tensor& self_weight = {}, int64_t rows_entries = -1);
+                         const at::Tensor& self_weight = {}, int64_t rows_entries = -1,
+                         const at::Tensor& rows_pos = {});
 
 // The training loss summed over `rows`: the sum of -log softmax(logits[r])[labels[r]] (labels: one
 // per row of `rows`). On the GPU one kernel per pass (a warp per row; its backward writes the

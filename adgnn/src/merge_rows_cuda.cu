@@ -1,0 +1,177 @@
+// A deeper AD layer's output from its few computed rows (model.cpp's detail::merge_rows): every
+// row is the update where the row is active, else the previous value, in one pass each way
+// instead of a searchsorted, a gather, a copy and a scatter forward and four launches back
+// (a depth-4 AD-GCN_fast step on the GPU is host-bound: each launch saved is host time, v67).
+#include <ATen/ATen.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAException.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "cuda_rows.cuh"
+#include "kernels.h"
+
+namespace adgnn::kernels {
+
+namespace {
+
+int64_t grid_for(int64_t items, int threads) {
+  const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+  return std::max<int64_t>(1, std::min((items + threads - 1) / threads, sms * 16));
+}
+
+// Grid-stride over vectors (row, column vector): out[r] = active[r] ? upd[pos[r]] : prev[r].
+template <typename T, int V>
+__global__ void merge_rows_kernel(const T* __restrict__ prev, const T* __restrict__ upd, const int32_t* __restrict__ pos,
+                                  const bool* __restrict__ active, int64_t rows, int64_t vecs, T* __restrict__ out) {
+  using VT = Vec<T, V>;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < rows * vecs; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t r = i / vecs, v = i % vecs;
+    const VT* src = active[r] ? reinterpret_cast<const VT*>(upd) + int64_t(pos[r]) * vecs
+                              : reinterpret_cast<const VT*>(prev) + r * vecs;
+    reinterpret_cast<VT*>(out)[i] = src[v];
+  }
+}
+
+// The gradients: grad_prev[r] = active[r] ? 0 : g[r]; grad_upd[pos[r]] = active[r] ? g[r] : 0
+// for every computed row (pos[r] >= 0; each update row has one, so every one is written).
+template <typename T, int V>
+__global__ void merge_rows_backward_kernel(const T* __restrict__ g, const int32_t* __restrict__ pos,
+                                           const bool* __restrict__ active, int64_t rows, int64_t vecs,
+                                           T* __restrict__ grad_prev, T* __restrict__ grad_upd) {
+  using VT = Vec<T, V>;
+  VT zero;
+#pragma unroll
+  for (int k = 0; k < V; ++k) zero.v[k] = T(0);
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < rows * vecs; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t r = i / vecs, v = i % vecs;
+    const VT x = reinterpret_cast<const VT*>(g)[i];
+    const bool a = active[r];
+    if (grad_prev) reinterpret_cast<VT*>(grad_prev)[i] = a ? zero : x;
+    const int32_t p = pos[r];
+    if (grad_upd && p >= 0) reinterpret_cast<VT*>(grad_upd)[int64_t(p) * vecs + v] = a ? x : zero;
+  }
+}
+
+// diff[b] = upd[pos[band[b]]] - prev[band[b]].
+template <typename T, int V>
+__global__ void band_diff_kernel(const T* __restrict__ prev, const T* __restrict__ upd, const int32_t* __restrict__ pos,
+                                 const int64_t* __restrict__ band, int64_t count, int64_t vecs, T* __restrict__ diff) {
+  using VT = Vec<T, V>;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count * vecs; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t b = i / vecs, v = i % vecs;
+    const int64_t r = band[b];
+    const VT u = reinterpret_cast<const VT*>(upd)[int64_t(pos[r]) * vecs + v];
+    const VT p = reinterpret_cast<const VT*>(prev)[r * vecs + v];
+    VT d;
+#pragma unroll
+    for (int k = 0; k < V; ++k) d.v[k] = u.v[k] - p.v[k];
+    reinterpret_cast<VT*>(diff)[i] = d;
+  }
+}
+
+void check_merge_inputs(const char* what, const at::Tensor& a, const at::Tensor& pos, const at::Tensor& active) {
+  TORCH_CHECK(a.is_cuda() && a.dim() == 2 && a.is_contiguous(), what, ": contiguous [rows, width] CUDA tensors");
+  TORCH_CHECK(pos.scalar_type() == at::kInt && pos.is_contiguous() && pos.numel() == a.size(0), what,
+              ": pos must be int32 with one entry per row");
+  TORCH_CHECK(!active.defined() || (active.scalar_type() == at::kBool && active.is_contiguous() &&
+                                    active.numel() == a.size(0)),
+              what, ": active must be bool with one entry per row");
+}
+
+}  // namespace
+
+at::Tensor merge_rows_cuda(const at::Tensor& prev, const at::Tensor& upd, const at::Tensor& pos,
+                           const at::Tensor& active) {
+  check_merge_inputs("merge_rows_cuda", prev, pos, active);
+  TORCH_CHECK(upd.is_contiguous() && upd.dim() == 2 && upd.size(1) == prev.size(1) &&
+                  upd.scalar_type() == prev.scalar_type(),
+              "merge_rows_cuda: upd must be contiguous, of prev's width and type");
+  at::Tensor out = at::empty_like(prev);
+  const int64_t rows = prev.size(0), F = prev.size(1);
+  if (rows * F == 0) return out;
+  const int threads = 256;
+  auto stream = at::cuda::getCurrentCUDAStream();
+  AT_DISPATCH_FLOATING_TYPES(prev.scalar_type(), "merge_rows_cuda", [&] {
+    using T = scalar_t;
+    constexpr int V = sizeof(T) == 4 ? 4 : 2;
+    if (vectorisable<T, V>(F, {&prev, &upd, &out})) {
+      const int64_t vecs = F / V;
+      merge_rows_kernel<T, V><<<grid_for(rows * vecs, threads), threads, 0, stream>>>(
+          prev.data_ptr<T>(), upd.data_ptr<T>(), pos.data_ptr<int32_t>(), active.data_ptr<bool>(), rows, vecs,
+          out.data_ptr<T>());
+    } else {
+      merge_rows_kernel<T, 1><<<grid_for(rows * F, threads), threads, 0, stream>>>(
+          prev.data_ptr<T>(), upd.data_ptr<T>(), pos.data_ptr<int32_t>(), active.data_ptr<bool>(), rows, F,
+          out.data_ptr<T>());
+    }
+  });
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return out;
+}
+
+std::pair<at::Tensor, at::Tensor> merge_rows_backward_cuda(const at::Tensor& g, const at::Tensor& pos,
+                                                           const at::Tensor& active, int64_t upd_rows,
+                                                           bool want_prev, bool want_upd) {
+  check_merge_inputs("merge_rows_backward_cuda", g, pos, active);
+  const int64_t rows = g.size(0), F = g.size(1);
+  at::Tensor grad_prev = want_prev ? at::empty_like(g) : at::Tensor();
+  at::Tensor grad_upd = want_upd ? at::empty({upd_rows, F}, g.options()) : at::Tensor();
+  if (rows * F == 0 || (!want_prev && !want_upd)) return {grad_prev, grad_upd};
+  const int threads = 256;
+  auto stream = at::cuda::getCurrentCUDAStream();
+  AT_DISPATCH_FLOATING_TYPES(g.scalar_type(), "merge_rows_backward_cuda", [&] {
+    using T = scalar_t;
+    constexpr int V = sizeof(T) == 4 ? 4 : 2;
+    T* gp = want_prev ? grad_prev.data_ptr<T>() : nullptr;
+    T* gu = want_upd ? grad_upd.data_ptr<T>() : nullptr;
+    std::vector<const at::Tensor*> ts{&g};
+    if (want_prev) ts.push_back(&grad_prev);
+    if (want_upd) ts.push_back(&grad_upd);
+    bool vec = F % V == 0;
+    for (const at::Tensor* t : ts) vec = vec && reinterpret_cast<uintptr_t>(t->data_ptr()) % (sizeof(T) * V) == 0;
+    if (vec) {
+      const int64_t vecs = F / V;
+      merge_rows_backward_kernel<T, V><<<grid_for(rows * vecs, threads), threads, 0, stream>>>(
+          g.data_ptr<T>(), pos.data_ptr<int32_t>(), active.data_ptr<bool>(), rows, vecs, gp, gu);
+    } else {
+      merge_rows_backward_kernel<T, 1><<<grid_for(rows * F, threads), threads, 0, stream>>>(
+          g.data_ptr<T>(), pos.data_ptr<int32_t>(), active.data_ptr<bool>(), rows, F, gp, gu);
+    }
+  });
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return {grad_prev, grad_upd};
+}
+
+at::Tensor band_diff_cuda(const at::Tensor& prev, const at::Tensor& upd, const at::Tensor& pos,
+                          const at::Tensor& band_rows) {
+  check_merge_inputs("band_diff_cuda", prev, pos, at::Tensor());
+  TORCH_CHECK(upd.is_contiguous() && upd.dim() == 2 && upd.size(1) == prev.size(1) &&
+                  upd.scalar_type() == prev.scalar_type(),
+              "band_diff_cuda: upd must be contiguous, of prev's width and type");
+  TORCH_CHECK(band_rows.scalar_type() == at::kLong && band_rows.is_contiguous(), "band_diff_cuda: band_rows int64");
+  const int64_t count = band_rows.numel(), F = prev.size(1);
+  at::Tensor diff = at::empty({count, F}, prev.options());
+  if (count * F == 0) return diff;
+  const int threads = 256;
+  auto stream = at::cuda::getCurrentCUDAStream();
+  AT_DISPATCH_FLOATING_TYPES(prev.scalar_type(), "band_diff_cuda", [&] {
+    using T = scalar_t;
+    constexpr int V = sizeof(T) == 4 ? 4 : 2;
+    if (vectorisable<T, V>(F, {&prev, &upd, &diff})) {
+      const int64_t vecs = F / V;
+      band_diff_kernel<T, V><<<grid_for(count * vecs, threads), threads, 0, stream>>>(
+          prev.data_ptr<T>(), upd.data_ptr<T>(), pos.data_ptr<int32_t>(), band_rows.data_ptr<int64_t>(), count, vecs,
+          diff.data_ptr<T>());
+    } else {
+      band_diff_kernel<T, 1><<<grid_for(count * F, threads), threads, 0, stream>>>(
+          prev.data_ptr<T>(), upd.data_ptr<T>(), pos.data_ptr<int32_t>(), band_rows.data_ptr<int64_t>(), count, F,
+          diff.data_ptr<T>());
+    }
+  });
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return diff;
+}
+
+}  // namespace adgnn::kernels
