@@ -7,6 +7,7 @@
 #include <c10/cuda/CUDAException.h>
 
 #include <algorithm>
+#include <type_traits>
 #include <vector>
 
 #include "cuda_rows.cuh"
@@ -71,23 +72,39 @@ __global__ void band_diff_kernel(const T* __restrict__ prev, const T* __restrict
   }
 }
 
-void check_merge_inputs(const char* what, const at::Tensor& a, const at::Tensor& pos, const at::Tensor& active) {
+// Calls launch(std::integral_constant<int, V>{}) with V = 4 floats / 2 doubles where every
+// defined tensor's rows of F elements start on such a vector's boundary, else with V = 1.
+template <typename T, typename Launch>
+void with_vector_width(int64_t F, const std::vector<const at::Tensor*>& ts, Launch&& launch) {
+  constexpr int V = sizeof(T) == 4 ? 4 : 2;
+  bool vec = F % V == 0;
+  for (const at::Tensor* t : ts)
+    vec = vec && (!t->defined() || reinterpret_cast<uintptr_t>(t->data_ptr()) % (sizeof(T) * V) == 0);
+  if (vec)
+    launch(std::integral_constant<int, V>{});
+  else
+    launch(std::integral_constant<int, 1>{});
+}
+
+// a: [rows, width]; upd (where given): [any, width] of a's type.
+void check_merge_inputs(const char* what, const at::Tensor& a, const at::Tensor& pos, const at::Tensor& active,
+                        const at::Tensor& upd = {}) {
   TORCH_CHECK(a.is_cuda() && a.dim() == 2 && a.is_contiguous(), what, ": contiguous [rows, width] CUDA tensors");
   TORCH_CHECK(pos.scalar_type() == at::kInt && pos.is_contiguous() && pos.numel() == a.size(0), what,
               ": pos must be int32 with one entry per row");
   TORCH_CHECK(!active.defined() || (active.scalar_type() == at::kBool && active.is_contiguous() &&
                                     active.numel() == a.size(0)),
               what, ": active must be bool with one entry per row");
+  TORCH_CHECK(!upd.defined() || (upd.is_contiguous() && upd.dim() == 2 && upd.size(1) == a.size(1) &&
+                                 upd.scalar_type() == a.scalar_type()),
+              what, ": upd must be contiguous, of prev's width and type");
 }
 
 }  // namespace
 
 at::Tensor merge_rows_cuda(const at::Tensor& prev, const at::Tensor& upd, const at::Tensor& pos,
                            const at::Tensor& active) {
-  check_merge_inputs("merge_rows_cuda", prev, pos, active);
-  TORCH_CHECK(upd.is_contiguous() && upd.dim() == 2 && upd.size(1) == prev.size(1) &&
-                  upd.scalar_type() == prev.scalar_type(),
-              "merge_rows_cuda: upd must be contiguous, of prev's width and type");
+  check_merge_inputs("merge_rows_cuda", prev, pos, active, upd);
   at::Tensor out = at::empty_like(prev);
   const int64_t rows = prev.size(0), F = prev.size(1);
   if (rows * F == 0) return out;
@@ -95,17 +112,13 @@ at::Tensor merge_rows_cuda(const at::Tensor& prev, const at::Tensor& upd, const 
   auto stream = at::cuda::getCurrentCUDAStream();
   AT_DISPATCH_FLOATING_TYPES(prev.scalar_type(), "merge_rows_cuda", [&] {
     using T = scalar_t;
-    constexpr int V = sizeof(T) == 4 ? 4 : 2;
-    if (vectorisable<T, V>(F, {&prev, &upd, &out})) {
+    with_vector_width<T>(F, {&prev, &upd, &out}, [&](auto width) {
+      constexpr int V = decltype(width)::value;
       const int64_t vecs = F / V;
       merge_rows_kernel<T, V><<<grid_for(rows * vecs, threads), threads, 0, stream>>>(
           prev.data_ptr<T>(), upd.data_ptr<T>(), pos.data_ptr<int32_t>(), active.data_ptr<bool>(), rows, vecs,
           out.data_ptr<T>());
-    } else {
-      merge_rows_kernel<T, 1><<<grid_for(rows * F, threads), threads, 0, stream>>>(
-          prev.data_ptr<T>(), upd.data_ptr<T>(), pos.data_ptr<int32_t>(), active.data_ptr<bool>(), rows, F,
-          out.data_ptr<T>());
-    }
+    });
   });
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return out;
@@ -123,22 +136,13 @@ std::pair<at::Tensor, at::Tensor> merge_rows_backward_cuda(const at::Tensor& g, 
   auto stream = at::cuda::getCurrentCUDAStream();
   AT_DISPATCH_FLOATING_TYPES(g.scalar_type(), "merge_rows_backward_cuda", [&] {
     using T = scalar_t;
-    constexpr int V = sizeof(T) == 4 ? 4 : 2;
-    T* gp = want_prev ? grad_prev.data_ptr<T>() : nullptr;
-    T* gu = want_upd ? grad_upd.data_ptr<T>() : nullptr;
-    std::vector<const at::Tensor*> ts{&g};
-    if (want_prev) ts.push_back(&grad_prev);
-    if (want_upd) ts.push_back(&grad_upd);
-    bool vec = F % V == 0;
-    for (const at::Tensor* t : ts) vec = vec && reinterpret_cast<uintptr_t>(t->data_ptr()) % (sizeof(T) * V) == 0;
-    if (vec) {
+    with_vector_width<T>(F, {&g, &grad_prev, &grad_upd}, [&](auto width) {
+      constexpr int V = decltype(width)::value;
       const int64_t vecs = F / V;
       merge_rows_backward_kernel<T, V><<<grid_for(rows * vecs, threads), threads, 0, stream>>>(
-          g.data_ptr<T>(), pos.data_ptr<int32_t>(), active.data_ptr<bool>(), rows, vecs, gp, gu);
-    } else {
-      merge_rows_backward_kernel<T, 1><<<grid_for(rows * F, threads), threads, 0, stream>>>(
-          g.data_ptr<T>(), pos.data_ptr<int32_t>(), active.data_ptr<bool>(), rows, F, gp, gu);
-    }
+          g.data_ptr<T>(), pos.data_ptr<int32_t>(), active.data_ptr<bool>(), rows, vecs,
+          want_prev ? grad_prev.data_ptr<T>() : nullptr, want_upd ? grad_upd.data_ptr<T>() : nullptr);
+    });
   });
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return {grad_prev, grad_upd};
@@ -146,10 +150,7 @@ std::pair<at::Tensor, at::Tensor> merge_rows_backward_cuda(const at::Tensor& g, 
 
 at::Tensor band_diff_cuda(const at::Tensor& prev, const at::Tensor& upd, const at::Tensor& pos,
                           const at::Tensor& band_rows) {
-  check_merge_inputs("band_diff_cuda", prev, pos, at::Tensor());
-  TORCH_CHECK(upd.is_contiguous() && upd.dim() == 2 && upd.size(1) == prev.size(1) &&
-                  upd.scalar_type() == prev.scalar_type(),
-              "band_diff_cuda: upd must be contiguous, of prev's width and type");
+  check_merge_inputs("band_diff_cuda", prev, pos, at::Tensor(), upd);
   TORCH_CHECK(band_rows.scalar_type() == at::kLong && band_rows.is_contiguous(), "band_diff_cuda: band_rows int64");
   const int64_t count = band_rows.numel(), F = prev.size(1);
   at::Tensor diff = at::empty({count, F}, prev.options());
@@ -158,17 +159,13 @@ at::Tensor band_diff_cuda(const at::Tensor& prev, const at::Tensor& upd, const a
   auto stream = at::cuda::getCurrentCUDAStream();
   AT_DISPATCH_FLOATING_TYPES(prev.scalar_type(), "band_diff_cuda", [&] {
     using T = scalar_t;
-    constexpr int V = sizeof(T) == 4 ? 4 : 2;
-    if (vectorisable<T, V>(F, {&prev, &upd, &diff})) {
+    with_vector_width<T>(F, {&prev, &upd, &diff}, [&](auto width) {
+      constexpr int V = decltype(width)::value;
       const int64_t vecs = F / V;
       band_diff_kernel<T, V><<<grid_for(count * vecs, threads), threads, 0, stream>>>(
           prev.data_ptr<T>(), upd.data_ptr<T>(), pos.data_ptr<int32_t>(), band_rows.data_ptr<int64_t>(), count, vecs,
           diff.data_ptr<T>());
-    } else {
-      band_diff_kernel<T, 1><<<grid_for(count * F, threads), threads, 0, stream>>>(
-          prev.data_ptr<T>(), upd.data_ptr<T>(), pos.data_ptr<int32_t>(), band_rows.data_ptr<int64_t>(), count, F,
-          diff.data_ptr<T>());
-    }
+    });
   });
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return diff;

@@ -1205,7 +1205,7 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
       } else if (width_change && frozen_list[size_t(t)].numel() * 2 >= n && (last || !c.batchnorm)) {
         // Inactive rows at width-changing layers: the layer with the self term only. Most rows
         // inactive (the classifier of a model whose nodes mostly stopped): the self term of
-        // every row, then the computed rows' updates put in place. One GEMM over the rows
+        // every row, then the computed rows' updates merged in. One GEMM over the rows
         // instead of a gather of the frozen rows, a gather of the output, and their two
         // full-size index_add backwards (v34). Needs a row-wise post: no BatchNorm over rows.
         upd = post(upd);

@@ -4,6 +4,7 @@
 // allreduce concatenated and split the gradients, and zero_grad touched each one: on a GPU step
 // of a few milliseconds, AD's deeper layers already leave the device waiting for the host, and
 // these ~150 launches per step (GCN, depth 4) were host time too (docs/performance.md v26).
+// On the GPU each group's update is ATen's fused multi-tensor kernel (v67: 3 launches, not 18).
 #include <torch/torch.h>
 
 #include <cmath>
@@ -56,15 +57,16 @@ void FlatAdam::zero_grad() {
 void FlatAdam::step() {
   torch::NoGradGuard guard;
   ++step_;
-  // torch::optim::Adam's update (non-amsgrad), operation for operation, on whole buffers.
   const double bias1 = 1 - std::pow(beta1_, double(step_));
   const double bias2 = 1 - std::pow(beta2_, double(step_));
   for (Packed& g : groups_) {
     if (g.param.is_cuda()) {
       // ATen's fused kernel (torch.optim.Adam(fused=True)): the same update in one launch instead
       // of nine; the step count it reads lives on the device (float32, exact to 2^24 steps).
-      if (!step_count_.defined() || step_count_.device() != g.param.device())
-        step_count_ = torch::zeros({}, g.param.options().dtype(torch::kFloat32));
+      if (!step_count_.defined() || step_count_.device() != g.param.device()) {
+        step_count_ = torch::empty({}, g.param.options().dtype(torch::kFloat32));
+        step_count_set_ = -1;
+      }
       if (step_count_set_ != step_) {
         step_count_.fill_(double(step_));
         step_count_set_ = step_;
@@ -73,6 +75,7 @@ void FlatAdam::step() {
                        g.weight_decay, eps_, /*amsgrad=*/false, /*maximize=*/false);
       continue;
     }
+    // torch::optim::Adam's update (non-amsgrad), operation for operation, on whole buffers.
     at::Tensor grad = g.grad;
     if (g.weight_decay != 0) grad = grad.add(g.param, g.weight_decay);
     g.exp_avg.mul_(beta1_).add_(grad, 1 - beta1_);
