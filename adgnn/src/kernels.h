@@ -205,6 +205,14 @@ std::pair<at::Tensor, at::Tensor> merge_rows_backward_cuda(const at::Tensor& g, 
                                                            bool want_prev, bool want_upd);
 at::Tensor band_diff_cuda(const at::Tensor& prev, const at::Tensor& upd, const at::Tensor& pos,
                           const at::Tensor& band_rows);
+// detail::depth_masks on the GPU in one kernel (depth_masks_cuda.cu): (depth, stacked, counts) for
+// eps [n] and tau [L] of one type, or a given int64 depth [n] (band_mode 0 or 2). band_mode: 0
+// none, 1 |eps - tau(t)| < band_width, 2 every row; frozen_bits: bit t - 1 lists layer t's frozen
+// rows. L <= 64.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> depth_masks_cuda(const at::Tensor& eps, const at::Tensor& tau,
+                                                                const at::Tensor& depth_in, int64_t L, int band_mode,
+                                                                double band_width, bool no_band_at_layer1,
+                                                                const at::Tensor& rowptr, uint64_t frozen_bits);
 void halo_read_bits_cuda(const at::Tensor& boundary_row, const at::Tensor& boundary_halo, const at::Tensor& peer_key,
                          const at::Tensor& comp_owned, const at::Tensor& comp_halo, at::Tensor& peer_bits,
                          at::Tensor& halo_bits);

@@ -368,6 +368,52 @@ bool& detail::band_every_row_active_shortcut() {
   return on;
 }
 
+detail::DepthMasks detail::depth_masks(const at::Tensor& eps, const at::Tensor& tau, const at::Tensor& depth_in,
+                                       const at::Tensor& rowptr, const DepthMaskSpec& spec) {
+  const int64_t L = spec.layers, n = rowptr.numel() - 1;
+  TORCH_CHECK(L >= 1 && (depth_in.defined() ? spec.band != DepthMaskSpec::Band::Width
+                                            : eps.numel() == n && tau.numel() == L),
+              "depth_masks: eps [n] and tau [layers], or a depth without a band width");
+  uint64_t frozen_bits = 0;
+  int64_t previous = 0;
+  for (int64_t t : spec.frozen_layers) {
+    TORCH_CHECK(t > previous && t <= L, "depth_masks: frozen layers increasing, in 1..layers");
+    if (t <= 64) frozen_bits |= uint64_t(1) << (t - 1);
+    previous = t;
+  }
+  const int band_mode = spec.band == DepthMaskSpec::Band::None ? 0 : spec.band == DepthMaskSpec::Band::Width ? 1 : 2;
+#ifdef ADGNN_HAVE_CUDA_KERNELS
+  if (rowptr.is_cuda() && L <= 64) {
+    auto [depth, stacked, counts] = kernels::depth_masks_cuda(
+        depth_in.defined() ? at::Tensor() : eps.detach().contiguous(),
+        depth_in.defined() ? at::Tensor() : tau.detach().contiguous(),
+        depth_in.defined() ? depth_in.contiguous() : at::Tensor(), L, band_mode, spec.band_width,
+        spec.no_band_at_layer1, rowptr.contiguous(), frozen_bits);
+    return {depth, stacked, counts};
+  }
+#endif
+  at::NoGradGuard no_grad;
+  const auto on = rowptr.options();
+  at::Tensor depth = depth_in;
+  at::Tensor band;
+  if (!depth_in.defined()) {
+    const at::Tensor eps_d = eps.detach().unsqueeze(0), tau_d = tau.detach().unsqueeze(1);  // [1, n], [L, 1]
+    depth = (eps_d >= tau_d).sum(0);
+    if (band_mode == 1) band = (eps_d - tau_d).abs() < spec.band_width;
+  }
+  if (band_mode == 0) band = torch::zeros({L, n}, on.dtype(torch::kBool));
+  if (band_mode == 2) band = torch::ones({L, n}, on.dtype(torch::kBool));
+  if (spec.no_band_at_layer1) band.select(0, 0).fill_(false);
+  const at::Tensor active = depth.unsqueeze(0) >= torch::arange(1, L + 1, on).unsqueeze(1);
+  const at::Tensor frozen = ~active | band;
+  std::vector<at::Tensor> masks{active | band, active, band};
+  for (int64_t t : spec.frozen_layers) masks.push_back(frozen.narrow(0, t - 1, 1));
+  const at::Tensor stacked = torch::cat(masks);
+  const at::Tensor row_entries = rowptr.slice(0, 1, n + 1) - rowptr.slice(0, 0, n);
+  const at::Tensor entries = masks[0].to(torch::kInt64).mul(row_entries.unsqueeze(0)).sum(1);
+  return {depth, stacked, torch::cat({stacked.sum(1), entries})};
+}
+
 #ifdef ADGNN_HAVE_CUDA_KERNELS
 namespace {
 class MergeRowsFn : public torch::autograd::Function<MergeRowsFn> {
@@ -864,10 +910,20 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
   at::Tensor hin = training ? dropout_rows(h_src, g.global_id, c.dropout, c.seed, epoch, 1) : h_src;
 
   at::Tensor eps, tau, depth;
-  // Per layer t (row t - 1): the rows fully updated (active) and those computed for the surrogate
-  // (band), as [L, n] masks from a few whole-tensor operations (built layer by layer, they cost
-  // the host about a dozen launches per layer).
-  at::Tensor active_all, band_all, comp_all;  // comp_all: active or band, the rows computed
+  // Per layer t (row t - 1): the rows computed, those fully updated (active) and those computed
+  // for the surrogate (band), and the frozen rows of the width-changing layers, as the rows of
+  // one bool tensor with their counts (detail::depth_masks; one kernel on the GPU, where whole-
+  // tensor operations cost the host about 25 launches and layer-by-layer ones a dozen a layer).
+  auto width_changes = [&](int64_t t) {
+    const Layer& l = *m.layers[size_t(t - 1)];
+    return t == 1 || t == L || l.in_dim() != l.out_dim();
+  };
+  detail::DepthMaskSpec spec;
+  spec.layers = L;
+  for (int64_t t = 1; t <= L; ++t)
+    if (width_changes(t)) spec.frozen_layers.push_back(t);
+  std::optional<detail::DepthMasks> masks;
+  at::Tensor active_all, band_all, comp_all;  // [L, n] views of the masks; comp_all: active or band
   at::Tensor comp_pos_all;  // int32 [L, n]
   if (m.adaptive()) {
     RECORD_USER_SCOPE("depth benefit");
@@ -875,31 +931,29 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
     eps = m.depth_benefit(g, z, training, labels, train_mask, out.reg_loss);
     tau = m.tau();
     // T(v) = max{t : eps_v >= tau(t)}; tau increases, so it is the count of satisfied t.
-    const at::Tensor eps_d = eps.detach().unsqueeze(0), tau_d = tau.detach().unsqueeze(1);  // [1, n], [L, 1]
-    depth = (eps_d >= tau_d).sum(0);
     // The surrogate only matters where it carries a gradient: through tau(t) (theta enters from
     // t = 2 on) or through eps (the learned variant). Elsewhere the band would cost a self-only
     // update of nearly every row for a zero gradient.
-    if (!training)
-      band_all = torch::zeros({L, n}, depth.options().dtype(torch::kBool));
-    else if (c.band > 0)
-      band_all = (eps_d - tau_d).abs() < c.band * c.kappa;
-    else
-      band_all = torch::ones({L, n}, depth.options().dtype(torch::kBool));
-    if (training && !eps.requires_grad()) band_all.select(0, 0).fill_(false);
+    using Band = detail::DepthMaskSpec::Band;
+    spec.band = !training ? Band::None : c.band > 0 ? Band::Width : Band::All;
+    spec.band_width = c.band * c.kappa;
+    spec.no_band_at_layer1 = training && !eps.requires_grad();
+    masks = detail::depth_masks(eps, tau, {}, g.rowptr, spec);
   } else if (c.degree_threshold > 0) {
     // Exp-2: low-degree nodes never aggregate; the others use every layer.
-    depth = torch::where(g.degree.slice(0, 0, n) > double(c.degree_threshold), L, 0).to(torch::kInt64);
     tau = torch::zeros({L}, x.options());
-    band_all = torch::zeros({L, n}, depth.options().dtype(torch::kBool));
+    masks = detail::depth_masks(
+        {}, {}, torch::where(g.degree.slice(0, 0, n) > double(c.degree_threshold), L, 0).to(torch::kInt64), g.rowptr,
+        spec);
   } else {
     depth = torch::full({n}, L, torch::dtype(torch::kInt64).device(x.device()));
     if (pass) pass->set_computed({}, true);
   }
-  if (band_all.defined()) {
-    const at::Tensor layer_no = torch::arange(1, L + 1, depth.options()).unsqueeze(1);  // [L, 1]
-    active_all = depth.unsqueeze(0) >= layer_no;
-    comp_all = active_all | band_all;
+  if (masks) {
+    depth = masks->depth;
+    comp_all = masks->stacked.narrow(0, 0, L);
+    active_all = masks->stacked.narrow(0, L, L);
+    band_all = masks->stacked.narrow(0, 2 * L, L);
     // Each row's position among its layer's computed rows, -1 where not computed: the
     // aggregation's row map and merge_rows' (a few launches here instead of about ten a layer).
     // One scan of the flattened masks, less each layer's start: a scan along the rows of [L, n]
@@ -912,8 +966,10 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
       const at::Tensor before = torch::constant_pad_nd(flat.select(1, n - 1).narrow(0, 0, L - 1), {1, 0});
       comp_pos_all = flat.sub_(before.unsqueeze(1)).mul_(comp_all).sub_(1).to(torch::kInt32);
     }
-    if (pass)  // bit t - 1: computed at layer t
+    if (pass) {  // bit t - 1: computed at layer t
+      const at::Tensor layer_no = torch::arange(1, L + 1, depth.options()).unsqueeze(1);  // [L, 1]
       pass->set_computed(comp_all.to(torch::kInt64).bitwise_left_shift(layer_no - 1).sum(0), false);
+    }
   }
   if (pass) {  // every exchange's rows, decided now: their sizes come back with the row lists
     std::vector<bool> input_changed(size_t(L + 1), false);
@@ -927,10 +983,6 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
   // Every layer's row lists (computed, active, surrogate band; frozen at width-changing layers)
   // from one nonzero over the stacked masks and one host copy of their sizes: on a GPU each
   // nonzero waits for the device, and three or four per layer left it idle between the layers.
-  auto width_changes = [&](int64_t t) {
-    const Layer& l = *m.layers[size_t(t - 1)];
-    return t == 1 || t == L || l.in_dim() != l.out_dim();
-  };
   std::vector<at::Tensor> comp_list(size_t(L + 1)), act_list(size_t(L + 1)), band_list(size_t(L + 1)),
       frozen_list(size_t(L + 1));
   std::vector<int64_t> comp_entries(size_t(L + 1), -1);  // per layer: CSR entries of comp_list
@@ -939,26 +991,19 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
   // Built when layer 2 needs it, not right after the host copy below: the device, which that copy
   // left idle, then gets layer 1's kernels first and runs them while the host builds it.
   std::function<void()> make_deep_graph;
-  if (active_all.defined()) {
+  if (masks) {
     // Rows of `stacked`: every layer's computed, then active, then band rows, then the frozen
-    // rows of the width-changing layers; `lists` in the same order.
-    const at::Tensor frozen_all = ~active_all | band_all;
-    std::vector<at::Tensor> masks{comp_all, active_all, band_all};
+    // rows of the width-changing layers (spec.frozen_layers); `lists` in the same order.
+    const at::Tensor& stacked = masks->stacked;
     std::vector<at::Tensor*> lists;
     for (auto* v : {&comp_list, &act_list, &band_list})
       for (int64_t t = 1; t <= L; ++t) lists.push_back(&(*v)[size_t(t)]);
-    for (int64_t t = 1; t <= L; ++t)
-      if (width_changes(t)) {
-        masks.push_back(frozen_all.narrow(0, t - 1, 1));
-        lists.push_back(&frozen_list[size_t(t)]);
-      }
-    const at::Tensor stacked = torch::cat(masks);
+    for (int64_t t : spec.frozen_layers) lists.push_back(&frozen_list[size_t(t)]);
     // One host copy: the lists' sizes, each layer's CSR entries of its computed rows (the
     // aggregation's backward sizes its buffers with them instead of waiting for the device) and
     // the halo exchanges' sizes (a rank of a distributed run).
-    const at::Tensor row_entries = g.rowptr.slice(0, 1, n + 1) - g.rowptr.slice(0, 0, n);
-    comp_entries_dev = comp_all.to(torch::kInt64).mul(row_entries.unsqueeze(0)).sum(1);
-    at::Tensor sizes = torch::cat({stacked.sum(1), comp_entries_dev});
+    comp_entries_dev = masks->counts.narrow(0, int64_t(lists.size()), L);
+    at::Tensor sizes = masks->counts;
     // Compact halo inputs for layers >= 2 (docs/distributed.md): the count of halo rows they
     // read. "auto" only where the backward of few rows regroups their entries (the CPU; on a GPU
     // from kRegroupMinEntries), so that the per-pass graph needs no transpose.
@@ -972,7 +1017,9 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
     const at::Tensor deep_rows_mask = try_compact_halo ? comp_all.slice(0, 1).any(0) : at::Tensor();
     if (try_compact_halo)
       sizes = torch::cat({sizes, halo_read.sum().to(torch::kInt64).view({1}), deep_rows_mask.sum().view({1}),
-                          (deep_rows_mask.to(torch::kInt64) * row_entries).sum().view({1})});
+                          (deep_rows_mask.to(torch::kInt64) * (g.rowptr.slice(0, 1, n + 1) - g.rowptr.slice(0, 0, n)))
+                              .sum()
+                              .view({1})});
     const int64_t counts_at = int64_t(lists.size()) + L + (try_compact_halo ? 3 : 0);
     const at::Tensor halo_counts = pass ? pass->plan_counts() : at::Tensor();
     if (halo_counts.defined()) sizes = torch::cat({sizes, halo_counts});

@@ -1,8 +1,10 @@
-// The surrogate band's straight-through term, and the rows of a deeper layer's output (internal;
-// docs/method.md, "stopping depths").
+// Per-node depth's internals (docs/method.md, "stopping depths"): a pass's row masks, the
+// surrogate band's straight-through term, and the rows of a deeper layer's output.
 #pragma once
 
 #include <ATen/core/Tensor.h>
+
+#include <vector>
 
 namespace adgnn::detail {
 
@@ -23,6 +25,28 @@ at::Tensor band_straight_through_term(const at::Tensor& eps, const at::Tensor& t
 // output and the band rows' frozen values alone (model.cpp, v47); tests turn it off to compare
 // with the general path (a gather of the update and the frozen rows' values).
 bool& band_every_row_active_shortcut();
+
+// Every layer's row masks for one pass, from the depth benefit eps [n] and the thresholds tau [L]
+// (T(v) = the count of t with eps_v >= tau(t)), or from a given depth [n] (int64).
+struct DepthMaskSpec {
+  int64_t layers = 1;
+  enum class Band { None, Width, All } band = Band::None;  // the surrogate band's rows per layer
+  double band_width = 0;           // Band::Width: |eps - tau(t)| < band_width (in eps's type)
+  bool no_band_at_layer1 = false;  // no band at layer 1 (eps without a gradient: none to carry)
+  std::vector<int64_t> frozen_layers;  // layers (1-based, increasing) whose frozen rows are listed
+};
+struct DepthMasks {
+  at::Tensor depth;    // int64 [n]
+  // bool [3L + F, n]: rows 0..L-1 the computed rows (active or band) of layers 1..L, then the
+  // active rows, then the band rows, then the frozen rows (not active, or band) of each of
+  // frozen_layers.
+  at::Tensor stacked;
+  at::Tensor counts;   // int64 [3L + F + L]: each stacked row's count, then each layer's CSR
+                       // entries (of rowptr) over its computed rows
+};
+// On the GPU one kernel (v68), on the CPU whole-tensor operations (the reference).
+DepthMasks depth_masks(const at::Tensor& eps, const at::Tensor& tau, const at::Tensor& depth, const at::Tensor& rowptr,
+                       const DepthMaskSpec& spec);
 
 // A layer's output over n rows: upd[pos[r]] where active[r], else prev[r]. pos (int32 [n]): each
 // row's position among the computed rows (upd's rows), -1 for the others; active (bool [n]) only

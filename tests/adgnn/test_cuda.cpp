@@ -789,6 +789,54 @@ TEST(Cuda, CrossEntropySumEqualsTheCpu) {
   EXPECT_TRUE(std::isnan(l.item<double>()));
 }
 
+// A pass's row masks on the GPU (one kernel) against their CPU form: depth, every mask row and
+// every count equal, for each band mode, with layer 1's band off, from eps and tau (float32 and
+// float64; eps values exactly on a threshold and a NaN included) and from a given depth.
+TEST(Cuda, DepthMasksEqualTheCpu) {
+  REQUIRE_GPU();
+  using Band = adgnn::detail::DepthMaskSpec::Band;
+  const auto g = graph(3000, 4);
+  const auto t = adgnn::to_tensors(g, torch::kCPU);
+  const int64_t n = t.rowptr.numel() - 1;
+  torch::manual_seed(9);
+  for (const int64_t L : {4, 8}) {
+    const at::Tensor tau64 = torch::cat({torch::zeros({1}, torch::kFloat64),
+                                         std::get<0>(torch::rand({L - 1}, torch::kFloat64).sort())});
+    at::Tensor eps64 = torch::rand({n}, torch::kFloat64);
+    eps64.narrow(0, 0, L).copy_(tau64);  // on the thresholds
+    eps64[L] = std::nan("");
+    const at::Tensor depth_given = torch::randint(0, L + 1, {n}, torch::kInt64);
+    for (const auto dt : {torch::kFloat32, torch::kFloat64}) {
+      for (const Band band : {Band::None, Band::Width, Band::All}) {
+        for (const bool no_band1 : {false, true}) {
+          for (const bool given : {false, true}) {
+            if (given && band == Band::Width) continue;
+            adgnn::detail::DepthMaskSpec spec;
+            spec.layers = L;
+            spec.band = band;
+            spec.band_width = 0.15;
+            spec.no_band_at_layer1 = no_band1;
+            spec.frozen_layers = L == 4 ? std::vector<int64_t>{1, 4} : std::vector<int64_t>{1, 3, 8};
+            SCOPED_TRACE("L " + std::to_string(L) + (dt == torch::kFloat64 ? " double" : " float") + " band " +
+                         std::to_string(int(band)) + (no_band1 ? " no band at 1" : "") + (given ? " given depth" : ""));
+            adgnn::detail::DepthMasks out[2];
+            for (int dev = 0; dev < 2; ++dev) {
+              auto on = [&](const at::Tensor& x) { return dev ? x.cuda() : x; };
+              out[dev] = given ? adgnn::detail::depth_masks({}, {}, on(depth_given), on(t.rowptr), spec)
+                               : adgnn::detail::depth_masks(on(eps64.to(dt)), on(tau64.to(dt)), {}, on(t.rowptr), spec);
+            }
+            EXPECT_TRUE(torch::equal(out[1].depth.cpu(), out[0].depth));
+            EXPECT_TRUE(torch::equal(out[1].stacked.cpu(), out[0].stacked));
+            EXPECT_TRUE(torch::equal(out[1].counts.cpu(), out[0].counts)) << out[1].counts.cpu() << out[0].counts;
+            ASSERT_EQ(out[0].stacked.size(0), 3 * L + int64_t(spec.frozen_layers.size()));
+            EXPECT_GT(out[0].counts.narrow(0, 0, L).sum().item<int64_t>(), 0);
+          }
+        }
+      }
+    }
+  }
+}
+
 // merge_rows and band_diff on the GPU (one kernel each way) against their CPU form (a gather and
 // index_put): copies, so the same bits; values and both gradients, at widths taking the vector
 // and the scalar paths, both precisions, a quarter of the rows computed and most of those active.

@@ -1,0 +1,134 @@
+// AD's per-pass row masks in one kernel (model.cpp's detail::depth_masks): each node's depth,
+// every layer's computed / active / band rows and the frozen rows of the width-changing layers,
+// with their counts and each layer's computed CSR entries. The ATen form took about 25 launches
+// of a host-bound step (v68).
+#include <ATen/ATen.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAException.h>
+
+#include <algorithm>
+
+#include "kernels.h"
+
+namespace adgnn::kernels {
+
+namespace {
+
+// A warp's sum of v (every lane holds one), in lane 0.
+__device__ unsigned long long warp_sum(unsigned long long v) {
+  for (int d = 16; d > 0; d /= 2) v += __shfl_down_sync(0xffffffffu, v, d);
+  return v;
+}
+
+// Warps stride over 32-row chunks (every lane of a warp takes each step, so the ballots see all
+// 32); a warp adds its counts to the block's in shared memory, the block to `counts` at the end
+// (integer sums: any order gives the same).
+template <typename T>
+__global__ void depth_masks_kernel(const T* __restrict__ eps, const T* __restrict__ tau,
+                                   const int64_t* __restrict__ depth_in, int64_t n, int L, int band_mode,
+                                   T band_width, bool no_band_at_layer1, const int64_t* __restrict__ rowptr,
+                                   uint64_t frozen_bits, int K, int64_t* __restrict__ depth_out,
+                                   bool* __restrict__ stacked, unsigned long long* __restrict__ counts) {
+  extern __shared__ unsigned long long block_counts[];  // [K + L]
+  for (int i = threadIdx.x; i < K + L; i += blockDim.x) block_counts[i] = 0;
+  __syncthreads();
+  const int lane = threadIdx.x % 32;
+  const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
+  for (int64_t base = (int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32) * 32; base < n; base += warps * 32) {
+    const int64_t r = base + lane;
+    const bool valid = r < n;
+    T e = T(0);
+    int64_t d = 0, entries = 0;
+    if (valid) {
+      if (depth_in) {
+        d = depth_in[r];
+      } else {
+        e = eps[r];
+        for (int t = 0; t < L; ++t) d += e >= tau[t];
+      }
+      depth_out[r] = d;
+      entries = rowptr[r + 1] - rowptr[r];
+    }
+    int f = 0;
+    for (int t = 0; t < L; ++t) {
+      const bool act = d >= t + 1;
+      bool band = band_mode == 2;
+      if (band_mode == 1) {
+        const T diff = e - tau[t];
+        band = (diff < T(0) ? -diff : diff) < band_width;
+      }
+      if (t == 0 && no_band_at_layer1) band = false;
+      const bool comp = act || band;
+      const bool frozen_listed = (frozen_bits >> t) & 1u;
+      if (valid) {
+        stacked[int64_t(t) * n + r] = comp;
+        stacked[int64_t(L + t) * n + r] = act;
+        stacked[int64_t(2 * L + t) * n + r] = band;
+        if (frozen_listed) stacked[int64_t(3 * L + f) * n + r] = !act || band;
+      }
+      const unsigned c_comp = __popc(__ballot_sync(0xffffffffu, valid && comp));
+      const unsigned c_act = __popc(__ballot_sync(0xffffffffu, valid && act));
+      const unsigned c_band = __popc(__ballot_sync(0xffffffffu, valid && band));
+      const unsigned c_frozen = frozen_listed ? __popc(__ballot_sync(0xffffffffu, valid && (!act || band))) : 0u;
+      const unsigned long long e_comp = warp_sum(valid && comp ? static_cast<unsigned long long>(entries) : 0ull);
+      if (lane == 0) {
+        if (c_comp) atomicAdd(&block_counts[t], static_cast<unsigned long long>(c_comp));
+        if (c_act) atomicAdd(&block_counts[L + t], static_cast<unsigned long long>(c_act));
+        if (c_band) atomicAdd(&block_counts[2 * L + t], static_cast<unsigned long long>(c_band));
+        if (c_frozen) atomicAdd(&block_counts[3 * L + f], static_cast<unsigned long long>(c_frozen));
+        if (e_comp) atomicAdd(&block_counts[K + t], e_comp);
+      }
+      if (frozen_listed) ++f;
+    }
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < K + L; i += blockDim.x)
+    if (block_counts[i]) atomicAdd(&counts[i], block_counts[i]);
+}
+
+}  // namespace
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> depth_masks_cuda(const at::Tensor& eps, const at::Tensor& tau,
+                                                                const at::Tensor& depth_in, int64_t L, int band_mode,
+                                                                double band_width, bool no_band_at_layer1,
+                                                                const at::Tensor& rowptr, uint64_t frozen_bits) {
+  TORCH_CHECK(L >= 1 && L <= 64, "depth_masks_cuda: 1 to 64 layers");
+  TORCH_CHECK(rowptr.is_cuda() && rowptr.scalar_type() == at::kLong && rowptr.is_contiguous(),
+              "depth_masks_cuda: contiguous int64 rowptr on the GPU");
+  const int64_t n = rowptr.numel() - 1;
+  const bool given = depth_in.defined();
+  TORCH_CHECK(given ? (depth_in.scalar_type() == at::kLong && depth_in.is_contiguous() && depth_in.numel() == n &&
+                       band_mode != 1)
+                    : (eps.is_contiguous() && eps.numel() == n && tau.is_contiguous() && tau.numel() == L &&
+                       tau.scalar_type() == eps.scalar_type()),
+              "depth_masks_cuda: int64 depth (no band width), or eps [n] and tau [L] of one type");
+  const int F = __builtin_popcountll(frozen_bits & (L == 64 ? ~0ull : (1ull << L) - 1));
+  const int K = 3 * int(L) + F;
+  const auto on = rowptr.options();
+  at::Tensor depth = at::empty({n}, on);
+  at::Tensor stacked = at::empty({K, n}, on.dtype(at::kBool));
+  at::Tensor counts = at::zeros({K + L}, on);
+  if (n == 0) return {depth, stacked, counts};
+  const int threads = 256;
+  const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+  const int64_t blocks = std::max<int64_t>(1, std::min((n + threads - 1) / threads, sms * 8));
+  const size_t shared = size_t(K + L) * sizeof(unsigned long long);
+  auto stream = at::cuda::getCurrentCUDAStream();
+  auto* out_counts = reinterpret_cast<unsigned long long*>(counts.data_ptr<int64_t>());
+  if (given) {
+    depth_masks_kernel<float><<<blocks, threads, shared, stream>>>(
+        nullptr, nullptr, depth_in.data_ptr<int64_t>(), n, int(L), band_mode, 0.f, no_band_at_layer1,
+        rowptr.data_ptr<int64_t>(), frozen_bits, K, depth.data_ptr<int64_t>(), stacked.data_ptr<bool>(), out_counts);
+  } else {
+    AT_DISPATCH_FLOATING_TYPES(eps.scalar_type(), "depth_masks_cuda", [&] {
+      depth_masks_kernel<scalar_t><<<blocks, threads, shared, stream>>>(
+          eps.data_ptr<scalar_t>(), tau.data_ptr<scalar_t>(), nullptr, n, int(L), band_mode,
+          static_cast<scalar_t>(band_width), no_band_at_layer1, rowptr.data_ptr<int64_t>(), frozen_bits, K,
+          depth.data_ptr<int64_t>(), stacked.data_ptr<bool>(), out_counts);
+    });
+  }
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return {depth, stacked, counts};
+}
+
+}  // namespace adgnn::kernels
