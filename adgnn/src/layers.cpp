@@ -266,6 +266,18 @@ at::Tensor csr_rows(const MessageGraph& g, const at::Tensor& rows) {
   return rows.numel() == g.num_dst ? at::Tensor() : rows;
 }
 
+}  // namespace
+
+at::Tensor Layer::aggregate_rows(const MessageGraph& g, const at::Tensor& weight, const at::Tensor& h,
+                                 const at::Tensor& rows, const at::Tensor& self_weight) const {
+  const at::Tensor listed = csr_rows(g, rows);
+  const bool pos_applies = listed.defined() && rows_pos_.defined() && rows_pos_.numel() == g.rowptr.numel() - 1;
+  return csr_aggregate(g.rowptr, g.col, weight, h, listed, self_weight, rows_entries_,
+                       pos_applies ? rows_pos_ : at::Tensor());
+}
+
+namespace {
+
 // GCN (Kipf & Welling): symmetric normalisation with self-loops, as PyG's GCNConv.
 class GcnLayer : public Layer {
  public:
@@ -281,12 +293,10 @@ class GcnLayer : public Layer {
     // backward products would then cost more than aggregating the few rows' entries wider.
     const bool few_rows = rows.numel() * 8 < g.num_dst;
     if (out_dim_ < in_dim_ && !few_rows) {
-      const at::Tensor out = BiasAddFn::apply(
-          csr_aggregate(g.rowptr, g.col, g.gcn_weight, h.mm(w_), csr_rows(g, rows), self_w, rows_entries_, pos_for(g, rows)), b_);
+      const at::Tensor out = BiasAddFn::apply(aggregate_rows(g, g.gcn_weight, h.mm(w_), rows, self_w), b_);
       return relu_fused_ ? torch::relu(out) : out;
     }
-    return affine(csr_aggregate(g.rowptr, g.col, g.gcn_weight, h, csr_rows(g, rows), self_w, rows_entries_, pos_for(g, rows)),
-                  -1, true);
+    return affine(aggregate_rows(g, g.gcn_weight, h, rows, self_w), -1, true);
   }
   at::Tensor self_only(const at::Tensor& h_rows) override { return self_only_leading(h_rows, -1); }
   at::Tensor self_only_leading(const at::Tensor& h, int64_t rows) override { return affine(h, rows); }
@@ -316,7 +326,7 @@ class SageLayer : public Layer {
   }
   at::Tensor forward(const MessageGraph& g, const at::Tensor& h, const at::Tensor& rows) override {
     const at::Tensor deg = g.degree.index_select(0, rows).clamp_min(1).unsqueeze(1).to(h.scalar_type());
-    const at::Tensor mean = csr_aggregate(g.rowptr, g.col, {}, h, csr_rows(g, rows), {}, rows_entries_, pos_for(g, rows)) / deg;
+    const at::Tensor mean = aggregate_rows(g, {}, h, rows, {}) / deg;
     return torch::addmm(bl_, mean, wl_) + self_rows(g, h, rows).mm(wr_);
   }
   at::Tensor self_only(const at::Tensor& h_rows) override { return self_only_leading(h_rows, -1); }

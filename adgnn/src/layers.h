@@ -191,12 +191,10 @@ class Layer {
   at::Tensor glorot_shape(const std::string& name, std::vector<int64_t> shape, int64_t fan_in,
                           int64_t fan_out);
   at::Tensor zeros(const std::string& name, int64_t n);
-  // rows_pos_ for csr_aggregate over g.rowptr's `rows`, where it applies (not every row: then
-  // csr_aggregate gets no row list).
-  at::Tensor pos_for(const MessageGraph& g, const at::Tensor& rows) const {
-    return rows_pos_.defined() && rows.numel() != g.num_dst && rows_pos_.numel() == g.rowptr.numel() - 1 ? rows_pos_
-                                                                                                          : at::Tensor();
-  }
+  // csr_aggregate over g's CSR for this forward's `rows`, with what the model said of them
+  // (rows_entries_, rows_pos_); every destination row goes as no row list.
+  at::Tensor aggregate_rows(const MessageGraph& g, const at::Tensor& weight, const at::Tensor& h,
+                            const at::Tensor& rows, const at::Tensor& self_weight) const;
 
   int64_t in_dim_, out_dim_;
   bool relu_fused_ = false;

@@ -24,10 +24,12 @@ int64_t grid_for(int64_t items, int threads) {
 
 // Grid-stride over vectors (row, column vector): out[r] = active[r] ? upd[pos[r]] : prev[r].
 template <typename T, int V>
-__global__ void merge_rows_kernel(const T* __restrict__ prev, const T* __restrict__ upd, const int32_t* __restrict__ pos,
-                                  const bool* __restrict__ active, int64_t rows, int64_t vecs, T* __restrict__ out) {
+__global__ void merge_rows_kernel(const T* __restrict__ prev, const T* __restrict__ upd,
+                                  const int32_t* __restrict__ pos, const bool* __restrict__ active, int64_t rows,
+                                  int64_t vecs, T* __restrict__ out) {
   using VT = Vec<T, V>;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < rows * vecs; i += int64_t(gridDim.x) * blockDim.x) {
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < rows * vecs; i += stride) {
     const int64_t r = i / vecs, v = i % vecs;
     const VT* src = active[r] ? reinterpret_cast<const VT*>(upd) + int64_t(pos[r]) * vecs
                               : reinterpret_cast<const VT*>(prev) + r * vecs;
@@ -45,7 +47,8 @@ __global__ void merge_rows_backward_kernel(const T* __restrict__ g, const int32_
   VT zero;
 #pragma unroll
   for (int k = 0; k < V; ++k) zero.v[k] = T(0);
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < rows * vecs; i += int64_t(gridDim.x) * blockDim.x) {
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < rows * vecs; i += stride) {
     const int64_t r = i / vecs, v = i % vecs;
     const VT x = reinterpret_cast<const VT*>(g)[i];
     const bool a = active[r];
@@ -60,7 +63,8 @@ template <typename T, int V>
 __global__ void band_diff_kernel(const T* __restrict__ prev, const T* __restrict__ upd, const int32_t* __restrict__ pos,
                                  const int64_t* __restrict__ band, int64_t count, int64_t vecs, T* __restrict__ diff) {
   using VT = Vec<T, V>;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count * vecs; i += int64_t(gridDim.x) * blockDim.x) {
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count * vecs; i += stride) {
     const int64_t b = i / vecs, v = i % vecs;
     const int64_t r = band[b];
     const VT u = reinterpret_cast<const VT*>(upd)[int64_t(pos[r]) * vecs + v];

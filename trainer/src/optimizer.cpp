@@ -59,17 +59,18 @@ void FlatAdam::step() {
   ++step_;
   const double bias1 = 1 - std::pow(beta1_, double(step_));
   const double bias2 = 1 - std::pow(beta2_, double(step_));
+  bool counted = false;  // step_count_ holds step_ (one fill per step, however many groups)
   for (Packed& g : groups_) {
     if (g.param.is_cuda()) {
       // ATen's fused kernel (torch.optim.Adam(fused=True)): the same update in one launch instead
       // of nine; the step count it reads lives on the device (float32, exact to 2^24 steps).
       if (!step_count_.defined() || step_count_.device() != g.param.device()) {
         step_count_ = torch::empty({}, g.param.options().dtype(torch::kFloat32));
-        step_count_set_ = -1;
+        counted = false;
       }
-      if (step_count_set_ != step_) {
+      if (!counted) {
         step_count_.fill_(double(step_));
-        step_count_set_ = step_;
+        counted = true;
       }
       at::_fused_adam_({g.param}, {g.grad}, {g.exp_avg}, {g.exp_avg_sq}, {}, {step_count_}, lr_, beta1_, beta2_,
                        g.weight_decay, eps_, /*amsgrad=*/false, /*maximize=*/false);

@@ -123,8 +123,7 @@ class FlatAdam {
   std::vector<View> views_;
   double lr_, beta1_, beta2_, eps_;
   int64_t step_ = 0;
-  at::Tensor step_count_;         // step_ on the device, for the fused CUDA update
-  int64_t step_count_set_ = -1;   // the value step_count_ holds
+  at::Tensor step_count_;  // step_ on the device, for the fused CUDA update (filled by step())
 };
 // The model's parameters as FlatAdam's groups (training and `adgnn bench` alike): weight decay on
 // every parameter but theta (the stopping thresholds); parameters in the model's order.
