@@ -14,7 +14,8 @@
 # arxiv-scale graph, the same interleaving; TESTS=1 also builds and runs this tree's CUDA tests.
 # VARIANTS (default plain,ad_fast) and FDELTA (e.g. fp32,tf32: --fdelta-precision, for AD-GCN)
 # pick what that bench runs; OLD_FDELTA (default FDELTA) the old build's, where it lacks a
-# precision. With TESTS=1 on several GPUs, the distributed tests also run on the GPUs (CUDA +
+# precision. BENCH_FLAGS adds flags to both builds' bench (e.g. --kernels: SpMM against the copy
+# bandwidth). With TESTS=1 on several GPUs, the distributed tests also run on the GPUs (CUDA +
 # NCCL, one rank per GPU) after the benches.
 # GRAPH=arxiv: the `adgnn train` runs on the arxiv-scale graph instead (e.g. RANKS=1: a
 # host-bound step). OLD_FLAGS="--flag value" instead of build-ab/old: the old runs are this tree's
@@ -58,8 +59,8 @@ if [ "${WORKLOAD:-products}" = arxiv ]; then
     fdelta=${FDELTA:-}
     [ "${run#old}" != "$run" ] && fdelta=${OLD_FDELTA:-$fdelta}
     "$bin" bench --dataset /tmp/arxiv.h5 --variants "${VARIANTS:-plain,ad_fast}" --depths 4,8 \
-      ${fdelta:+--fdelta-precision "$fdelta"} --json "$OUT/$run.json" >"$OUT/${run}_arxiv.md" 2>&1
-    elapsed "$run: $(grep -E '^\| (GCN|AD-GCN)' "$OUT/${run}_arxiv.md" | cut -d'|' -f2-4 | tr '\n' ' ')"
+      ${fdelta:+--fdelta-precision "$fdelta"} ${BENCH_FLAGS:-} --json "$OUT/$run.json" >"$OUT/${run}_arxiv.md" 2>&1
+    elapsed "$run: $(grep -E '^\| (GCN|AD-GCN|SpMM (forward|backward).*all rows)' "$OUT/${run}_arxiv.md" | cut -d'|' -f2-4 | tr '\n' ' ')"
   done
   if [ -n "${TESTS:-}" ] && [ "$ngpu" -gt 1 ]; then
     ADGNN_DIST_DEVICE=cuda timeout 300 mpirun --allow-run-as-root --oversubscribe -n "$ngpu" build-gpu/tests/dist_tests \

@@ -86,24 +86,24 @@ __device__ void add_entries(typename Pack<T, V>::type& acc, int64_t begin, int64
         continue;
       }
     }
+    // Every chunk of U entries, the last one included, issues its gathers before its FMAs: a
+    // remainder walked one entry at a time waited a whole memory latency per entry, and most rows
+    // of a power-law graph have fewer than U entries (v69). Lanes past n load nothing and add
+    // nothing (j + u < n is the same on every lane of the group; a shuffle reads lane j + u modulo
+    // the width).
     constexpr int U = 8;
-    int j = 0;
-    for (; j + U <= n; j += U) {
+    for (int j = 0; j < n; j += U) {
       VT vals[U];
-      T as[U];
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         const int32_t cj = __shfl_sync(mask, c, j + u, width);
-        as[u] = __shfl_sync(mask, a, j + u, width);
-        vals[u] = (cj >= 0 && v < vecs) ? xv[int64_t(cj) * vecs + v] : P::zero();
+        vals[u] = (j + u < n && cj >= 0 && v < vecs) ? xv[int64_t(cj) * vecs + v] : P::zero();
       }
 #pragma unroll
-      for (int u = 0; u < U; ++u) P::fma(acc, as[u], vals[u]);
-    }
-    for (; j < n; ++j) {
-      const int32_t cj = __shfl_sync(mask, c, j, width);
-      const T aj = __shfl_sync(mask, a, j, width);
-      if (cj >= 0 && v < vecs) P::fma(acc, aj, xv[int64_t(cj) * vecs + v]);
+      for (int u = 0; u < U; ++u) {
+        const T au = __shfl_sync(mask, a, j + u, width);  // after the loads: no register held across them
+        if (j + u < n) P::fma(acc, au, vals[u]);
+      }
     }
   }
 }
@@ -130,13 +130,18 @@ __device__ void add_self(typename Pack<T, V>::type& acc, const T* __restrict__ s
 // rows that were not computed) and weight(p) = w[eid ? eid[p] : p] (1 without w), then the self
 // term when self_w is given (add_self). Rows with >= long_min entries are left to spmm_long_rows.
 // `tpr` lanes per row (a power of two <= 32); x and out rows are f = vecs * V wide.
+// Occupancy sets this kernel's speed: a warp has at most U gathers in flight, so the SM needs
+// many warps to cover their latency. Left free, the compiler took 80-91 registers a thread, which
+// fits 16-24 warps on an SM; capped at 64 (8 blocks of 4 warps), 32 fit. A few bytes spill, and
+// the arxiv-scale forward still went from 0.84 to 0.46 ms on an H200 (v69, docs/performance.md:
+// 4 blocks of 8 warps took 0.50 ms, 2 of 16 0.63, 5-8 of 8 warps, with more spills, 0.52-0.66).
+constexpr int kRowsThreads = 128, kRowsMinBlocks = 8;
 template <typename T, int V>
-__global__ void spmm_rows(const int64_t* __restrict__ ptr, const int32_t* __restrict__ idx,
-                          const int64_t* __restrict__ eid, const T* __restrict__ w,
-                          const int32_t* __restrict__ pos, const T* __restrict__ x,
-                          const int64_t* __restrict__ rows, int64_t n_out, int64_t vecs, int tpr,
-                          const T* __restrict__ self_w, bool backward, int64_t n_self,
-                          int64_t long_min, T* __restrict__ out) {
+__global__ void __launch_bounds__(kRowsThreads, kRowsMinBlocks)
+spmm_rows(const int64_t* __restrict__ ptr, const int32_t* __restrict__ idx, const int64_t* __restrict__ eid,
+          const T* __restrict__ w, const int32_t* __restrict__ pos, const T* __restrict__ x,
+          const int64_t* __restrict__ rows, int64_t n_out, int64_t vecs, int tpr, const T* __restrict__ self_w,
+          bool backward, int64_t n_self, int64_t long_min, T* __restrict__ out) {
   using P = Pack<T, V>;
   using VT = typename P::type;
   const int64_t thread = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -319,18 +324,17 @@ void launch_spmm(const int64_t* ptr, const int32_t* idx, const int64_t* eid, con
   }
   const int64_t vecs = vec_ok ? f / kVec : f;
   const int tpr = lanes_for(vecs);
-  const int threads = 256;
-  const int64_t blocks = (n_out * tpr + threads - 1) / threads;
+  const int64_t blocks = (n_out * tpr + kRowsThreads - 1) / kRowsThreads;
   auto stream = at::cuda::getCurrentCUDAStream();
   const int64_t long_min = n_long > 0 ? kLongRow : INT64_MAX;
   if (vec_ok)
-    spmm_rows<T, kVec><<<blocks, threads, 0, stream>>>(ptr, idx, eid, w, pos, x.data_ptr<T>(), rows,
-                                                       n_out, vecs, tpr, self_w, backward, n_self,
-                                                       long_min, out.data_ptr<T>());
+    spmm_rows<T, kVec><<<blocks, kRowsThreads, 0, stream>>>(ptr, idx, eid, w, pos, x.data_ptr<T>(), rows, n_out,
+                                                            vecs, tpr, self_w, backward, n_self, long_min,
+                                                            out.data_ptr<T>());
   else
-    spmm_rows<T, 1><<<blocks, threads, 0, stream>>>(ptr, idx, eid, w, pos, x.data_ptr<T>(), rows,
-                                                    n_out, vecs, tpr, self_w, backward, n_self,
-                                                    long_min, out.data_ptr<T>());
+    spmm_rows<T, 1><<<blocks, kRowsThreads, 0, stream>>>(ptr, idx, eid, w, pos, x.data_ptr<T>(), rows, n_out,
+                                                         vecs, tpr, self_w, backward, n_self, long_min,
+                                                         out.data_ptr<T>());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   if (n_long == 0) return;
   if (vec_ok)
