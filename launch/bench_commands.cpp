@@ -142,8 +142,7 @@ BenchRow bench_model(const MessageGraph& mg, const at::Tensor& x, const at::Tens
     const auto t0 = Clock::now();
     opt.zero_grad();
     ForwardOutput out = model.forward(mg, x, /*training=*/true, step, labels, mask);
-    const at::Tensor loss =
-        cross_entropy_sum(out.logits, train_idx, y_train) / double(train_idx.numel()) + out.reg_loss;
+    const at::Tensor loss = training_loss(out, train_idx, y_train, 1.0 / double(train_idx.numel()));
     if (f.breakdown) sync(dev);
     const auto t1 = Clock::now();
     loss.backward();

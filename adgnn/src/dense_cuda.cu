@@ -94,15 +94,15 @@ bool launch_column_sums(const at::Tensor& x, const at::Tensor& relu_out, at::Ten
 }
 
 // AD's straight-through band term's backward (model.cpp, band_term_grads), one warp per band
-// row i: g[i] = <grad[r], diff[i]> s (1 - s) / kappa, s = sigmoid((eps[b] - tau) / kappa), b =
-// band_rows[i], r = b (of_band_rows) or i; grad_eps[b] = g[i] (the rows are distinct; the caller
-// zeroes the rest). The dot product by the lanes, then a butterfly (a fixed order). One kernel
+// row i: g_i = <grad[r], diff[i]> s (1 - s) / kappa, s = sigmoid((eps[b] - tau) / kappa), b =
+// band_rows[i], r = b (of_band_rows) or i; neg_g[i] = -g_i (tau enters as -tau), grad_eps[b] =
+// g_i (the rows are distinct; the caller zeroes the rest). The dot product by the lanes, then a butterfly (a fixed order). One kernel
 // for the ~15 ATen operations of the formula (v60: AD's backward is bound by the host).
 template <typename T>
 __global__ void band_term_kernel(const T* __restrict__ eps, const T* __restrict__ tau,
                                  const int64_t* __restrict__ band_rows, int64_t B, const T* __restrict__ grad,
                                  const T* __restrict__ diff, int64_t W, T kappa, bool of_band_rows,
-                                 T* __restrict__ g, T* __restrict__ grad_eps) {
+                                 T* __restrict__ neg_g, T* __restrict__ grad_eps) {
   const int lane = threadIdx.x % 32;
   const int64_t i = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   if (i >= B) return;
@@ -116,7 +116,7 @@ __global__ void band_term_kernel(const T* __restrict__ eps, const T* __restrict_
   if (lane == 0) {
     const T s = T(1) / (T(1) + exp(-(eps[b] - tau[0]) / kappa));
     const T v = dot * (s * (T(1) - s) / kappa);
-    g[i] = v;
+    neg_g[i] = -v;
     if (grad_eps) grad_eps[b] = v;
   }
 }
@@ -138,8 +138,8 @@ __device__ T warp_row_lse(const T* __restrict__ z, int64_t C, int lane) {
 
 template <typename T>
 __global__ void cross_entropy_rows_kernel(const T* __restrict__ logits, int64_t C, const int64_t* __restrict__ rows,
-                                          const int64_t* __restrict__ labels, int64_t R, T* __restrict__ loss,
-                                          T* __restrict__ lse) {
+                                          const int64_t* __restrict__ labels, int64_t R, T scale,
+                                          T* __restrict__ loss, T* __restrict__ lse) {
   const int lane = threadIdx.x % 32;
   const int64_t i = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   if (i >= R) return;
@@ -148,7 +148,7 @@ __global__ void cross_entropy_rows_kernel(const T* __restrict__ logits, int64_t 
   if (lane == 0) {
     const int64_t y = labels[i];
     lse[i] = l;
-    loss[i] = y >= 0 && y < C ? l - z[y] : T(NAN);
+    loss[i] = y >= 0 && y < C ? scale * (l - z[y]) : T(NAN);
   }
 }
 
@@ -157,20 +157,20 @@ __global__ void cross_entropy_rows_backward_kernel(const T* __restrict__ logits,
                                                    const int64_t* __restrict__ rows,
                                                    const int64_t* __restrict__ labels, int64_t R,
                                                    const T* __restrict__ lse, const T* __restrict__ g,
-                                                   T* __restrict__ grad) {
+                                                   T scale, T* __restrict__ grad) {
   const int lane = threadIdx.x % 32;
   const int64_t i = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   if (i >= R) return;
   const int64_t r = rows[i], y = labels[i];
   const T* z = logits + r * C;
-  const T gv = g[0], l = lse[i];
+  const T gv = g[0] * scale, l = lse[i];
   for (int64_t c = lane; c < C; c += 32) atomicAdd(grad + r * C + c, gv * (exp(z[c] - l) - (c == y ? T(1) : T(0))));
 }
 
 }  // namespace
 
 CrossEntropyRows cross_entropy_rows_cuda(const at::Tensor& logits_in, const at::Tensor& rows_in,
-                                         const at::Tensor& labels_in) {
+                                         const at::Tensor& labels_in, double scale) {
   TORCH_CHECK(logits_in.dim() == 2 && rows_in.scalar_type() == at::kLong && labels_in.scalar_type() == at::kLong &&
                   rows_in.numel() == labels_in.numel(),
               "cross_entropy_rows_cuda: logits [n, C], int64 rows and one int64 label per row");
@@ -182,7 +182,7 @@ CrossEntropyRows cross_entropy_rows_cuda(const at::Tensor& logits_in, const at::
   const auto stream = at::cuda::getCurrentCUDAStream();
   AT_DISPATCH_FLOATING_TYPES(z.scalar_type(), "cross_entropy_rows_cuda", [&] {
     cross_entropy_rows_kernel<scalar_t><<<unsigned((R * 32 + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
-        z.data_ptr<scalar_t>(), C, rows.data_ptr<int64_t>(), labels.data_ptr<int64_t>(), R,
+        z.data_ptr<scalar_t>(), C, rows.data_ptr<int64_t>(), labels.data_ptr<int64_t>(), R, scalar_t(scale),
         out.loss.data_ptr<scalar_t>(), out.lse.data_ptr<scalar_t>());
   });
   C10_CUDA_KERNEL_LAUNCH_CHECK();
@@ -191,7 +191,7 @@ CrossEntropyRows cross_entropy_rows_cuda(const at::Tensor& logits_in, const at::
 
 at::Tensor cross_entropy_rows_backward_cuda(const at::Tensor& logits_in, const at::Tensor& rows_in,
                                             const at::Tensor& labels_in, const at::Tensor& lse_in,
-                                            const at::Tensor& g_in) {
+                                            const at::Tensor& g_in, double scale) {
   const at::Tensor z = logits_in.contiguous(), rows = rows_in.contiguous(), labels = labels_in.contiguous();
   const at::Tensor lse = lse_in.contiguous(), g = g_in.to(z.scalar_type()).contiguous();
   TORCH_CHECK(g.numel() == 1 && lse.numel() == rows.numel(), "cross_entropy_rows_backward_cuda: one g, one lse per row");
@@ -204,7 +204,7 @@ at::Tensor cross_entropy_rows_backward_cuda(const at::Tensor& logits_in, const a
     cross_entropy_rows_backward_kernel<scalar_t>
         <<<unsigned((R * 32 + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
             z.data_ptr<scalar_t>(), C, rows.data_ptr<int64_t>(), labels.data_ptr<int64_t>(), R,
-            lse.data_ptr<scalar_t>(), g.data_ptr<scalar_t>(), grad.data_ptr<scalar_t>());
+            lse.data_ptr<scalar_t>(), g.data_ptr<scalar_t>(), scalar_t(scale), grad.data_ptr<scalar_t>());
   });
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return grad;
@@ -221,7 +221,7 @@ BandTermGrads band_term_grads_cuda(const at::Tensor& eps, const at::Tensor& tau_
   const at::Tensor e = eps.contiguous(), rows = band_rows.contiguous(), tau = tau_t.contiguous();
   const int64_t B = rows.numel(), W = diff.size(1);
   BandTermGrads out;
-  out.g = at::empty({B}, grad.options());
+  out.neg_g = at::empty({B}, grad.options());
   if (want_eps) out.eps = at::zeros_like(e);
   if (B == 0) return out;
   constexpr int kThreads = 256;
@@ -229,7 +229,7 @@ BandTermGrads band_term_grads_cuda(const at::Tensor& eps, const at::Tensor& tau_
   AT_DISPATCH_FLOATING_TYPES(grad.scalar_type(), "band_term_grads_cuda", [&] {
     band_term_kernel<scalar_t><<<unsigned((B * 32 + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
         e.data_ptr<scalar_t>(), tau.data_ptr<scalar_t>(), rows.data_ptr<int64_t>(), B, grad.data_ptr<scalar_t>(),
-        diff.data_ptr<scalar_t>(), W, scalar_t(kappa), of_band_rows, out.g.data_ptr<scalar_t>(),
+        diff.data_ptr<scalar_t>(), W, scalar_t(kappa), of_band_rows, out.neg_g.data_ptr<scalar_t>(),
         want_eps ? out.eps.data_ptr<scalar_t>() : nullptr);
   });
   C10_CUDA_KERNEL_LAUNCH_CHECK();

@@ -172,10 +172,11 @@ FDeltaHiddenGrad fdelta_hidden_grad_cuda(const at::Tensor& g, const at::Tensor& 
 at::Tensor fdelta_relu_dot_cuda(const at::Tensor& hidden, const at::Tensor& w2, const at::Tensor& b2);
 // x [rows, C] -> [C]: the sums of x's columns, in a fixed order (dense_cuda.cu).
 at::Tensor column_sums_cuda(const at::Tensor& x);
-// AD's straight-through band term's backward (model.cpp's band_term_grads) in one kernel: g [B]
-// per band row, and (want_eps) eps's gradient, g at the band rows and zeros elsewhere.
+// AD's straight-through band term's backward (model.cpp's band_term_grads) in one kernel: -g [B]
+// per band row (tau's gradient is their sum: negated here, not by a launch of its own), and
+// (want_eps) eps's gradient, g at the band rows and zeros elsewhere.
 struct BandTermGrads {
-  at::Tensor g, eps;
+  at::Tensor neg_g, eps;
 };
 BandTermGrads band_term_grads_cuda(const at::Tensor& eps, const at::Tensor& tau_t, const at::Tensor& band_rows,
                                    const at::Tensor& grad, const at::Tensor& diff, double kappa, bool of_band_rows,
@@ -184,16 +185,17 @@ BandTermGrads band_term_grads_cuda(const at::Tensor& eps, const at::Tensor& tau_
 std::pair<at::Tensor, at::Tensor> relu_grad_column_sums_cuda(const at::Tensor& g, const at::Tensor& out,
                                                              double scale = 1);
 // The cross-entropy over the rows `rows` of logits [n, C] (labels: one per row of `rows`), a warp
-// per row: loss[i] = lse[i] - logits[rows[i], labels[i]], lse[i] = log sum exp of that row (NaN
-// for a label outside [0, C)). Backward: grad [n, C] (zeros where no row is listed) gets
-// g * (softmax - one-hot) of each listed row, added atomically (a listed row's elements receive
+// per row: loss[i] = scale (lse[i] - logits[rows[i], labels[i]]), lse[i] = log sum exp of that row
+// (NaN for a label outside [0, C)). Backward: grad [n, C] (zeros where no row is listed) gets
+// g scale (softmax - one-hot) of each listed row, added atomically (a listed row's elements receive
 // one addition each, so distinct rows give fixed bits; repeated rows add up). g: one element.
 struct CrossEntropyRows {
   at::Tensor loss, lse;
 };
-CrossEntropyRows cross_entropy_rows_cuda(const at::Tensor& logits, const at::Tensor& rows, const at::Tensor& labels);
+CrossEntropyRows cross_entropy_rows_cuda(const at::Tensor& logits, const at::Tensor& rows, const at::Tensor& labels,
+                                         double scale = 1.0);
 at::Tensor cross_entropy_rows_backward_cuda(const at::Tensor& logits, const at::Tensor& rows, const at::Tensor& labels,
-                                            const at::Tensor& lse, const at::Tensor& g);
+                                            const at::Tensor& lse, const at::Tensor& g, double scale = 1.0);
 // A deeper AD layer's output (merge_rows_cuda.cu): out[r] = active[r] ? upd[pos[r]] : prev[r] (pos:
 // int32, each row's position among the computed rows, -1 for the others; every upd row has one).
 // Backward: prev's gradient g with the active rows zeroed, upd's g at the active computed rows and

@@ -298,7 +298,7 @@ torch::autograd::variable_list band_term_grads(torch::autograd::AutogradContext*
     const kernels::BandTermGrads k = kernels::band_term_grads_cuda(eps, tau_t, band_rows, grad, diff, kappa,
                                                                    of_band_rows, ctx->needs_input_grad(eps_input));
     at::Tensor grad_tau;
-    if (ctx->needs_input_grad(eps_input + 1)) grad_tau = -k.g.sum().reshape(tau_t.sizes());
+    if (ctx->needs_input_grad(eps_input + 1)) grad_tau = k.neg_g.sum().reshape(tau_t.sizes());
     return {k.eps, grad_tau};
   }
 #endif
@@ -894,7 +894,7 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
               "Model::forward: halo rows need a transport (the distributed trainer sets it)");
   TORCH_CHECK(x.size(0) == g.num_src, "Model::forward: x must have one row per source row");
   ForwardOutput out;
-  out.reg_loss = torch::zeros({}, x.options());
+  out.reg_loss = torch::zeros({}, x.options().device(torch::kCPU));  // no launch (training_loss)
   const at::Tensor all_rows = torch::arange(n, g.rowptr.options());
   std::unique_ptr<detail::HaloPass> pass;
   // A rank's training pass updates each exchanged input in place (HaloPass::set_in_place): no
@@ -1058,6 +1058,9 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
     }
   }
 
+  // tau(t) of each layer as views from one unbind: its backward stacks the layers' gradients in
+  // one kernel, where a select per layer cost a zero-filled [L] tensor, a copy and an addition.
+  const std::vector<at::Tensor> tau_layers = tau.defined() ? tau.unbind(0) : std::vector<at::Tensor>();
   std::vector<at::Tensor> edges;  // per layer, on the device until the end of the pass
   // A rank's deeper layer hands its update of the frozen rows to the next layer's halo exchange
   // (HaloPass::extend_update), which builds the next input from it: no separate output tensor.
@@ -1180,7 +1183,7 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
       continue;
     }
 
-    const at::Tensor tau_t = tau.select(0, t - 1);
+    const at::Tensor& tau_t = tau_layers[size_t(t - 1)];
     const at::Tensor &comp_rows = comp_list[size_t(t)], &act_rows = act_list[size_t(t)],
                      &band_rows = band_list[size_t(t)];
     out.stats.active_rows.push_back(act_rows.numel());

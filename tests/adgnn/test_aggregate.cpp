@@ -179,6 +179,28 @@ TEST(CrossEntropySum, EqualsTorchCrossEntropyAndItsGradient) {
   const at::Tensor g_ref = torch::autograd::grad({ref}, {logits})[0];
   EXPECT_NEAR(ours.item<double>(), ref.item<double>(), 1e-12 * std::abs(ref.item<double>()));
   EXPECT_TRUE(torch::allclose(g_ours, g_ref, 1e-12, 1e-14));
+  // Scaled (the mean over the training nodes): scale times the sum, and times its gradient.
+  const at::Tensor scaled = adgnn::cross_entropy_sum(logits, rows, labels, 0.125);
+  EXPECT_NEAR(scaled.item<double>(), 0.125 * ref.item<double>(), 1e-12 * std::abs(ref.item<double>()));
+  EXPECT_TRUE(torch::allclose(torch::autograd::grad({scaled}, {logits})[0], 0.125 * g_ref, 1e-12, 1e-14));
+}
+
+// training_loss adds L_reg where the pass computed one (it carries a gradient) and leaves out the
+// zero that stands for it otherwise.
+TEST(CrossEntropySum, TrainingLossAddsTheRegulariserWhereThereIsOne) {
+  torch::manual_seed(8);
+  adgnn::ForwardOutput out;
+  out.logits = torch::randn({20, 4}, torch::kFloat64).requires_grad_(true);
+  const at::Tensor rows = torch::tensor({0, 5, 9}, torch::kInt64), labels = torch::tensor({3, 0, 1}, torch::kInt64);
+  const double ce = adgnn::cross_entropy_sum(out.logits, rows, labels, 1.0 / 3).item<double>();
+  out.reg_loss = torch::zeros({}, torch::kFloat64);
+  EXPECT_DOUBLE_EQ(adgnn::training_loss(out, rows, labels, 1.0 / 3).item<double>(), ce);
+  const at::Tensor w = torch::full({}, 0.5, torch::kFloat64).requires_grad_(true);
+  out.reg_loss = w * 3;  // 1.5, with a gradient
+  const at::Tensor loss = adgnn::training_loss(out, rows, labels, 1.0 / 3);
+  EXPECT_NEAR(loss.item<double>(), ce + 1.5, 1e-14);
+  loss.backward();
+  EXPECT_DOUBLE_EQ(w.grad().item<double>(), 3.0);
 }
 
 }  // namespace

@@ -428,8 +428,7 @@ RunResult train_run(const Graph& g, const TrainConfig& cfg_in, int64_t run, Comm
     {
       RECORD_USER_SCOPE("loss");
       // The mean over every rank's training nodes: each rank's sum over the global count.
-      const at::Tensor ce = cross_entropy_sum(fw.logits, train_idx, y_train) / double(n_train);
-      loss = ce + fw.reg_loss;
+      loss = training_loss(fw, train_idx, y_train, 1.0 / double(n_train));
     }
     clock.mark();
     opt.zero_grad();

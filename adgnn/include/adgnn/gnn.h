@@ -45,11 +45,13 @@ at::Tensor csr_aggregate(const at::Tensor& rowptr, const at::Tensor& col, const 
                          const at::Tensor& self_weight = {}, int64_t rows_entries = -1,
                          const at::Tensor& rows_pos = {});
 
-// The training loss summed over `rows`: the sum of -log softmax(logits[r])[labels[r]] (labels: one
-// per row of `rows`). On the GPU one kernel per pass (a warp per row; its backward writes the
-// listed rows' softmax - one-hot directly) instead of a gather, log_softmax, gather and sum and
-// their four backward nodes (v65; torch's nll_loss reduction runs in one CUDA block).
-at::Tensor cross_entropy_sum(const at::Tensor& logits, const at::Tensor& rows, const at::Tensor& labels);
+// The training loss summed over `rows`, times `scale`: scale times the sum of -log
+// softmax(logits[r])[labels[r]] (labels: one per row of `rows`). On the GPU one kernel per pass (a
+// warp per row, each row's term scaled there; its backward writes the listed rows' scaled softmax
+// - one-hot directly) instead of a gather, log_softmax, gather, sum and division and their
+// backward nodes (v65, v70; torch's nll_loss reduction runs in one CUDA block).
+at::Tensor cross_entropy_sum(const at::Tensor& logits, const at::Tensor& rows, const at::Tensor& labels,
+                             double scale = 1.0);
 
 // Whether this build has the CUDA kernels (ADGNN_CUDA=ON).
 bool cuda_kernels_built();
@@ -192,7 +194,7 @@ struct ForwardOutput {
   at::Tensor logits;       // [num_dst, out_dim]
   at::Tensor depth;        // int64 [num_dst], T(v) (plain: layers)
   at::Tensor eps;          // float [num_dst], normalised depth benefit (plain: undefined)
-  at::Tensor reg_loss;     // L_reg of the learned variant (0-dim; zero otherwise)
+  at::Tensor reg_loss;     // L_reg of the learned variant (0-dim; otherwise a zero on the CPU)
   // h^(t), t = 1..L, over the destination rows; empty after a rank's training pass (other than
   // AD#'s), whose halo exchanges update the layers' inputs in place.
   std::vector<at::Tensor> layer_outputs;
@@ -230,6 +232,11 @@ class Model {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// A training step's objective: the cross entropy summed over `rows` times `scale` (1 / the
+// training nodes of every rank), plus L_reg where the pass computed one. The zero that stands
+// for L_reg otherwise carries no gradient and is not added (no launch).
+at::Tensor training_loss(const ForwardOutput& out, const at::Tensor& rows, const at::Tensor& labels, double scale);
 
 // Counter-based dropout: the mask entry (row, column) depends only on (seed, epoch, layer,
 // global id of the row, column), never on the partition or thread count. row_flags (uint8, one
