@@ -96,8 +96,9 @@ bool launch_column_sums(const at::Tensor& x, const at::Tensor& relu_out, at::Ten
 // AD's straight-through band term's backward (model.cpp, band_term_grads), one warp per band
 // row i: g_i = <grad[r], diff[i]> s (1 - s) / kappa, s = sigmoid((eps[b] - tau) / kappa), b =
 // band_rows[i], r = b (of_band_rows) or i; neg_g[i] = -g_i (tau enters as -tau), grad_eps[b] =
-// g_i (the rows are distinct; the caller zeroes the rest). The dot product by the lanes, then a butterfly (a fixed order). One kernel
-// for the ~15 ATen operations of the formula (v60: AD's backward is bound by the host).
+// g_i (the rows are distinct; the caller zeroes the rest). The dot product by the lanes, then a
+// butterfly (a fixed order). One kernel for the ~15 ATen operations of the formula (v60: AD's
+// backward is bound by the host).
 template <typename T>
 __global__ void band_term_kernel(const T* __restrict__ eps, const T* __restrict__ tau,
                                  const int64_t* __restrict__ band_rows, int64_t B, const T* __restrict__ grad,
