@@ -24,7 +24,9 @@
 # Time on a cold 2 x H200 machine (32 cores): both builds 160-270 s (give a call >= 300 s),
 # products-scale METIS partition 125 s, a one-GPU run ~45 s (loading the 2.45 M-node graph), a
 # 2-GPU run ~22 s: more than one 600 s call. Run RANKS=1 first, then RANKS=<P> in a second call
-# while the machine is warm (the builds, /tmp/products.h5 and the partition stay).
+# while the machine is warm (the builds, /tmp/products.h5 and the partition stay). On a cold 4 x
+# H200 (64 cores, 2026-11-28) one build took 189 s and the METIS partition into 4 122 s: budget
+# ~330 s of device time before the first products run.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 [ -n "${OLD_FLAGS:-}" ] && [ "${WORKLOAD:-products}" = arxiv ] &&
