@@ -68,14 +68,32 @@ TEST(FlatAdam, ParametersAndGradientsAreViewsOfItsBuffers) {
   EXPECT_TRUE(torch::equal(handle, before));  // values kept, seen through every holder
   ASSERT_EQ(flat.gradient_buffers().size(), 2u);
   EXPECT_EQ(flat.gradient_buffers()[0].numel(), 7 * 5 + 5 + 5 * 3);
-  // Two backward passes accumulate into the buffer; zero_grad empties it without unsetting.
+  // Two backward passes accumulate into the buffer (the gradients start as views of it).
   for (int k = 0; k < 2; ++k) (handle * handle).sum().backward();
   EXPECT_TRUE(torch::allclose(handle.grad(), 4 * before));
   EXPECT_TRUE(torch::allclose(flat.gradient_buffers()[0].slice(0, 0, 35).view({7, 5}), 4 * before));
+  // zero_grad unsets them; backward sets them again, here two backward passes through two
+  // parameters of the first group: packing copies them in, as views of the buffer again, and the
+  // group's third parameter, which no backward reached, reads zero.
   flat.zero_grad();
-  ASSERT_TRUE(handle.grad().defined());
-  EXPECT_EQ(handle.grad().abs().sum().item<double>(), 0.0);
+  EXPECT_FALSE(handle.grad().defined());
+  const at::Tensor b1 = p.decay[1].second;
+  for (int k = 0; k < 2; ++k) (handle * handle).sum().add((b1 * 3.0).sum()).backward();
+  EXPECT_TRUE(torch::allclose(handle.grad(), 4 * before));
+  const at::Tensor buf = flat.gradient_buffers()[0];
+  EXPECT_TRUE(torch::allclose(buf.slice(0, 0, 35).view({7, 5}), 4 * before));
+  EXPECT_TRUE(torch::allclose(buf.slice(0, 35, 40), torch::full({5}, 6.0, buf.options())));
+  EXPECT_EQ(buf.slice(0, 40).abs().sum().item<double>(), 0.0);
+  EXPECT_EQ(handle.grad().data_ptr(), buf.data_ptr());  // a view of the buffer again
+  EXPECT_EQ(flat.gradient_buffers()[1].abs().sum().item<double>(), 0.0);
+  // Every parameter of the group reached (one concatenation), after a zero_grad.
+  flat.zero_grad();
+  const at::Tensor w2 = p.decay[2].second;
+  (handle.sum() + b1.sum() + (w2 * 2.0).sum()).backward();
+  EXPECT_EQ(flat.gradient_buffers()[0].min().item<double>(), 1.0);
+  EXPECT_EQ(flat.gradient_buffers()[0].slice(0, 40).min().item<double>(), 2.0);
   // A step writes through the views: the parameter moves against its gradient.
+  flat.zero_grad();
   (handle.sum()).backward();
   flat.step();
   EXPECT_TRUE(torch::allclose(handle, before - 0.01, 1e-9, 1e-9));

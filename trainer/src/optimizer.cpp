@@ -37,13 +37,13 @@ FlatAdam::FlatAdam(std::vector<Group> groups, double lr, double beta1, double be
       const int64_t k = p.numel();
       pk.param.slice(0, off, off + k).copy_(p.detach().reshape({-1}));
       // The parameter becomes a view of the buffer: the same TensorImpl, so every holder of the
-      // tensor (the model) sees it; its gradient is a view of the gradient buffer, which autograd
-      // accumulates into in place (it stays defined: zero_grad fills, never unsets).
+      // tensor (the model) sees it; its gradient a view of the gradient buffer, which autograd
+      // accumulates into in place, until zero_grad unsets it (pack_gradients sets it again).
       const std::vector<int64_t> sizes(p.sizes().begin(), p.sizes().end());
       p.set_(pk.param.storage(), off, sizes, c10::contiguous_strides(sizes));
       p.mutable_grad() = pk.grad.slice(0, off, off + k).view(sizes);
       names_.push_back(name);
-      views_.push_back({groups_.size(), off, sizes});
+      views_.push_back({groups_.size(), off, sizes, p});
       off += k;
     }
     groups_.push_back(std::move(pk));
@@ -51,10 +51,44 @@ FlatAdam::FlatAdam(std::vector<Group> groups, double lr, double beta1, double be
 }
 
 void FlatAdam::zero_grad() {
-  for (Packed& g : groups_) g.grad.zero_();
+  // Unset, not zero-filled: backward's AccumulateGrad then keeps each parameter's new gradient as
+  // it comes (no kernel), where a defined one cost a fill of the buffer and an addition per
+  // parameter (12 launches of a GCN step at depth 4, host time where AD's step waits for the
+  // host); pack_gradients copies them into the buffer with one launch per group.
+  for (View& v : views_) v.param.mutable_grad().reset();
+  packed_ = false;
+}
+
+void FlatAdam::pack_gradients() {
+  if (packed_) return;
+  torch::NoGradGuard guard;
+  for (size_t gi = 0; gi < groups_.size(); ++gi) {
+    Packed& g = groups_[gi];
+    std::vector<at::Tensor> parts;
+    bool every = true;  // every parameter of the group has a gradient: one concatenation
+    for (const View& v : views_) {
+      if (v.group != gi) continue;
+      const at::Tensor& gr = v.param.grad();
+      every = every && gr.defined();
+      if (gr.defined()) parts.push_back(gr.reshape({-1}));
+    }
+    if (every) {
+      at::cat_out(g.grad, parts, 0);
+    } else {
+      // A parameter backward did not reach (a rank without the rows that use it) counts as zero.
+      g.grad.zero_();
+      for (const View& v : views_)
+        if (v.group == gi && v.param.grad().defined())
+          g.grad.slice(0, v.offset, v.offset + v.param.numel()).copy_(v.param.grad().reshape({-1}));
+    }
+    for (View& v : views_)
+      if (v.group == gi) v.param.mutable_grad() = g.grad.slice(0, v.offset, v.offset + v.param.numel()).view(v.sizes);
+  }
+  packed_ = true;
 }
 
 void FlatAdam::step() {
+  pack_gradients();
   torch::NoGradGuard guard;
   ++step_;
   const double bias1 = 1 - std::pow(beta1_, double(step_));
@@ -86,7 +120,8 @@ void FlatAdam::step() {
   }
 }
 
-std::vector<at::Tensor> FlatAdam::gradient_buffers() const {
+std::vector<at::Tensor> FlatAdam::gradient_buffers() {
+  pack_gradients();
   std::vector<at::Tensor> out;
   for (const Packed& g : groups_) out.push_back(g.grad);
   return out;

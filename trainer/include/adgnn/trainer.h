@@ -88,8 +88,9 @@ void host_allreduce(Communicator& comm, void* data, int64_t count, DType dt, Red
 void host_broadcast(Communicator& comm, void* data, int64_t bytes, int root);
 // Adam with L2 weight decay per group, torch::optim::Adam's update operation for operation
 // (equal results), over one flat buffer per group: the parameters become views of it (values
-// kept), their gradients views of a gradient buffer that stays defined (zero_grad fills it), so
-// a step, zero_grad and the gradient allreduce are a few kernels each, not a few per parameter.
+// kept), so a step, zero_grad and the gradient allreduce are a few kernels each, not a few per
+// parameter. zero_grad unsets the gradients; backward sets them; gradient_buffers and step first
+// copy them into one gradient buffer per group (one launch) and make them views of it again.
 // Every parameter steps every time (a gradient backward did not reach counts as zero).
 class FlatAdam {
  public:
@@ -101,7 +102,7 @@ class FlatAdam {
                     double eps = 1e-8);
   void zero_grad();
   void step();
-  std::vector<at::Tensor> gradient_buffers() const;  // one per non-empty group
+  std::vector<at::Tensor> gradient_buffers();  // one per non-empty group, the gradients packed
   // Checkpoints: views of the moments per parameter ("exp_avg/<name>", "exp_avg_sq/<name>"),
   // writable, and the step count (bias correction).
   std::vector<std::pair<std::string, at::Tensor>> named_state() const;
@@ -117,13 +118,16 @@ class FlatAdam {
     size_t group;
     int64_t offset;
     std::vector<int64_t> sizes;
+    at::Tensor param;  // the parameter (a view of its group's buffer)
   };
+  void pack_gradients();  // the parameters' gradients into the buffers, then views of them
   std::vector<Packed> groups_;
   std::vector<std::string> names_;
   std::vector<View> views_;
   double lr_, beta1_, beta2_, eps_;
   int64_t step_ = 0;
   at::Tensor step_count_;  // step_ on the device, for the fused CUDA update (filled by step())
+  bool packed_ = true;     // every gradient a view of its buffer (until zero_grad)
 };
 // The model's parameters as FlatAdam's groups (training and `adgnn bench` alike): weight decay on
 // every parameter but theta (the stopping thresholds); parameters in the model's order.
