@@ -97,6 +97,14 @@ TEST(FlatAdam, ParametersAndGradientsAreViewsOfItsBuffers) {
   (handle.sum()).backward();
   flat.step();
   EXPECT_TRUE(torch::allclose(handle, before - 0.01, 1e-9, 1e-9));
+  // The all-reduce's one buffer holds both groups' gradients (shared storage, group order).
+  const std::vector<at::Tensor> red = flat.reduction_buffers();
+  ASSERT_EQ(red.size(), 1u);
+  ASSERT_EQ(red[0].numel(), 7 * 5 + 5 + 5 * 3 + 4);
+  red[0].fill_(2.5);
+  EXPECT_EQ(flat.gradient_buffers()[0].min().item<double>(), 2.5);
+  EXPECT_EQ(flat.gradient_buffers()[1].min().item<double>(), 2.5);
+  EXPECT_EQ(p.no_decay[0].second.grad().min().item<double>(), 2.5);
   // The state views are writable (checkpoint loading).
   for (auto& [name, s] : flat.named_state()) {
     if (name == "exp_avg/w1") s.fill_(0.5);
@@ -107,6 +115,17 @@ TEST(FlatAdam, ParametersAndGradientsAreViewsOfItsBuffers) {
     }
   }
   EXPECT_THROW(flat.set_steps(-1), std::invalid_argument);
+}
+
+// Groups of different dtypes keep a buffer each, and the all-reduce gets each.
+TEST(FlatAdam, GroupsOfDifferentTypesReduceApart) {
+  Params a = make_params(torch::kFloat64, 6), b = make_params(torch::kFloat32, 7);
+  adgnn::FlatAdam flat({{a.decay, 0.0}, {b.no_decay, 0.0}}, 0.01);
+  const std::vector<at::Tensor> red = flat.reduction_buffers();
+  ASSERT_EQ(red.size(), 2u);
+  EXPECT_EQ(red[0].scalar_type(), torch::kFloat64);
+  EXPECT_EQ(red[1].scalar_type(), torch::kFloat32);
+  EXPECT_EQ(red[1].numel(), 4);
 }
 
 at::Tensor tensor_of(const adgnn::H5Array& a) {

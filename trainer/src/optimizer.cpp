@@ -17,6 +17,23 @@ namespace adgnn {
 FlatAdam::FlatAdam(std::vector<Group> groups, double lr, double beta1, double beta2, double eps)
     : lr_(lr), beta1_(beta1), beta2_(beta2), eps_(eps) {
   torch::NoGradGuard guard;
+  // The groups' gradient buffers as slices of one buffer when they share a type and device: the
+  // distributed step then sums them over the ranks in one collective (every collective is a
+  // point where each rank waits for the slowest).
+  int64_t grad_total = 0;
+  bool one_buffer = true;
+  const Group* first = nullptr;
+  for (const Group& g : groups) {
+    if (g.params.empty()) continue;
+    if (first == nullptr) first = &g;
+    const at::Tensor& a = first->params.front().second;
+    const at::Tensor& b = g.params.front().second;
+    one_buffer = one_buffer && a.dtype() == b.dtype() && a.device() == b.device();
+    for (const auto& [name, p] : g.params) grad_total += p.numel();
+  }
+  if (first != nullptr && one_buffer)
+    grad_all_ = torch::zeros({grad_total}, first->params.front().second.options().requires_grad(false));
+  int64_t grad_off = 0;
   for (Group& g : groups) {
     if (g.params.empty()) continue;
     Packed pk;
@@ -29,7 +46,9 @@ FlatAdam::FlatAdam(std::vector<Group> groups, double lr, double beta1, double be
       total += p.numel();
     }
     pk.param = torch::empty({total}, opts.requires_grad(false));
-    pk.grad = torch::zeros({total}, opts.requires_grad(false));
+    pk.grad = grad_all_.defined() ? grad_all_.slice(0, grad_off, grad_off + total)
+                                  : torch::zeros({total}, opts.requires_grad(false));
+    grad_off += total;
     pk.exp_avg = torch::zeros({total}, opts.requires_grad(false));
     pk.exp_avg_sq = torch::zeros({total}, opts.requires_grad(false));
     int64_t off = 0;
@@ -127,6 +146,12 @@ std::vector<at::Tensor> FlatAdam::gradient_buffers() {
   return out;
 }
 
+std::vector<at::Tensor> FlatAdam::reduction_buffers() {
+  if (!grad_all_.defined()) return gradient_buffers();
+  pack_gradients();
+  return {grad_all_};
+}
+
 std::vector<std::pair<std::string, at::Tensor>> FlatAdam::named_state() const {
   std::vector<std::pair<std::string, at::Tensor>> out;
   for (size_t i = 0; i < names_.size(); ++i) {
@@ -153,9 +178,9 @@ std::vector<FlatAdam::Group> adam_groups(const Model& model, double weight_decay
 }
 
 void allreduce_gradients(FlatAdam& opt, RankTransport& transport) {
-  // One reduction per weight-decay group (the same buffers, in the same order, on every rank;
-  // a gradient that backward did not reach on a rank is zero there).
-  for (at::Tensor& g : opt.gradient_buffers()) transport.allreduce(g, RankTransport::Op::Sum);
+  // One reduction for every group (per group where their types differ): the same buffers, in the
+  // same order, on every rank; a gradient that backward did not reach on a rank is zero there.
+  for (at::Tensor& g : opt.reduction_buffers()) transport.allreduce(g, RankTransport::Op::Sum);
 }
 
 }  // namespace adgnn

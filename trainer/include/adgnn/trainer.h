@@ -103,6 +103,9 @@ class FlatAdam {
   void zero_grad();
   void step();
   std::vector<at::Tensor> gradient_buffers();  // one per non-empty group, the gradients packed
+  // What the gradient all-reduce sums: one buffer holding every group's (slices of it) when the
+  // groups share a dtype and device, else gradient_buffers(); the gradients packed.
+  std::vector<at::Tensor> reduction_buffers();
   // Checkpoints: views of the moments per parameter ("exp_avg/<name>", "exp_avg_sq/<name>"),
   // writable, and the step count (bias correction).
   std::vector<std::pair<std::string, at::Tensor>> named_state() const;
@@ -128,6 +131,7 @@ class FlatAdam {
   int64_t step_ = 0;
   at::Tensor step_count_;  // step_ on the device, for the fused CUDA update (filled by step())
   bool packed_ = true;     // every gradient a view of its buffer (until zero_grad)
+  at::Tensor grad_all_;    // every group's gradient buffer as a slice (same dtype and device)
 };
 // The model's parameters as FlatAdam's groups (training and `adgnn bench` alike): weight decay on
 // every parameter but theta (the stopping thresholds); parameters in the model's order.
