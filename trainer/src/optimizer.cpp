@@ -72,8 +72,8 @@ FlatAdam::FlatAdam(std::vector<Group> groups, double lr, double beta1, double be
 void FlatAdam::zero_grad() {
   // Unset, not zero-filled: backward's AccumulateGrad then keeps each parameter's new gradient as
   // it comes (no kernel), where a defined one cost a fill of the buffer and an addition per
-  // parameter (12 launches of a GCN step at depth 4, host time where AD's step waits for the
-  // host); pack_gradients copies them into the buffer with one launch per group.
+  // parameter (11 launches of an AD-GCN_fast step at depth 4, host time where that step waits
+  // for the host); pack_gradients copies them into the buffer with one launch per group.
   for (View& v : views_) v.param.mutable_grad().reset();
   packed_ = false;
 }
