@@ -282,6 +282,11 @@ int run_bench(const BenchFlags& f) {
     throw InputError("--device " + f.device + ": " +
                      (cuda_kernels_built() ? "no CUDA device here" : "this build has no CUDA kernels (-DADGNN_CUDA=ON)"));
   if (dev.is_cuda() && !dev.has_index()) dev = c10::Device(c10::kCUDA, 0);
+  // A row labelled tf32 or bf16 must have run so: off CUDA f_delta computes in float32.
+  const bool learned = std::find(f.variants.begin(), f.variants.end(), "ad") != f.variants.end();
+  for (const auto& p : f.fdelta_precisions)
+    if (learned && p != "fp32" && !dev.is_cuda())
+      throw InputError("--fdelta-precision " + p + ": CUDA only (this bench runs on " + dev.str() + ")");
   BenchFlags fl = f;
   fl.device = dev.str();
 

@@ -1,5 +1,6 @@
 // `adgnn train`: a YAML config plus command-line overrides; --model and --variant accept
 // comma-separated lists and then print one row per combination.
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <sstream>
@@ -246,6 +247,15 @@ void add_train_commands(CLI::App& app, std::function<int()>& run) {
       validate_train_config(c);
       Ranks ranks = start_ranks(*a, c);
       const bool lead = ranks.rank == 0;
+      // Off CUDA f_delta computes in float32: say so, and record what ran (metrics, JSON).
+      const bool learned = std::find(variants.begin(), variants.end(), "ad") != variants.end();
+      const bool reduced = c.model.fdelta_precision == "tf32" || c.model.fdelta_precision == "bf16";
+      if (learned && reduced && c.model.device.rfind("cuda", 0) != 0) {
+        if (lead)
+          std::fprintf(stderr, "adgnn: warning: --fdelta-precision %s: CUDA only; f_delta computes in float32 on %s\n",
+                       c.model.fdelta_precision.c_str(), c.model.device.c_str());
+        c.model.fdelta_precision = "fp32";
+      }
       const Graph g = load_dataset(c.dataset, c.data_dir);
       nlohmann::ordered_json out = nlohmann::ordered_json::array();
       if (!lead) c.progress = false;

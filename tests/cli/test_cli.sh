@@ -87,8 +87,14 @@ expect_error "--splits geom-gcn" "$adgnn" train csbm:demo --splits geom-gcn --ep
 expect_error "--compact sometimes" "$adgnn" train csbm:demo --variant ad_fast --compact sometimes --epochs 1
 expect_error "--compact-halo sometimes" "$adgnn" train csbm:demo --variant ad_fast --compact-halo sometimes --epochs 1
 expect_error "--fdelta-precision fp16: expected fp32, tf32 or bf16" "$adgnn" train csbm:demo --variant ad --fdelta-precision fp16 --epochs 1
-# bf16 (like tf32) is f_delta's precision on the GPU; on the CPU the learned variant runs in float32.
+# bf16 (like tf32) is f_delta's precision on the GPU; on the CPU the learned variant runs in float32,
+# and train says so on stderr (one line), keeping stdout's table.
 expect_ok "$adgnn" train csbm:demo --variant ad --fdelta-precision bf16 --epochs 2 --no-progress
+grep -qF "warning: --fdelta-precision bf16: CUDA only; f_delta computes in float32 on cpu" "$tmp/err" &&
+  [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q "^AD-GCN " "$tmp/out" && ok ||
+  bad "train --fdelta-precision bf16 on the CPU: no one-line warning: $(cat "$tmp/err")"
+expect_ok "$adgnn" train csbm:demo --variant ad_fast --fdelta-precision bf16 --epochs 2 --no-progress
+[ ! -s "$tmp/err" ] && ok || bad "train without the learned variant warned about f_delta: $(cat "$tmp/err")"
 printf 'variant: ad_fast\ncompact: off\ncompact_halo: off\nepochs: 2\n' >"$tmp/compact.yaml"
 expect_ok "$adgnn" train --config "$tmp/compact.yaml" --dataset csbm:demo --no-progress
 expect_ok "$adgnn" train csbm:demo --model gcn --variant plain,ad_fast --epochs 3 --no-progress
@@ -166,6 +172,9 @@ PY
 expect_error "--depths" "$adgnn" bench --dataset csbm:demo --device cpu --depths 0
 expect_error "--variants" "$adgnn" bench --dataset csbm:demo --device cpu --variants fancy
 expect_error "--steps" "$adgnn" bench --dataset csbm:demo --device cpu --steps 0
+# A bf16 or tf32 row would be mislabelled off CUDA: refused.
+expect_error "--fdelta-precision bf16: CUDA only (this bench runs on cpu)" "$adgnn" bench --dataset csbm:demo \
+  --device cpu --variants plain,ad --fdelta-precision fp32,bf16 --steps 2
 
 if [ -n "$data" ] && [ -d "$data" ]; then
   expect_ok "$adgnn" data stats --dataset texas --data-dir "$data"
