@@ -60,6 +60,7 @@ else
   models=(--backbones gcn --variants plain,ad_fast,ad)
 fi
 FDELTA=${FDELTA:-fp32,tf32,bf16}
+case ${DEVICE:-cuda} in cuda*) ;; *) FDELTA=fp32 ;; esac  # TF32 / bf16 f_delta exist on CUDA only
 if "$ADGNN" bench --help 2>/dev/null | grep -q -- '--fdelta-precision'; then
   models+=(--fdelta-precision "$FDELTA")
 fi
