@@ -137,6 +137,7 @@ class HaloPass {
 
   const MessageGraph& g_;
   int P_;
+  int64_t layers_;  // the pass's layer count: how many bits of the computed-layer masks are used
   at::Tensor last_src_;  // the previous extend's result (its halo rows: the next one's frozen copies)
   at::Tensor token_;
   at::Tensor comp_owned_, comp_halo_;

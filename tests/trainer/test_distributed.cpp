@@ -339,85 +339,89 @@ TEST_F(Dist, RanksWithNoActiveNodeComplete) {
 // (global id, t); a computed-layer mask keyed by the global id says when each row changes; after
 // each exchange every halo row read by a computed row must hold (its id, the last layer at which
 // its owner changed it), and rows travel only when they changed and someone reads them.
+// Depths 5, 12, 20 and 40: the computed-layer masks travel as bytes, int16, int32 and int64.
 TEST_F(Dist, HaloRowsAreExactlyTheOwnersLatestRows) {
   const adgnn::Graph g = test_graph(300, 13);
   const adgnn::GraphPart part = metis_part(g, size, rank);
   adgnn::PartTensors pt = adgnn::part_tensors(part, device, torch::kFloat64);
   adgnn::MessageGraph& mg = pt.graph;
   mg.transport = adgnn::make_rank_transport(*xcomm, xcomm->device_memory());
-  const int64_t L = 5, n = mg.num_dst;
-  const at::Tensor gid = mg.global_id.to(torch::kCPU);
-  // Depth in 0..L from the id; a nested computed set per layer, as the model's active sets.
-  const at::Tensor depth_all = (gid * 7 + 3) % (L + 1);
-  at::Tensor bits = torch::zeros({n}, torch::kInt64);
-  for (int64_t t = 1; t <= L; ++t)
-    bits.bitwise_or_((depth_all.slice(0, 0, n) >= t).to(torch::kInt64).bitwise_left_shift(t - 1));
-  adgnn::detail::HaloPass pass(mg, L);
-  pass.set_computed(bits.to(device), false);
-  adgnn::ForwardStats st;
-  const int64_t F = 3;
-  auto value = [&](const at::Tensor& ids, int64_t layer) {  // row of node ids after `layer`
-    return (ids.to(torch::kFloat64) * 100 + double(layer)).unsqueeze(1).repeat({1, F}) +
-           torch::arange(F, torch::kFloat64).unsqueeze(0) * 1e6;
-  };
-  at::Tensor h_src;
-  // last[v]: the last layer whose output changed row v (layer 1 changes every row).
-  at::Tensor last = torch::ones({mg.num_src}, torch::kInt64);
-  // The rows each layer must receive, by brute force: a halo row changed since it was last
-  // received (layer 1 changes every row) and read by a row computed here at that layer.
-  std::vector<int64_t> want_received(size_t(L), 0);
-  {
-    std::vector<char> dirty(size_t(mg.num_src), 1);
-    for (int64_t t = 2; t <= L; ++t) {
-      std::vector<char> read(size_t(mg.num_src), 0);
-      for (int64_t v = 0; v < n; ++v) {
-        if (depth_all[v].item<int64_t>() < t) continue;
-        for (int64_t k = part.sym.indptr[size_t(v)]; k < part.sym.indptr[size_t(v) + 1]; ++k)
-          read[size_t(part.sym.indices[size_t(k)])] = 1;
-      }
-      for (int64_t u = n; u < mg.num_src; ++u) {
-        if (t > 2 && depth_all[u].item<int64_t>() >= t - 1) dirty[size_t(u)] = 1;
-        if (dirty[size_t(u)] && read[size_t(u)]) {
-          ++want_received[size_t(t - 1)];
-          dirty[size_t(u)] = 0;
+  for (const int64_t L : {int64_t(5), int64_t(12), int64_t(20), int64_t(40)}) {
+    SCOPED_TRACE("layers " + std::to_string(L));
+    const int64_t n = mg.num_dst;
+    const at::Tensor gid = mg.global_id.to(torch::kCPU);
+    // Depth in 0..L from the id; a nested computed set per layer, as the model's active sets.
+    const at::Tensor depth_all = (gid * 7 + 3) % (L + 1);
+    at::Tensor bits = torch::zeros({n}, torch::kInt64);
+    for (int64_t t = 1; t <= L; ++t)
+      bits.bitwise_or_((depth_all.slice(0, 0, n) >= t).to(torch::kInt64).bitwise_left_shift(t - 1));
+    adgnn::detail::HaloPass pass(mg, L);
+    pass.set_computed(bits.to(device), false);
+    adgnn::ForwardStats st;
+    const int64_t F = 3;
+    auto value = [&](const at::Tensor& ids, int64_t layer) {  // row of node ids after `layer`
+      return (ids.to(torch::kFloat64) * 100 + double(layer)).unsqueeze(1).repeat({1, F}) +
+             torch::arange(F, torch::kFloat64).unsqueeze(0) * 1e6;
+    };
+    at::Tensor h_src;
+    // last[v]: the last layer whose output changed row v (layer 1 changes every row).
+    at::Tensor last = torch::ones({mg.num_src}, torch::kInt64);
+    // The rows each layer must receive, by brute force: a halo row changed since it was last
+    // received (layer 1 changes every row) and read by a row computed here at that layer.
+    std::vector<int64_t> want_received(size_t(L), 0);
+    {
+      std::vector<char> dirty(size_t(mg.num_src), 1);
+      for (int64_t t = 2; t <= L; ++t) {
+        std::vector<char> read(size_t(mg.num_src), 0);
+        for (int64_t v = 0; v < n; ++v) {
+          if (depth_all[v].item<int64_t>() < t) continue;
+          for (int64_t k = part.sym.indptr[size_t(v)]; k < part.sym.indptr[size_t(v) + 1]; ++k)
+            read[size_t(part.sym.indices[size_t(k)])] = 1;
+        }
+        for (int64_t u = n; u < mg.num_src; ++u) {
+          if (t > 2 && depth_all[u].item<int64_t>() >= t - 1) dirty[size_t(u)] = 1;
+          if (dirty[size_t(u)] && read[size_t(u)]) {
+            ++want_received[size_t(t - 1)];
+            dirty[size_t(u)] = 0;
+          }
         }
       }
     }
-  }
-  at::Tensor h_owned = value(gid.slice(0, 0, n), 1);
-  for (int64_t t = 2; t <= L; ++t) {
-    h_src = pass.extend(h_owned.to(device), t, t == 2, false, st);
-    const at::Tensor h_here = h_src.to(torch::kCPU);
-    if (t > 2) last = torch::where(depth_all >= t - 1, torch::full_like(last, t - 1), last);
-    // Halo rows read at layer t by a computed owned row.
-    const at::Tensor rows = (depth_all.slice(0, 0, n) >= t).nonzero().squeeze(1);
-    for (int64_t i = 0; i < rows.numel(); ++i) {
-      const int64_t v = rows[i].item<int64_t>();
-      for (int64_t k = part.sym.indptr[size_t(v)]; k < part.sym.indptr[size_t(v) + 1]; ++k) {
-        const int64_t u = part.sym.indices[size_t(k)];
-        if (u < n) continue;
-        const at::Tensor want = value(gid.slice(0, u, u + 1), last[u].item<int64_t>());
-        ASSERT_TRUE(torch::equal(h_here.slice(0, u, u + 1), want))
-            << "rank " << rank << " layer " << t << " halo node " << gid[u].item<int64_t>();
+    at::Tensor h_owned = value(gid.slice(0, 0, n), 1);
+    for (int64_t t = 2; t <= L; ++t) {
+      h_src = pass.extend(h_owned.to(device), t, t == 2, false, st);
+      const at::Tensor h_here = h_src.to(torch::kCPU);
+      if (t > 2) last = torch::where(depth_all >= t - 1, torch::full_like(last, t - 1), last);
+      // Halo rows read at layer t by a computed owned row.
+      const at::Tensor rows = (depth_all.slice(0, 0, n) >= t).nonzero().squeeze(1);
+      for (int64_t i = 0; i < rows.numel(); ++i) {
+        const int64_t v = rows[i].item<int64_t>();
+        for (int64_t k = part.sym.indptr[size_t(v)]; k < part.sym.indptr[size_t(v) + 1]; ++k) {
+          const int64_t u = part.sym.indices[size_t(k)];
+          if (u < n) continue;
+          const at::Tensor want = value(gid.slice(0, u, u + 1), last[u].item<int64_t>());
+          ASSERT_TRUE(torch::equal(h_here.slice(0, u, u + 1), want))
+              << "rank " << rank << " layer " << t << " halo node " << gid[u].item<int64_t>();
+        }
       }
+      // This layer's output: computed rows get (id, t), the others keep theirs.
+      const at::Tensor comp = (depth_all.slice(0, 0, n) >= t).unsqueeze(1);
+      h_owned = torch::where(comp, value(gid.slice(0, 0, n), t), h_owned);
     }
-    // This layer's output: computed rows get (id, t), the others keep theirs.
-    const at::Tensor comp = (depth_all.slice(0, 0, n) >= t).unsqueeze(1);
-    h_owned = torch::where(comp, value(gid.slice(0, 0, n), t), h_owned);
-  }
-  // Traffic: never more than the full halo, and less once the active sets shrink.
-  std::vector<int64_t> sent = st.halo_rows, full = st.halo_rows_full;
-  comm->allreduce(sent.data(), int64_t(sent.size()), adgnn::DType::I64, adgnn::ReduceOp::Sum);
-  comm->allreduce(full.data(), int64_t(full.size()), adgnn::DType::I64, adgnn::ReduceOp::Sum);
-  comm->allreduce(want_received.data(), L, adgnn::DType::I64, adgnn::ReduceOp::Sum);
-  ASSERT_EQ(sent.size(), size_t(L));
-  for (size_t k = 1; k < sent.size(); ++k) {
-    EXPECT_LE(sent[k], full[k]);
-    EXPECT_EQ(sent[k], want_received[k]) << "rows sent at layer " << k + 1 << " (all ranks)";
-  }
-  if (size > 1) {
-    EXPECT_GT(full[1], 0);
-    EXPECT_LT(sent[size_t(L - 1)], full[size_t(L - 1)]);
+    // Traffic: never more than the full halo, and less once the active sets shrink.
+    std::vector<int64_t> sent = st.halo_rows, full = st.halo_rows_full;
+    comm->allreduce(sent.data(), int64_t(sent.size()), adgnn::DType::I64, adgnn::ReduceOp::Sum);
+    comm->allreduce(full.data(), int64_t(full.size()), adgnn::DType::I64, adgnn::ReduceOp::Sum);
+    comm->allreduce(want_received.data(), L, adgnn::DType::I64, adgnn::ReduceOp::Sum);
+    ASSERT_EQ(sent.size(), size_t(L));
+    for (size_t k = 1; k < sent.size(); ++k) {
+      EXPECT_LE(sent[k], full[k]);
+      EXPECT_EQ(sent[k], want_received[k]) << "rows sent at layer " << k + 1 << " (all ranks)";
+    }
+    if (size > 1) {
+      EXPECT_GT(full[1], 0);
+      EXPECT_LT(sent[size_t(L - 1)], full[size_t(L - 1)]);
+    }
   }
   EXPECT_TRUE(everywhere(!HasFailure()));
 }
