@@ -30,14 +30,14 @@ import json
 import math
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from results import BACKBONE_COST, COST, json_complete, _q  # noqa: E402  (results.py's queue helpers)
+from jobqueue import launch, run_queue  # noqa: E402
+from results import BACKBONE_COST, COST, json_complete  # noqa: E402
 
 # ---- the paper's numbers ------------------------------------------------------------------------
 
@@ -215,7 +215,8 @@ class Job:
     def __init__(self, name, out, cmd, deps=(), stdout_json=True, launcher=()):
         self.name, self.out, self.cmd, self.deps = name, out, list(cmd), list(deps)
         self.stdout_json, self.launcher = stdout_json, list(launcher)
-        self.proc = self.log = self.started = self.gpu = None
+        self.proc = self.log = self.gpu = None
+        self.slots = 1  # set by run_jobs (--run-workers)
 
     def complete(self):
         if not self.stdout_json:
@@ -243,91 +244,39 @@ class Job:
 
 def run_jobs(a, jobs):
     """Runs the jobs (each with .raw, its experiment's folder) up to --slots at once, longest first."""
-    for j in jobs:
-        os.makedirs(os.path.join(j.raw, "logs"), exist_ok=True)
     jobs = sorted(jobs, key=lambda j: -j.cost())
     t0 = time.time()
     say = lambda m: print(f"[{time.time() - t0:7.1f}s] {m}", flush=True)
-    done = {j.name for j in jobs if j.complete()}
-    pending = [j for j in jobs if j.name not in done]
-    running, failed = [], set()
-    say(f"{len(jobs)} runs, {len(done)} already finished, {len(pending)} to run, {a.slots} slot(s)")
+    finished = [j for j in jobs if j.complete()]
+    say(f"{len(jobs)} runs, {len(finished)} already finished, {len(jobs) - len(finished)} to run, {a.slots} slot(s)")
     if a.dry_run:
-        for j in pending:
-            print(f"  to run: {j.name}")
+        for j in jobs:
+            if j not in finished:
+                print(f"  to run: {j.name}")
         return True
     env = dict(os.environ, OMP_NUM_THREADS=str(a.threads))
-    # SIGTERM (timeout, a batch system's time limit) stops the runs as Ctrl-C does: they run in
-    # sessions of their own, so they would outlive this script and race a rerun for their files.
-    def on_term(signum, frame):
-        raise KeyboardInterrupt
-    old_term = signal.signal(signal.SIGTERM, on_term)
-    try:
-        while pending or running:
-            for j in list(running):
-                rc = j.proc.poll()
-                if rc is None:
-                    continue
-                running.remove(j)
-                j.log.close()
-                if rc == 0 and j.complete():
-                    done.add(j.name)
-                    say(f"done   {j.name} ({time.time() - j.started:.1f}s)")
-                else:
-                    failed.add(j.name)
-                    say(f"FAILED {j.name} (exit {rc}); log: {j.log.name}")
-            boxed = a.time_box and time.time() - t0 > a.time_box
-            for j in list(pending):
-                if any(d in failed for d in j.deps):
-                    pending.remove(j)
-                    failed.add(j.name)
-                    say(f"skip   {j.name}: a run it needs failed")
-                    continue
-                used = sum(r.workers(a) for r in running)
-                if boxed or (running and used + j.workers(a) > a.slots) or \
-                        not all(d in done for d in j.deps):
-                    continue
-                os.makedirs(os.path.dirname(j.out), exist_ok=True)
-                j.log = open(os.path.join(j.raw, "logs", j.name.replace("/", "_") + ".log"), "w")
-                cmd = j.launcher + [a.bin] + tiny_cmd(a, j.cmd)
-                if j.workers(a) > 1:
-                    cmd += ["--run-workers", str(j.workers(a))]
-                job_env = env
-                if a.gpus > 0:  # the GPU with the fewest of our processes: one CUDA context each
-                    load = [sum(1 for r in running if r.gpu == k) for k in range(a.gpus)]
-                    j.gpu = load.index(min(load))
-                    job_env = dict(env, CUDA_VISIBLE_DEVICES=str(j.gpu))
-                j.log.write(" ".join(_q(c) for c in cmd) + "\n")
-                j.log.flush()
-                if j.stdout_json:
-                    tmp = f"{j.out}.{os.getpid()}.tmp"  # per launcher: a stray run never shares it
-                    sh = " ".join(_q(c) for c in cmd) + f" > {_q(tmp)} && mv {_q(tmp)} {_q(j.out)}"
-                    j.proc = subprocess.Popen(["bash", "-c", sh], stderr=j.log, env=job_env,
-                                              start_new_session=True)
-                else:
-                    j.proc = subprocess.Popen(cmd, stdout=j.log, stderr=subprocess.STDOUT, env=job_env,
-                                              start_new_session=True)
-                j.started = time.time()
-                pending.remove(j)
-                running.append(j)
-                say(f"start  {j.name}")
-            if boxed and not running:
-                say(f"time box of {a.time_box:.0f}s reached: {len(pending)} runs not started")
-                break
-            if pending and not running and not any(all(d in done for d in j.deps) for j in pending):
-                break
-            time.sleep(0.1)
-    except KeyboardInterrupt:  # the finished runs stay; a rerun continues
-        for j in running:
-            try:
-                os.killpg(j.proc.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-        raise
-    finally:
-        signal.signal(signal.SIGTERM, old_term)
-    left = [j.name for j in jobs if j.name not in done]
-    say(f"{len(jobs) - len(left)}/{len(jobs)} runs finished" + (f"; failed: {len(failed)}" if failed else ""))
+
+    def starter(j):
+        def start(log):
+            cmd = j.launcher + [a.bin] + tiny_cmd(a, j.cmd)
+            if j.slots > 1:
+                cmd += ["--run-workers", str(j.slots)]
+            job_env = env
+            if a.gpus > 0:  # the GPU with the fewest of our processes: one CUDA context each
+                busy = [r.gpu for r in jobs if r.proc is not None and r.proc.poll() is None]
+                load = [busy.count(k) for k in range(a.gpus)]
+                j.gpu = load.index(min(load))
+                job_env = dict(env, CUDA_VISIBLE_DEVICES=str(j.gpu))
+            os.makedirs(os.path.dirname(j.out), exist_ok=True)
+            return launch(cmd, log, j.out if j.stdout_json else None, job_env)
+        return start
+
+    for j in jobs:
+        j.slots = j.workers(a)
+        j.start = starter(j)
+    log_path = lambda j: os.path.join(j.raw, "logs", j.name.replace("/", "_") + ".log")
+    done, failed = run_queue(jobs, a.slots, log_path, say, stop_launch=a.time_box or None, t0=t0)
+    say(f"{len(done)}/{len(jobs)} runs finished" + (f"; failed: {len(failed)}" if failed else ""))
     return not failed
 
 

@@ -25,10 +25,11 @@ import json
 import math
 import os
 import re
-import signal
-import subprocess
 import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from jobqueue import launch, run_queue  # noqa: E402
 
 DATASETS = ["cora_ml", "citeseer_planetoid", "citeseer", "photo", "dblp", "film", "squirrel",
             "chameleon", "cornell", "wisconsin", "texas"]
@@ -247,79 +248,18 @@ def run(a):
     if a.stages:  # the other stages' outputs still count as dependencies, complete or not
         keep = {int(x) for x in a.stages.split(",")}
         jobs = [j for j in jobs if j.prio in keep]
-    pending = [j for j in jobs if j.name not in done]
-    running = []
-    failed = set()
+    jobs.sort(key=lambda j: j.prio)  # stable: the long sweeps first within a stage
     say = lambda msg: print(f"[{time.time() - t0:6.1f}s] {msg}", flush=True)
-    say(f"{len(jobs)} jobs, {len(done)} already complete, {len(pending)} to run, "
-        f"{a.slots} slots, device {a.device}")
-    while pending or running:
-        now = time.time() - t0
-        for j in list(running):
-            rc = j.proc.poll()
-            if rc is None:
-                continue
-            running.remove(j)
-            j.log.close()
-            el = time.time() - j.started
-            if rc == 0 and j.complete():
-                done.add(j.name)
-                say(f"done   {j.name} ({el:.1f}s)")
-            else:
-                failed.add(j.name)
-                say(f"FAILED {j.name} rc={rc} ({el:.1f}s), see logs/")
-        if now >= a.hard_stop:
-            for j in running:
-                os.killpg(j.proc.pid, signal.SIGKILL)
-                j.proc.wait()
-                j.log.close()
-                say(f"killed {j.name} at the hard stop ({time.time() - j.started:.1f}s in)")
-            running = []
-            break
-        if now < a.stop_launch:
-            used = sum(j.slots for j in running)
-            for j in sorted(pending, key=lambda j: j.prio):
-                if any(d in failed for d in j.deps):
-                    pending.remove(j)
-                    failed.add(j.name)
-                    say(f"skip   {j.name}: a dependency failed")
-                    continue
-                if not all(d in done for d in j.deps):
-                    continue
-                if used + j.slots > a.slots:
-                    continue
-                cmd = j.build()
-                tmp = j.out + ".tmp" if j.out.endswith(".json") else None
-                j.log = open(os.path.join(logs, j.name.replace(" ", "_") + ".log"), "w")
-                j.log.write(" ".join(cmd) + "\n")
-                j.log.flush()
-                if tmp:  # stdout is the JSON summary: write it atomically
-                    sh = " ".join(_q(c) for c in cmd) + f" > {_q(tmp)} && mv {_q(tmp)} {_q(j.out)}"
-                    j.proc = subprocess.Popen(["bash", "-c", sh], stderr=j.log, start_new_session=True,
-                                              env=_env())
-                else:
-                    j.proc = subprocess.Popen(cmd, stdout=j.log, stderr=subprocess.STDOUT,
-                                              start_new_session=True, env=_env())
-                j.started = time.time()
-                pending.remove(j)
-                running.append(j)
-                used += j.slots
-                say(f"start  {j.name} [{used}/{a.slots} slots]")
-        if pending and not running:  # nothing started and nothing can start
-            for j in pending:
-                why = ("the time box" if now >= a.stop_launch else
-                       "waits for " + ", ".join(d for d in j.deps if d not in done))
-                say(f"skip   {j.name}: {why}")
-            break
-        time.sleep(0.2)
+    say(f"{len(jobs)} jobs, {len(done & {j.name for j in jobs})} already complete, "
+        f"{sum(j.name not in done for j in jobs)} to run, {a.slots} slots, device {a.device}")
+    for j in jobs:
+        j.start = lambda log, j=j: launch(j.build(), log, j.out if j.out.endswith(".json") else None, _env())
+    done, _ = run_queue(jobs, a.slots, lambda j: os.path.join(logs, j.name.replace(" ", "_") + ".log"), say,
+                        stop_launch=a.stop_launch, hard_stop=a.hard_stop, t0=t0, done_elsewhere=done)
     left = [j.name for j in jobs if j.name not in done]
     say(f"finished: {len(jobs) - len(left)}/{len(jobs)} jobs complete; not complete: {len(left)}")
     with open(os.path.join(a.dir, "incomplete.txt"), "w") as f:
         f.write("".join(n + "\n" for n in left))
-
-
-def _q(s):
-    return "'" + str(s).replace("'", "'\\''") + "'"
 
 
 def _env():
@@ -662,4 +602,8 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM (jobqueue): the finished jobs' files stay
+        print("interrupted: the jobs in flight were stopped; rerun the same command to continue", file=sys.stderr)
+        sys.exit(130)
