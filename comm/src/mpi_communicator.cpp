@@ -22,12 +22,15 @@
 
 #include "adgnn/comm.h"
 #include "fmt/format.h"
+#include "polling.h"
 
 namespace adgnn {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using detail::backoff;
+using detail::Clock;
+using detail::deadline_after;
 
 // The most bytes one MPI call moves (MPI counts are int); larger buffers go in several calls.
 // Overridable at compile time so that the tests can exercise the chunking on small buffers.
@@ -68,21 +71,6 @@ MPI_Op mpi_op(ReduceOp op) {
     case ReduceOp::Min: return MPI_MIN;
   }
   return MPI_OP_NULL;
-}
-
-// Polling back-off: busy for the first spins (short collectives finish there), then yield for a
-// couple of milliseconds, then sleep a twentieth of the time waited so far (20 us .. 1 ms), which
-// bounds the added latency to ~5% while a long wait costs almost no CPU. Open MPI progresses
-// non-blocking collectives only inside MPI calls, so the sleeps stay short.
-void backoff(int64_t spin, Clock::duration waited) {
-  using std::chrono::microseconds;
-  if (spin < 64) return;
-  if (waited < std::chrono::milliseconds(2)) {
-    std::this_thread::yield();
-    return;
-  }
-  const auto s = std::chrono::duration_cast<microseconds>(waited / 20);
-  std::this_thread::sleep_for(std::clamp(s, microseconds(20), microseconds(1000)));
 }
 
 class MpiCommunicator final : public Communicator {
@@ -222,11 +210,7 @@ void MpiCommunicator::wait_all(std::vector<MPI_Request>& reqs,
   if (reqs.empty()) return;
   const int n = static_cast<int>(reqs.size());
   const auto start = Clock::now();
-  const bool finite = std::isfinite(timeout_);
-  const auto deadline =
-      finite ? start + std::chrono::duration_cast<Clock::duration>(
-                           std::chrono::duration<double>(timeout_))
-             : Clock::time_point::max();
+  const auto deadline = deadline_after(timeout_);
   std::vector<int> index(reqs.size());
   std::vector<MPI_Status> status(reqs.size());
   for (int64_t spin = 0;; ++spin) {

@@ -28,6 +28,7 @@
 
 #include "adgnn/comm.h"
 #include "fmt/format.h"
+#include "polling.h"
 
 #if NCCL_VERSION_CODE < NCCL_VERSION(2, 14, 0)
 #error "the NCCL backend needs NCCL >= 2.14 (non-blocking communicators, ncclCommInitRankConfig)"
@@ -37,30 +38,12 @@ namespace adgnn {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using detail::backoff;
+using detail::Clock;
+using detail::deadline_after;
 
 // The longest the destructor waits for ncclCommFinalize before it aborts instead.
 constexpr double kDestroyGraceSeconds = 30.0;
-
-// Polling back-off, as in the MPI backend: busy for the first spins (short operations finish
-// there), then yield for a couple of milliseconds, then sleep a twentieth of the time waited so
-// far (20 us .. 1 ms). NCCL progresses on the GPU and in its own proxy threads, not in our calls.
-void backoff(int64_t spin, Clock::duration waited) {
-  using std::chrono::microseconds;
-  if (spin < 64) return;
-  if (waited < std::chrono::milliseconds(2)) {
-    std::this_thread::yield();
-    return;
-  }
-  const auto s = std::chrono::duration_cast<microseconds>(waited / 20);
-  std::this_thread::sleep_for(std::clamp(s, microseconds(20), microseconds(1000)));
-}
-
-Clock::time_point deadline_after(double seconds) {
-  if (!std::isfinite(seconds)) return Clock::time_point::max();
-  return Clock::now() +
-         std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
-}
 
 std::string cuda_error_string(cudaError_t e) {
   return fmt::format("{} ({})", cudaGetErrorString(e), cudaGetErrorName(e));
