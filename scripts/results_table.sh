@@ -6,11 +6,11 @@
 #   scripts/results_table.sh --tables   # only print the tables from the existing JSON outputs
 #
 # Outputs go to $OUT (default /tmp/adgnn_results). Needs build/adgnn, python3 and
-# ADGNN_DATA (default /work/shared/data). At most 2 processes at a time, 1 intra-op thread each
+# ADGNN_DATA (default ../shared/data beside the repository). At most 2 processes at a time, 1 intra-op thread each
 # (the machine has 2 shared cores). Budget-limited plan, see docs/results.md "Not run".
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export ADGNN_DATA=${ADGNN_DATA:-/work/shared/data}
+export ADGNN_DATA=${ADGNN_DATA:-$PWD/../shared/data}
 OUT=${OUT:-/tmp/adgnn_results}
 BIN=${BIN:-$PWD/build/adgnn}
 mkdir -p "$OUT"
@@ -131,18 +131,8 @@ EOF
 python3 - "$OUT" <<'EOF'
 import json, os, sys, glob
 out = sys.argv[1]
-paper = {  # Exp-1 table of the paper (GCN, AD-GCN, AD-GCN_fast); Citeseer = Planetoid CiteSeer
- "cora_ml": ("87.07 ± 1.21", "87.32 ± 1.25", "87.34 ± 1.35"),
- "citeseer_planetoid": ("76.68 ± 1.64", "79.14 ± 1.00", "79.13 ± 0.99"),
- "photo": ("89.30 ± 0.82", "94.10 ± 0.31", "94.10 ± 0.31"),
- "dblp": ("83.93 ± 0.34", "84.14 ± 0.44", "83.90 ± 0.97"),
- "film": ("30.26 ± 0.79", "42.54 ± 1.15", "41.39 ± 1.46"),
- "squirrel": ("39.47 ± 1.47", "40.04 ± 0.99", "40.88 ± 1.09"),
- "chameleon": ("40.89 ± 4.12", "43.66 ± 0.73", "43.40 ± 0.56"),
- "cornell": ("55.14 ± 8.46", "88.51 ± 4.87", "87.02 ± 3.49"),
- "wisconsin": ("61.60 ± 7.00", "93.88 ± 3.03", "94.38 ± 2.86"),
- "texas": ("60.00 ± 6.45", "92.30 ± 4.52", "91.64 ± 5.16"),
-}
+sys.path.insert(0, "scripts")
+from results import PAPER as paper  # the paper's Exp-1 table (GCN, AD-GCN, AD-GCN_fast)
 order = ["cora_ml", "citeseer_planetoid", "citeseer", "photo", "dblp", "film", "squirrel",
          "chameleon", "cornell", "wisconsin", "texas"]
 def load(d, s, tag):
