@@ -64,7 +64,18 @@ class Writer {
  public:
   Writer(const std::string& path, const H5WriteOptions& opt) : path_(path), opt_(opt) {
     silence_hdf5();
-    file_ = H5Handle(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
+    // The 1.8 file format (object header v2 and later): its metadata carries checksums, so a
+    // corrupted file fails HDF5's checks with an error instead of being parsed (the default,
+    // earliest format has none, and HDF5 1.10 crashes on some corrupt headers: scripts/fuzz.sh).
+    H5Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+#if H5_VERSION_GE(1, 10, 2)
+    const H5F_libver_t oldest = H5F_LIBVER_V18;
+#else
+    const H5F_libver_t oldest = H5F_LIBVER_LATEST;
+#endif
+    if (fapl < 0 || H5Pset_libver_bounds(fapl, oldest, H5F_LIBVER_LATEST) < 0)
+      throw InputError(fmt::format("{}: cannot set up the HDF5 file access", path));
+    file_ = H5Handle(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl), H5Fclose);
     if (file_ < 0) throw InputError(fmt::format("{}: cannot create HDF5 file", path));
   }
   hid_t file() const { return file_; }
@@ -146,15 +157,19 @@ class Writer {
     }
   }
 
+  // Fixed-length UTF-8 strings: they live in the attribute's own (checksummed) header message; a
+  // variable-length string's bytes sit in the global heap, which has no checksum, and HDF5 1.10
+  // crashes reading a corrupted one (scripts/fuzz.sh). h5py reads them as bytes.
   void attr_string(hid_t obj, const std::string& name, const std::string& value) {
     H5Handle type(H5Tcopy(H5T_C_S1), H5Tclose);
-    H5Tset_size(type, H5T_VARIABLE);
+    H5Tset_size(type, std::max<size_t>(value.size(), 1));
+    H5Tset_strpad(type, H5T_STR_NULLPAD);
     H5Tset_cset(type, H5T_CSET_UTF8);
     H5Handle space(H5Screate(H5S_SCALAR), H5Sclose);
     H5Handle a(H5Acreate2(obj, name.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
     check(a, "create attribute " + name);
-    const char* p = value.c_str();
-    check(H5Awrite(a, type, &p), "write attribute " + name);
+    const std::string padded = value.empty() ? std::string(1, '\0') : value;
+    check(H5Awrite(a, type, padded.data()), "write attribute " + name);
   }
   void attr_int(hid_t obj, const std::string& name, int64_t value) {
     H5Handle space(H5Screate(H5S_SCALAR), H5Sclose);

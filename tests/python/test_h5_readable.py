@@ -12,6 +12,11 @@ import h5py
 import numpy as np
 
 
+def text(value) -> str:
+    """A string attribute: fixed-length ones (what adgnn writes) come back as bytes."""
+    return value.decode("utf-8") if isinstance(value, bytes) else str(value)
+
+
 def main() -> int:
     adgnn = sys.argv[1]
     with tempfile.TemporaryDirectory() as tmp:
@@ -19,7 +24,10 @@ def main() -> int:
         subprocess.run([adgnn, "data", "generate", "--preset", "demo", "--seed", "5",
                         "--nodes", "20000", "-o", path], check=True, capture_output=True)
         with h5py.File(path, "r") as f:
-            assert f.attrs["format"] == "adgnn-graph", f.attrs["format"]
+            assert text(f.attrs["format"]) == "adgnn-graph", f.attrs["format"]
+            assert text(f.attrs["name"]) == "demo", f.attrs["name"]
+            # The 1.8 file format: superblock 2 or later, checksummed metadata.
+            assert f.id.get_create_plist().get_version()[0] >= 2
             assert int(f.attrs["format_version"]) == 1
             n = int(f.attrs["num_nodes"])
             assert n == 20000
@@ -28,7 +36,7 @@ def main() -> int:
             assert indptr.dtype == np.int64 and indices.dtype == np.int32
             assert indptr.shape == (n + 1,) and indptr[-1] == indices.shape[0]
             assert indices.min() >= 0 and indices.max() < n
-            assert f["features"].attrs["layout"] == "dense"
+            assert text(f["features"].attrs["layout"]) == "dense"
             x = f["features/values"][()]
             assert x.shape == (n, int(f["features"].attrs["cols"])) and x.dtype == np.float32
             assert np.isfinite(x).all()
