@@ -75,13 +75,20 @@ class Writer {
 #endif
     if (fapl < 0 || H5Pset_libver_bounds(fapl, oldest, H5F_LIBVER_LATEST) < 0)
       throw InputError(fmt::format("{}: cannot set up the HDF5 file access", path));
-    file_ = H5Handle(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl), H5Fclose);
+    // No creation times in the object headers (the root group's here, the others' below): the
+    // same contents give the same bytes.
+    H5Handle fcpl(H5Pcreate(H5P_FILE_CREATE), H5Pclose);
+    if (fcpl < 0 || H5Pset_obj_track_times(fcpl, false) < 0)
+      throw InputError(fmt::format("{}: cannot set up the HDF5 file creation", path));
+    file_ = H5Handle(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, fcpl, fapl), H5Fclose);
     if (file_ < 0) throw InputError(fmt::format("{}: cannot create HDF5 file", path));
   }
   hid_t file() const { return file_; }
 
   H5Handle group(const std::string& name) {
-    H5Handle g(H5Gcreate2(file_, name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
+    H5Handle gcpl(H5Pcreate(H5P_GROUP_CREATE), H5Pclose);
+    H5Pset_obj_track_times(gcpl, false);
+    H5Handle g(H5Gcreate2(file_, name.c_str(), H5P_DEFAULT, gcpl, H5P_DEFAULT), H5Gclose);
     check(g, "create group " + name);
     return g;
   }
@@ -95,6 +102,7 @@ class Writer {
     H5Handle space(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr),
                    H5Sclose);
     H5Handle dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
+    H5Pset_obj_track_times(dcpl, false);
     const bool chunked = total >= kContiguousBelow && opt_.deflate_level > 0;
     std::vector<hsize_t> chunk(dims);
     if (chunked) {
