@@ -13,7 +13,7 @@
 # REORDER (metis): also run both sides on the graph renumbered for locality (`adgnn data reorder
 # --method $REORDER --block $BLOCK`, BLOCK 4096) and print a second table; none: skip it.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
 OUT=${OUT:-/tmp/adgnn_bench}
 DEPTHS=${DEPTHS:-2,4,8}
 DEPTHS=$(echo "$DEPTHS" | tr ' ' ',' | sed 's/,,*/,/g; s/^,//; s/,$//')
@@ -54,6 +54,7 @@ rm -f "$OUT/adgnn_bench.json" "$OUT/pyg_gcn.json"
 status=0
 # The three GCN models: `--models gcn,ad_fast,ad` where the binary has that flag, else its
 # `--backbones gcn --variants plain,ad_fast,ad` form.
+# shellcheck disable=SC2054  # the commas are inside one flag value
 if "$ADGNN" bench --help 2>/dev/null | grep -q -- '--models'; then
   models=(--models gcn,ad_fast,ad)
 else

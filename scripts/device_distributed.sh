@@ -8,7 +8,7 @@
 # FULL_HALO_RANKS="4" adds products-scale depth-4 runs with `--compact-halo off` (every halo row
 # at every layer, the layout before v25; docs/distributed.md) on those rank counts.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
 OUT=${OUT:-/tmp/adgnn_device}
 mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0 OMP_NUM_THREADS=4

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the GPU machine's scripts (bench/gpu_bench.sh, scripts/device_perf.sh,
 # scripts/device_distributed.sh): makes adgnn_gpu_configure available, sourcing .device/setup.sh
 # and .device/env.sh (../shared/device/prepare.sh --data, scripts/device_prepare.sh) when the
@@ -19,6 +20,7 @@ device_script_start() {
   OUT=${OUT:-$1}
   mkdir -p "$OUT"
   export NCCL_NVLS_ENABLE=0 OMP_NUM_THREADS=${OMP_NUM_THREADS:-4}
+  # shellcheck disable=SC2034  # ngpu is for the scripts that source this file
   ngpu=$(nvidia-smi -L | wc -l)
   t0=$(date +%s)
 }
