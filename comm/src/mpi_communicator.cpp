@@ -100,6 +100,10 @@ class MpiCommunicator final : public Communicator {
   // communicator stays usable when MPI confirms it), collective ones cannot be and are kept
   // dangling; either way an unconfirmed request makes the communicator unusable.
   void abandon(std::vector<MPI_Request>& reqs, bool cancellable, const std::string& why);
+  // A collective over `count` items in calls of at most `chunk` items (MPI counts are int):
+  // post(offset, items, request) starts one; then waits for all of them.
+  template <class Post>
+  void chunked_collective(int64_t count, int64_t chunk, const std::string& what, Post post);
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = -1;
@@ -250,6 +254,22 @@ void MpiCommunicator::wait_all(std::vector<MPI_Request>& reqs,
   }
 }
 
+template <class Post>
+void MpiCommunicator::chunked_collective(int64_t count, int64_t chunk, const std::string& what, Post post) {
+  std::vector<MPI_Request> reqs;
+  for (int64_t off = 0; off < count; off += chunk) {
+    MPI_Request r = MPI_REQUEST_NULL;
+    const int rc = post(off, static_cast<int>(std::min(chunk, count - off)), &r);
+    if (rc != MPI_SUCCESS) {
+      const std::string msg = fmt::format("{} failed: {}", what, mpi_error_string(rc));
+      abandon(reqs, false, msg);  // collectives cannot be cancelled
+      throw error(msg);
+    }
+    reqs.push_back(r);
+  }
+  wait_all(reqs, {}, what, false);
+}
+
 void MpiCommunicator::barrier() {
   check_usable("barrier");
   std::vector<MPI_Request> reqs(1, MPI_REQUEST_NULL);
@@ -270,21 +290,9 @@ void MpiCommunicator::allreduce(void* data, int64_t count, DType dt, ReduceOp op
   const std::string what = fmt::format("MPI_Iallreduce (allreduce of {} {} {})", count,
                                        to_string(dt), to_string(op));
   const int64_t esize = dtype_bytes(dt);
-  const int64_t chunk = kMaxChunkBytes / esize;
-  std::vector<MPI_Request> reqs;
-  for (int64_t off = 0; off < count; off += chunk) {
-    const int n = static_cast<int>(std::min(chunk, count - off));
-    MPI_Request r = MPI_REQUEST_NULL;
-    const int rc = MPI_Iallreduce(MPI_IN_PLACE, static_cast<char*>(data) + off * esize, n, type,
-                                  mop, comm_, &r);
-    if (rc != MPI_SUCCESS) {
-      const std::string msg = fmt::format("{} failed: {}", what, mpi_error_string(rc));
-      abandon(reqs, false, msg);
-      throw error(msg);
-    }
-    reqs.push_back(r);
-  }
-  wait_all(reqs, {}, what, false);
+  chunked_collective(count, kMaxChunkBytes / esize, what, [&](int64_t off, int n, MPI_Request* r) {
+    return MPI_Iallreduce(MPI_IN_PLACE, static_cast<char*>(data) + off * esize, n, type, mop, comm_, r);
+  });
 }
 
 void MpiCommunicator::broadcast(void* data, int64_t bytes, int root) {
@@ -296,19 +304,9 @@ void MpiCommunicator::broadcast(void* data, int64_t bytes, int root) {
   if (data == nullptr) throw error(fmt::format("broadcast: null buffer for {} bytes", bytes));
   const std::string what =
       fmt::format("MPI_Ibcast (broadcast of {} bytes from rank {})", bytes, root);
-  std::vector<MPI_Request> reqs;
-  for (int64_t off = 0; off < bytes; off += kMaxChunkBytes) {
-    const int n = static_cast<int>(std::min(kMaxChunkBytes, bytes - off));
-    MPI_Request r = MPI_REQUEST_NULL;
-    const int rc = MPI_Ibcast(static_cast<char*>(data) + off, n, MPI_BYTE, root, comm_, &r);
-    if (rc != MPI_SUCCESS) {
-      const std::string msg = fmt::format("{} failed: {}", what, mpi_error_string(rc));
-      abandon(reqs, false, msg);
-      throw error(msg);
-    }
-    reqs.push_back(r);
-  }
-  wait_all(reqs, {}, what, false);
+  chunked_collective(bytes, kMaxChunkBytes, what, [&](int64_t off, int n, MPI_Request* r) {
+    return MPI_Ibcast(static_cast<char*>(data) + off, n, MPI_BYTE, root, comm_, r);
+  });
 }
 
 void MpiCommunicator::exchange(const void* send, const std::vector<int64_t>& send_counts,
