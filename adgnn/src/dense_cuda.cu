@@ -7,6 +7,7 @@
 #include <c10/cuda/CUDAException.h>
 
 #include <algorithm>
+#include <vector>
 
 #include "cuda_rows.cuh"
 #include "kernels.h"
@@ -168,6 +169,45 @@ __global__ void cross_entropy_rows_backward_kernel(const T* __restrict__ logits,
   for (int64_t c = lane; c < C; c += 32) atomicAdd(grad + r * C + c, gv * (exp(z[c] - l) - (c == y ? T(1) : T(0))));
 }
 
+// tau(t) = 1 - (1 - lambda) exp(-S_t), S_t = softplus(a_0) + ... + softplus(a_{t-1}) (S_0 = 0),
+// for t = 0..L-1, by one thread (L <= kMaxTauLayers): ATen's softplus (threshold 20) and its
+// derivative, the sums in layer order.
+template <typename T>
+struct TauPtrs {
+  T* p[kMaxTauLayers];
+};
+
+template <typename T>
+__device__ T softplus_of(T x) {
+  return x > T(20) ? x : log1p(exp(x));
+}
+
+template <typename T>
+__global__ void tau_forward_kernel(const T* __restrict__ a, int L, T oml, T* __restrict__ all, TauPtrs<T> layer) {
+  T s = T(0);
+  for (int t = 0; t < L; ++t) {
+    if (t > 0) s += softplus_of(a[t - 1]);
+    const T v = T(1) - oml * exp(-s);
+    all[t] = v;
+    *layer.p[t] = v;
+  }
+}
+
+// grad_a[j] = softplus'(a_j) sum over t > j of g_t (1 - lambda) exp(-S_t) (g_t = 0 where absent).
+template <typename T>
+__global__ void tau_backward_kernel(const T* __restrict__ a, int L, T oml, TauPtrs<const T> g, T* __restrict__ grad_a) {
+  T s[kMaxTauLayers];
+  s[0] = T(0);
+  for (int t = 1; t < L; ++t) s[t] = s[t - 1] + softplus_of(a[t - 1]);
+  T acc = T(0);
+  for (int t = L - 1; t >= 1; --t) {
+    if (g.p[t]) acc += *g.p[t] * oml * exp(-s[t]);
+    const T x = a[t - 1];
+    const T z = exp(x);
+    grad_a[t - 1] = x > T(20) ? acc : acc * z / (z + T(1));
+  }
+}
+
 }  // namespace
 
 CrossEntropyRows cross_entropy_rows_cuda(const at::Tensor& logits_in, const at::Tensor& rows_in,
@@ -254,6 +294,49 @@ std::pair<at::Tensor, at::Tensor> relu_grad_column_sums_cuda(const at::Tensor& g
   if (launch_column_sums<true>(g, out, masked, sums, scale)) return {masked, sums};
   masked = at::threshold_backward(scale == 1 ? g : g * scale, out, 0);
   return {masked, masked.sum(0)};
+}
+
+std::pair<at::Tensor, std::vector<at::Tensor>> tau_thresholds_cuda(const at::Tensor& a_in, int64_t L, double lambda) {
+  TORCH_CHECK(a_in.is_cuda() && a_in.dim() == 1 && a_in.numel() == L - 1 && L >= 1 && L <= kMaxTauLayers,
+              "tau_thresholds_cuda: a [L - 1] on the GPU, 1 <= L <= ", kMaxTauLayers);
+  const at::Tensor a = a_in.contiguous();
+  at::Tensor all = at::empty({L}, a.options());
+  std::vector<at::Tensor> layers;
+  AT_DISPATCH_FLOATING_TYPES(a.scalar_type(), "tau_thresholds_cuda", [&] {
+    TauPtrs<scalar_t> out{};
+    for (int64_t t = 0; t < L; ++t) {
+      layers.push_back(at::empty({}, a.options()));
+      out.p[t] = layers.back().data_ptr<scalar_t>();
+    }
+    tau_forward_kernel<scalar_t><<<1, 1, 0, at::cuda::getCurrentCUDAStream()>>>(
+        a.data_ptr<scalar_t>(), int(L), scalar_t(1 - lambda), all.data_ptr<scalar_t>(), out);
+  });
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return {all, layers};
+}
+
+at::Tensor tau_thresholds_backward_cuda(const at::Tensor& a_in, double lambda, const std::vector<at::Tensor>& grads) {
+  const int64_t L = int64_t(grads.size());
+  TORCH_CHECK(a_in.is_cuda() && a_in.numel() == L - 1 && L >= 1 && L <= kMaxTauLayers,
+              "tau_thresholds_backward_cuda: a [L - 1] on the GPU and L gradients, L <= ", kMaxTauLayers);
+  const at::Tensor a = a_in.contiguous();
+  at::Tensor grad_a = at::empty_like(a);
+  if (L == 1) return grad_a;
+  std::vector<at::Tensor> held;  // the gradients in a's type, alive until the launch
+  AT_DISPATCH_FLOATING_TYPES(a.scalar_type(), "tau_thresholds_backward_cuda", [&] {
+    TauPtrs<const scalar_t> g{};
+    for (int64_t t = 0; t < L; ++t) {
+      if (!grads[size_t(t)].defined()) continue;
+      TORCH_CHECK(grads[size_t(t)].numel() == 1 && grads[size_t(t)].is_cuda(),
+                  "tau_thresholds_backward_cuda: one value per layer");
+      held.push_back(grads[size_t(t)].to(a.scalar_type()).contiguous());
+      g.p[t] = held.back().data_ptr<scalar_t>();
+    }
+    tau_backward_kernel<scalar_t><<<1, 1, 0, at::cuda::getCurrentCUDAStream()>>>(
+        a.data_ptr<scalar_t>(), int(L), scalar_t(1 - lambda), g, grad_a.data_ptr<scalar_t>());
+  });
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return grad_a;
 }
 
 }  // namespace adgnn::kernels

@@ -1,7 +1,9 @@
 // AD's per-pass row masks in one kernel (model.cpp's detail::depth_masks): each node's depth,
 // every layer's computed / active / band rows and the frozen rows of the width-changing layers,
 // with their counts and each layer's computed CSR entries. The ATen form took about 25 launches
-// of a host-bound step (v68).
+// of a host-bound step (v68). Then each row's position among its layer's computed rows: three
+// small kernels (a tile's count, the tiles' offsets, the positions), where a cumsum and its
+// corrections took eight launches (v72).
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
@@ -86,13 +88,77 @@ __global__ void depth_masks_kernel(const T* __restrict__ eps, const T* __restric
     if (block_counts[i]) atomicAdd(&counts[i], block_counts[i]);
 }
 
+// Each row's position among its layer's computed rows, in tiles of kTile rows (a block each;
+// blockIdx.y: the layer): a tile's count, each tile's offset within its layer (one block per
+// layer), then the position = the tile's offset + the computed rows before it in its tile
+// (ballots). Integer counts: the same result in any order.
+constexpr int kTile = 1024;
+
+__global__ void tile_counts_kernel(const bool* __restrict__ comp, int64_t n, int64_t tiles,
+                                   int32_t* __restrict__ counts) {
+  const int64_t r = int64_t(blockIdx.x) * kTile + threadIdx.x;
+  const int k = __syncthreads_count(r < n && comp[int64_t(blockIdx.y) * n + r]);
+  if (threadIdx.x == 0) counts[int64_t(blockIdx.y) * tiles + blockIdx.x] = k;
+}
+
+// In place: counts[t, b] becomes the sum of counts[t, 0..b-1] (blockIdx.x: the layer). Each thread
+// sums a contiguous run of tiles; the block scans the runs' sums.
+__global__ void tile_offsets_kernel(int32_t* __restrict__ counts, int64_t tiles) {
+  __shared__ int32_t sums[kTile];
+  int32_t* c = counts + int64_t(blockIdx.x) * tiles;
+  const int64_t per = (tiles + kTile - 1) / kTile;
+  const int64_t begin = std::min<int64_t>(int64_t(threadIdx.x) * per, tiles), end = std::min(begin + per, tiles);
+  int32_t own = 0;
+  for (int64_t i = begin; i < end; ++i) own += c[i];
+  sums[threadIdx.x] = own;
+  __syncthreads();
+  for (int d = 1; d < kTile; d *= 2) {
+    const int32_t v = threadIdx.x >= d ? sums[threadIdx.x - d] : 0;
+    __syncthreads();
+    sums[threadIdx.x] += v;
+    __syncthreads();
+  }
+  int32_t run = sums[threadIdx.x] - own;
+  for (int64_t i = begin; i < end; ++i) {
+    const int32_t k = c[i];
+    c[i] = run;
+    run += k;
+  }
+}
+
+__global__ void computed_positions_kernel(const bool* __restrict__ comp, int64_t n, int64_t tiles,
+                                          const int32_t* __restrict__ offsets, int32_t* __restrict__ pos) {
+  __shared__ int32_t before_warp[kTile / 32];
+  const int64_t r = int64_t(blockIdx.x) * kTile + threadIdx.x, at = int64_t(blockIdx.y) * n + r;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const bool c = r < n && comp[at];
+  const unsigned ballot = __ballot_sync(0xffffffffu, c);
+  if (lane == 0) before_warp[warp] = __popc(ballot);
+  __syncthreads();
+  if (warp == 0) {  // exclusive scan of the warps' counts
+    const int32_t own = before_warp[lane];
+    int32_t v = own;
+    for (int d = 1; d < 32; d *= 2) {
+      const int32_t u = __shfl_up_sync(0xffffffffu, v, d);
+      if (lane >= d) v += u;
+    }
+    before_warp[lane] = v - own;
+  }
+  __syncthreads();
+  if (r < n)
+    pos[at] = c ? offsets[int64_t(blockIdx.y) * tiles + blockIdx.x] + before_warp[warp] +
+                      __popc(ballot & ((1u << lane) - 1u))
+                : -1;
+}
+
 }  // namespace
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> depth_masks_cuda(const at::Tensor& eps, const at::Tensor& tau,
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> depth_masks_cuda(const at::Tensor& eps, const at::Tensor& tau,
                                                                 const at::Tensor& depth_in, int64_t L, int band_mode,
                                                                 double band_width, bool no_band_at_layer1,
                                                                 const at::Tensor& rowptr, uint64_t frozen_bits) {
   TORCH_CHECK(L >= 1 && L <= 64, "depth_masks_cuda: 1 to 64 layers");
+  TORCH_CHECK(rowptr.numel() - 1 < (int64_t(1) << 31), "depth_masks_cuda: fewer than 2^31 rows (int32 positions)");
   TORCH_CHECK(rowptr.is_cuda() && rowptr.scalar_type() == at::kLong && rowptr.is_contiguous(),
               "depth_masks_cuda: contiguous int64 rowptr on the GPU");
   const int64_t n = rowptr.numel() - 1;
@@ -108,7 +174,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> depth_masks_cuda(const at::Tensor
   at::Tensor depth = at::empty({n}, on);
   at::Tensor stacked = at::empty({K, n}, on.dtype(at::kBool));
   at::Tensor counts = at::zeros({K + L}, on);
-  if (n == 0) return {depth, stacked, counts};
+  at::Tensor comp_pos = at::empty({L, n}, on.dtype(at::kInt));
+  if (n == 0) return {depth, stacked, counts, comp_pos};
   const int threads = 256;
   const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
   const int64_t blocks = std::max<int64_t>(1, std::min((n + threads - 1) / threads, sms * 8));
@@ -128,7 +195,18 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> depth_masks_cuda(const at::Tensor
     });
   }
   C10_CUDA_KERNEL_LAUNCH_CHECK();
-  return {depth, stacked, counts};
+  // Positions (int32: n < 2^31, as the CSR's row count is).
+  const int64_t tiles = (n + kTile - 1) / kTile;
+  at::Tensor tile_counts = at::empty({L, tiles}, on.dtype(at::kInt));
+  const dim3 grid{unsigned(tiles), unsigned(L)};
+  tile_counts_kernel<<<grid, kTile, 0, stream>>>(stacked.data_ptr<bool>(), n, tiles, tile_counts.data_ptr<int32_t>());
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  tile_offsets_kernel<<<unsigned(L), kTile, 0, stream>>>(tile_counts.data_ptr<int32_t>(), tiles);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  computed_positions_kernel<<<grid, kTile, 0, stream>>>(stacked.data_ptr<bool>(), n, tiles,
+                                                        tile_counts.data_ptr<int32_t>(), comp_pos.data_ptr<int32_t>());
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return {depth, stacked, counts, comp_pos};
 }
 
 }  // namespace adgnn::kernels

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <utility>
+#include <vector>
 
 namespace adgnn::kernels {
 
@@ -207,11 +208,17 @@ std::pair<at::Tensor, at::Tensor> merge_rows_backward_cuda(const at::Tensor& g, 
                                                            bool want_prev, bool want_upd);
 at::Tensor band_diff_cuda(const at::Tensor& prev, const at::Tensor& upd, const at::Tensor& pos,
                           const at::Tensor& band_rows);
+// detail::tau_thresholds on the GPU (dense_cuda.cu), one single-thread kernel each way: tau(t) for
+// t = 1..L from theta's a [L - 1], as [L] and as L separate one-element tensors; and a's gradient
+// from the layers' gradients (undefined: zero).
+constexpr int64_t kMaxTauLayers = 64;
+std::pair<at::Tensor, std::vector<at::Tensor>> tau_thresholds_cuda(const at::Tensor& a, int64_t L, double lambda);
+at::Tensor tau_thresholds_backward_cuda(const at::Tensor& a, double lambda, const std::vector<at::Tensor>& grads);
 // detail::depth_masks on the GPU in one kernel (depth_masks_cuda.cu): (depth, stacked, counts) for
 // eps [n] and tau [L] of one type, or a given int64 depth [n] (band_mode 0 or 2). band_mode: 0
 // none, 1 |eps - tau(t)| < band_width, 2 every row; frozen_bits: bit t - 1 lists layer t's frozen
-// rows. L <= 64.
-std::tuple<at::Tensor, at::Tensor, at::Tensor> depth_masks_cuda(const at::Tensor& eps, const at::Tensor& tau,
+// rows. L <= 64. The fourth tensor: comp_pos (detail::DepthMasks).
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> depth_masks_cuda(const at::Tensor& eps, const at::Tensor& tau,
                                                                 const at::Tensor& depth_in, int64_t L, int band_mode,
                                                                 double band_width, bool no_band_at_layer1,
                                                                 const at::Tensor& rowptr, uint64_t frozen_bits);

@@ -363,6 +363,57 @@ at::Tensor detail::band_straight_through_term(const at::Tensor& eps, const at::T
   return BandTermFn::apply(eps, tau_t, band_rows, diff, kappa);
 }
 
+#ifdef ADGNN_HAVE_CUDA_KERNELS
+namespace {
+class TauFn : public torch::autograd::Function<TauFn> {
+ public:
+  // Outputs: tau [L] (no gradient), then tau(1) .. tau(L).
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const at::Tensor& a,
+                                                int64_t layers, double lambda) {
+    ctx->set_materialize_grads(false);  // layers without a band term send none: no zero-filled ones
+    ctx->save_for_backward({a});
+    ctx->saved_data["lambda"] = lambda;
+    auto [all, each] = kernels::tau_thresholds_cuda(a, layers, lambda);
+    ctx->mark_non_differentiable({all});
+    each.insert(each.begin(), all);
+    return each;
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const std::vector<at::Tensor> per_layer(grads.begin() + 1, grads.end());
+    return {kernels::tau_thresholds_backward_cuda(ctx->get_saved_variables()[0], ctx->saved_data["lambda"].toDouble(),
+                                                  per_layer),
+            at::Tensor(), at::Tensor()};
+  }
+};
+}  // namespace
+#endif
+
+detail::Thresholds detail::tau_thresholds(const at::Tensor& a, int64_t layers, double lambda) {
+  TORCH_CHECK(layers >= 1 && a.dim() == 1 && a.numel() == layers - 1, "tau_thresholds: a [layers - 1]");
+  Thresholds out;
+  if (layers == 1) {
+    out.all = torch::full({1}, lambda, a.options().requires_grad(false));
+    out.layers = out.all.unbind(0);
+    return out;
+  }
+#ifdef ADGNN_HAVE_CUDA_KERNELS
+  if (a.is_cuda() && layers <= kernels::kMaxTauLayers) {
+    torch::autograd::variable_list v = TauFn::apply(a, layers, lambda);
+    out.all = v.front();
+    out.layers.assign(v.begin() + 1, v.end());
+    return out;
+  }
+#endif
+  // c = C softplus(a), C [L, L-1] the strictly lower-triangular ones: one product, not a cumsum
+  // and a cat.
+  const at::Tensor neg_cum = -torch::ones({layers, layers - 1}, a.options().requires_grad(false)).tril(-1);
+  const at::Tensor tau = torch::rsub(neg_cum.mv(torch::softplus(a)).exp(), 1.0, 1 - lambda);
+  out.all = tau.detach();
+  out.layers = tau.unbind(0);
+  return out;
+}
+
 bool& detail::band_every_row_active_shortcut() {
   static bool on = true;
   return on;
@@ -384,12 +435,12 @@ detail::DepthMasks detail::depth_masks(const at::Tensor& eps, const at::Tensor& 
   const int band_mode = spec.band == DepthMaskSpec::Band::None ? 0 : spec.band == DepthMaskSpec::Band::Width ? 1 : 2;
 #ifdef ADGNN_HAVE_CUDA_KERNELS
   if (rowptr.is_cuda() && L <= 64) {
-    auto [depth, stacked, counts] = kernels::depth_masks_cuda(
+    auto [depth, stacked, counts, comp_pos] = kernels::depth_masks_cuda(
         depth_in.defined() ? at::Tensor() : eps.detach().contiguous(),
         depth_in.defined() ? at::Tensor() : tau.detach().contiguous(),
         depth_in.defined() ? depth_in.contiguous() : at::Tensor(), L, band_mode, spec.band_width,
         spec.no_band_at_layer1, rowptr.contiguous(), frozen_bits);
-    return {depth, stacked, counts};
+    return {depth, stacked, counts, comp_pos};
   }
 #endif
   at::NoGradGuard no_grad;
@@ -411,7 +462,18 @@ detail::DepthMasks detail::depth_masks(const at::Tensor& eps, const at::Tensor& 
   const at::Tensor stacked = torch::cat(masks);
   const at::Tensor row_entries = rowptr.slice(0, 1, n + 1) - rowptr.slice(0, 0, n);
   const at::Tensor entries = masks[0].to(torch::kInt64).mul(row_entries.unsqueeze(0)).sum(1);
-  return {depth, stacked, torch::cat({stacked.sum(1), entries})};
+  // Positions: one scan of the flattened masks, less each layer's start (a scan along the rows of
+  // [L, n] ran as one slow kernel on a GPU).
+  at::Tensor comp_pos;
+  if (n == 0) {
+    comp_pos = torch::empty({L, 0}, on.dtype(torch::kInt32));
+  } else {
+    const auto count_type = L * n < std::numeric_limits<int32_t>::max() ? torch::kInt32 : torch::kInt64;
+    const at::Tensor flat = masks[0].reshape({-1}).cumsum(0, count_type).view({L, n});
+    const at::Tensor before = torch::constant_pad_nd(flat.select(1, n - 1).narrow(0, 0, L - 1), {1, 0});
+    comp_pos = flat.sub_(before.unsqueeze(1)).mul_(masks[0]).sub_(1).to(torch::kInt32);
+  }
+  return {depth, stacked, torch::cat({stacked.sum(1), entries}), comp_pos};
 }
 
 #ifdef ADGNN_HAVE_CUDA_KERNELS
@@ -635,20 +697,7 @@ struct Model::Impl {
     sharp_log_gamma.copy_(torch::where(has, dg / k, torch::zeros_like(dg)));
   }
 
-  // tau(t), t = 1..L, as a [L] tensor (differentiable in theta).
-  // tau(t) = lambda + (1 - lambda) theta(t) = 1 - (1 - lambda) exp(-c_t), with
-  // c_t = softplus(a_2) + ... + softplus(a_t) (c_1 = 0): c = C softplus(a), C [L, L-1] the
-  // strictly lower-triangular ones. One product instead of a cumsum and a cat: the chain costs
-  // four launches each way instead of about ten (a GPU step of AD-GCN_fast is host-bound).
-  at::Tensor tau() const {
-    const int64_t L = cfg.layers;
-    if (L == 1) return torch::full({1}, cfg.lambda, theta_a.options());
-    if (!neg_cum_matrix.defined() || neg_cum_matrix.device() != theta_a.device() ||
-        neg_cum_matrix.scalar_type() != theta_a.scalar_type())
-      neg_cum_matrix = -torch::ones({L, L - 1}, theta_a.options().requires_grad(false)).tril(-1);
-    return torch::rsub(neg_cum_matrix.mv(F::softplus(theta_a)).exp(), 1.0, 1 - cfg.lambda);
-  }
-  mutable at::Tensor neg_cum_matrix;  // -C of tau(), built on theta's device and type
+  detail::Thresholds tau() const { return detail::tau_thresholds(theta_a, cfg.layers, cfg.lambda); }
 
   // Normalised depth benefit eps_tilde over the destination rows.
   at::Tensor depth_benefit(const MessageGraph& g, const at::Tensor& z_src, bool training,
@@ -895,7 +944,9 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
   TORCH_CHECK(x.size(0) == g.num_src, "Model::forward: x must have one row per source row");
   ForwardOutput out;
   out.reg_loss = torch::zeros({}, x.options().device(torch::kCPU));  // no launch (training_loss)
-  const at::Tensor all_rows = torch::arange(n, g.rowptr.options());
+  // A plain model's layers compute every row (an AD model's never ask for this list).
+  const at::Tensor all_rows =
+      !m.adaptive() && c.degree_threshold <= 0 ? torch::arange(n, g.rowptr.options()) : at::Tensor();
   std::unique_ptr<detail::HaloPass> pass;
   // A rank's training pass updates each exchanged input in place (HaloPass::set_in_place): no
   // one reads the earlier layers' outputs then, except AD#'s calibration.
@@ -910,6 +961,7 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
   at::Tensor hin = training ? dropout_rows(h_src, g.global_id, c.dropout, c.seed, epoch, 1) : h_src;
 
   at::Tensor eps, tau, depth;
+  std::vector<at::Tensor> tau_layers;  // tau(t) of each layer, differentiable in theta
   // Per layer t (row t - 1): the rows computed, those fully updated (active) and those computed
   // for the surrogate (band), and the frozen rows of the width-changing layers, as the rows of
   // one bool tensor with their counts (detail::depth_masks; one kernel on the GPU, where whole-
@@ -929,7 +981,9 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
     RECORD_USER_SCOPE("depth benefit");
     const at::Tensor z = c.variant == "ad" ? m.layers.front()->input_transform(hin) : at::Tensor();
     eps = m.depth_benefit(g, z, training, labels, train_mask, out.reg_loss);
-    tau = m.tau();
+    detail::Thresholds th = m.tau();
+    tau = th.all;
+    tau_layers = std::move(th.layers);
     // T(v) = max{t : eps_v >= tau(t)}; tau increases, so it is the count of satisfied t.
     // The surrogate only matters where it carries a gradient: through tau(t) (theta enters from
     // t = 2 on) or through eps (the learned variant). Elsewhere the band would cost a self-only
@@ -942,6 +996,7 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
   } else if (c.degree_threshold > 0) {
     // Exp-2: low-degree nodes never aggregate; the others use every layer.
     tau = torch::zeros({L}, x.options());
+    tau_layers = tau.unbind(0);
     masks = detail::depth_masks(
         {}, {}, torch::where(g.degree.slice(0, 0, n) > double(c.degree_threshold), L, 0).to(torch::kInt64), g.rowptr,
         spec);
@@ -955,17 +1010,8 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
     active_all = masks->stacked.narrow(0, L, L);
     band_all = masks->stacked.narrow(0, 2 * L, L);
     // Each row's position among its layer's computed rows, -1 where not computed: the
-    // aggregation's row map and merge_rows' (a few launches here instead of about ten a layer).
-    // One scan of the flattened masks, less each layer's start: a scan along the rows of [L, n]
-    // ran as one slow kernel (0.22 ms on an H200, arxiv-scale), a 1-D one runs in microseconds.
-    if (n == 0) {
-      comp_pos_all = torch::empty({L, 0}, depth.options().dtype(torch::kInt32));
-    } else {
-      const auto count_type = L * n < std::numeric_limits<int32_t>::max() ? torch::kInt32 : torch::kInt64;
-      const at::Tensor flat = comp_all.reshape({-1}).cumsum(0, count_type).view({L, n});
-      const at::Tensor before = torch::constant_pad_nd(flat.select(1, n - 1).narrow(0, 0, L - 1), {1, 0});
-      comp_pos_all = flat.sub_(before.unsqueeze(1)).mul_(comp_all).sub_(1).to(torch::kInt32);
-    }
+    // aggregation's row map and merge_rows'.
+    comp_pos_all = masks->comp_pos;
     if (pass) {  // bit t - 1: computed at layer t
       const at::Tensor layer_no = torch::arange(1, L + 1, depth.options()).unsqueeze(1);  // [L, 1]
       pass->set_computed(comp_all.to(torch::kInt64).bitwise_left_shift(layer_no - 1).sum(0), false);
@@ -1058,10 +1104,8 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
     }
   }
 
-  // tau(t) of each layer as views from one unbind: its backward stacks the layers' gradients in
-  // one kernel, where a select per layer cost a zero-filled [L] tensor, a copy and an addition.
-  const std::vector<at::Tensor> tau_layers = tau.defined() ? tau.unbind(0) : std::vector<at::Tensor>();
   std::vector<at::Tensor> edges;  // per layer, on the device until the end of the pass
+  bool edges_are_entries = masks.has_value();  // every layer's count is its computed rows' entries
   // A rank's deeper layer hands its update of the frozen rows to the next layer's halo exchange
   // (HaloPass::extend_update), which builds the next input from it: no separate output tensor.
   std::optional<detail::RowUpdate> pending;
@@ -1188,7 +1232,11 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
                      &band_rows = band_list[size_t(t)];
     out.stats.active_rows.push_back(act_rows.numel());
     out.stats.computed_rows.push_back(comp_rows.numel());
-    edges.push_back(layer.edges_read(gl, comp_rows, comp_entries_dev.select(0, t - 1)));
+    {
+      const at::Tensor entries_t = comp_entries_dev.select(0, t - 1);
+      edges.push_back(layer.edges_read(gl, comp_rows, entries_t));
+      edges_are_entries = edges_are_entries && edges.back().is_same(entries_t);
+    }
 
     drop_input(comp_rows, width_change, width_change ? frozen_list[size_t(t)] : at::Tensor());
     at::Tensor upd;
@@ -1327,7 +1375,8 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
     out.layer_outputs.push_back(h_dst);
   }
   if (exchange_in_place) out.layer_outputs.clear();  // the in-place updates overwrote them
-  out.stats.pending_edges = torch::stack(edges);
+  // (Then they are comp_entries_dev already: no stack of its rows.)
+  out.stats.pending_edges = edges_are_entries && int64_t(edges.size()) == L ? comp_entries_dev : torch::stack(edges);
   if (!m.defer_stats) out.stats.settle();
   out.logits = pass ? pass->finish(h_dst) : h_dst;
   out.depth = depth;

@@ -21,6 +21,18 @@ at::Tensor band_straight_through(const at::Tensor& next, const at::Tensor& eps, 
 at::Tensor band_straight_through_term(const at::Tensor& eps, const at::Tensor& tau_t, const at::Tensor& band_rows,
                                       const at::Tensor& diff, double kappa);
 
+// tau(t) = lambda + (1 - lambda) theta(t) = 1 - (1 - lambda) exp(-c_t), t = 1..L, with
+// c_t = softplus(a_2) + ... + softplus(a_t) (c_1 = 0; docs/method.md), from theta's parameters
+// a [L - 1]: `all` [L] without a gradient (the masks' thresholds) and each tau(t) as a one-element
+// tensor differentiable in a (the band terms'). On the GPU one autograd node and one kernel each
+// way, where softplus, a product, exp, rsub, unbind and their backward nodes took ten launches
+// (v72); elsewhere those operations.
+struct Thresholds {
+  at::Tensor all;
+  std::vector<at::Tensor> layers;
+};
+Thresholds tau_thresholds(const at::Tensor& a, int64_t layers, double lambda);
+
 // Whether a layer whose every row is active, some of them in the band, takes the update as its
 // output and the band rows' frozen values alone (model.cpp, v47); tests turn it off to compare
 // with the general path (a gather of the update and the frozen rows' values).
@@ -43,6 +55,7 @@ struct DepthMasks {
   at::Tensor stacked;
   at::Tensor counts;   // int64 [3L + F + L]: each stacked row's count, then each layer's CSR
                        // entries (of rowptr) over its computed rows
+  at::Tensor comp_pos;  // int32 [L, n]: each row's position among its layer's computed rows, or -1
 };
 // On the GPU one kernel (v68), on the CPU whole-tensor operations (the reference).
 DepthMasks depth_masks(const at::Tensor& eps, const at::Tensor& tau, const at::Tensor& depth, const at::Tensor& rowptr,

@@ -829,11 +829,59 @@ TEST(Cuda, DepthMasksEqualTheCpu) {
             EXPECT_TRUE(torch::equal(out[1].depth.cpu(), out[0].depth));
             EXPECT_TRUE(torch::equal(out[1].stacked.cpu(), out[0].stacked));
             EXPECT_TRUE(torch::equal(out[1].counts.cpu(), out[0].counts)) << out[1].counts.cpu() << out[0].counts;
+            EXPECT_TRUE(torch::equal(out[1].comp_pos.cpu(), out[0].comp_pos));
             ASSERT_EQ(out[0].stacked.size(0), 3 * L + int64_t(spec.frozen_layers.size()));
             EXPECT_GT(out[0].counts.narrow(0, 0, L).sum().item<int64_t>(), 0);
           }
         }
       }
+    }
+  }
+}
+
+// The positions over more than 1,024 tiles of 1,024 rows (the tile-offset kernel's threads then
+// take several tiles each), a row count not a multiple of the tile, every mode of density.
+TEST(Cuda, DepthMaskPositionsOverManyTilesEqualTheCpu) {
+  REQUIRE_GPU();
+  torch::manual_seed(4);
+  const int64_t n = 1024 * 1100 + 77, L = 4;
+  const at::Tensor rowptr = torch::zeros({n + 1}, torch::kInt64);
+  const at::Tensor tau = torch::tensor(std::vector<float>{0.f, 0.001f, 0.5f, 0.9999f});
+  const at::Tensor eps = torch::rand({n});
+  adgnn::detail::DepthMaskSpec spec;
+  spec.layers = L;
+  const auto cpu = adgnn::detail::depth_masks(eps, tau, {}, rowptr, spec);
+  const auto gpu = adgnn::detail::depth_masks(eps.cuda(), tau.cuda(), {}, rowptr.cuda(), spec);
+  EXPECT_TRUE(torch::equal(gpu.comp_pos.cpu(), cpu.comp_pos));
+  EXPECT_EQ(cpu.comp_pos.select(0, 0).max().item<int64_t>(), n - 1);
+}
+
+// tau(t) on the GPU (one autograd node, one kernel each way) against the CPU's operations:
+// values and a's gradient from some layers' gradients (the others absent), float32 and float64,
+// a beyond softplus' threshold, 2 to 8 layers.
+TEST(Cuda, TauThresholdsEqualTheCpu) {
+  REQUIRE_GPU();
+  torch::manual_seed(5);
+  for (const auto dt : {torch::kFloat32, torch::kFloat64}) {
+    for (const int64_t L : {2, 4, 8}) {
+      at::Tensor a0 = torch::randn({L - 1}, torch::kFloat64) * 3;
+      a0[0] = 23.0;
+      const at::Tensor w = torch::randn({L}, torch::kFloat64);
+      at::Tensor grad[2], all[2];
+      for (int dev = 0; dev < 2; ++dev) {
+        const at::Tensor a = (dev ? a0.cuda() : a0).to(dt).clone().requires_grad_(true);  // a leaf per run
+        const adgnn::detail::Thresholds th = adgnn::detail::tau_thresholds(a, L, 0.25);
+        at::Tensor loss = torch::zeros({}, a.options());
+        for (int64_t t = 1; t < L; t += 2) loss = loss + w[t].item<double>() * th.layers[size_t(t)];
+        loss.backward();
+        grad[dev] = a.grad().cpu().to(torch::kFloat64);
+        all[dev] = th.all.cpu().to(torch::kFloat64);
+        EXPECT_TRUE(torch::equal(torch::stack(th.layers).detach().cpu(), th.all.cpu()));
+      }
+      const double tol = dt == torch::kFloat32 ? 1e-6 : 1e-14;
+      SCOPED_TRACE("L " + std::to_string(L) + (dt == torch::kFloat32 ? " float" : " double"));
+      EXPECT_TRUE(torch::allclose(all[1], all[0], tol, tol)) << all[1] << all[0];
+      EXPECT_TRUE(torch::allclose(grad[1], grad[0], tol, tol)) << grad[1] << grad[0];
     }
   }
 }

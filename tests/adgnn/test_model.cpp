@@ -421,6 +421,62 @@ TEST(AdGradients, MergeRowsAndBandDiffByHand) {
   EXPECT_TRUE(torch::equal(diff, torch::stack({upd0[1] - prev0[3], upd0[3] - prev0[6]}))) << diff;
 }
 
+// depth_masks' positions: at each layer, the computed rows (active or band) numbered 0, 1, ... in
+// row order, -1 for the others; by hand on five rows and three layers.
+TEST(AdGradients, DepthMaskPositionsByHand) {
+  const at::Tensor eps = torch::tensor(std::vector<double>{0.9, 0.1, 0.5, 0.55, 0.0}, torch::kFloat64);
+  const at::Tensor tau = torch::tensor(std::vector<double>{0.0, 0.4, 0.6}, torch::kFloat64);
+  const at::Tensor rowptr = torch::zeros({6}, torch::kInt64);
+  adgnn::detail::DepthMaskSpec spec;
+  spec.layers = 3;
+  spec.band = adgnn::detail::DepthMaskSpec::Band::Width;
+  spec.band_width = 0.07;  // layer 3: 0.55 within 0.07 of 0.6, 0.5 not
+  const adgnn::detail::DepthMasks m = adgnn::detail::depth_masks(eps, tau, {}, rowptr, spec);
+  // depths 3, 1, 2, 2, 1; computed: layer 1 every row, layer 2 rows 0, 2, 3, layer 3 rows 0 and 3 (band)
+  const at::Tensor want = torch::tensor(std::vector<int32_t>{0, 1, 2, 3, 4, 0, -1, 1, 2, -1, 0, -1, -1, 1, -1},
+                                        torch::kInt32).view({3, 5});
+  EXPECT_TRUE(torch::equal(m.comp_pos, want)) << m.comp_pos;
+  EXPECT_TRUE(torch::equal(m.depth, torch::tensor(std::vector<int64_t>{3, 1, 2, 2, 1}))) << m.depth;
+}
+
+// tau(t) = lambda + (1 - lambda)(1 - exp(-(softplus(a_2) + ... + softplus(a_t)))) (docs/method.md),
+// by hand in float64, with a beyond softplus' threshold (20); `all` carries no gradient, each
+// layer's value does, and a's gradient is the finite difference of a weighted sum of the layers'.
+TEST(AdGradients, TauThresholdsByHand) {
+  const auto f64 = torch::kFloat64;
+  const std::vector<double> a0{-1.5, 0.3, 25.0};
+  const at::Tensor a = torch::tensor(a0, f64).requires_grad_(true);
+  const double lambda = 0.2;
+  const adgnn::detail::Thresholds th = adgnn::detail::tau_thresholds(a, 4, lambda);
+  ASSERT_EQ(th.layers.size(), 4u);
+  EXPECT_FALSE(th.all.requires_grad());
+  double c = 0;
+  for (int t = 0; t < 4; ++t) {
+    if (t > 0) c += a0[size_t(t - 1)] > 20 ? a0[size_t(t - 1)] : std::log1p(std::exp(a0[size_t(t - 1)]));
+    const double want = lambda + (1 - lambda) * (1 - std::exp(-c));
+    EXPECT_NEAR(th.all[t].item<double>(), want, 1e-15) << "t " << t + 1;
+    EXPECT_NEAR(th.layers[size_t(t)].item<double>(), want, 1e-15) << "t " << t + 1;
+  }
+  const std::vector<double> weight{0.7, -1.3, 2.1, 0.4};
+  auto weighted = [&](const at::Tensor& at_a) {
+    const adgnn::detail::Thresholds v = adgnn::detail::tau_thresholds(at_a, 4, lambda);
+    at::Tensor sum = torch::zeros({}, f64);
+    for (size_t t = 1; t < 4; ++t) sum = sum + weight[t] * v.layers[t];  // tau(1) unused, as at layer 1
+    return sum;
+  };
+  weighted(a).backward();
+  for (int64_t j = 0; j < 3; ++j) {
+    const double h = 1e-6;
+    at::Tensor up = a.detach().clone(), down = a.detach().clone();
+    up[j] += h;
+    down[j] -= h;
+    const double fd = (weighted(up).item<double>() - weighted(down).item<double>()) / (2 * h);
+    EXPECT_NEAR(a.grad()[j].item<double>(), fd, 1e-8) << "a " << j;
+  }
+  const adgnn::detail::Thresholds one = adgnn::detail::tau_thresholds(torch::zeros({0}, f64), 1, lambda);
+  EXPECT_DOUBLE_EQ(one.layers.at(0).item<double>(), lambda);
+}
+
 // Layer 1 of the learned variant: every row active (tau(1) = 0), the nodes with eps near 0 in the
 // surrogate band. The shortcut (the update as the output, the band rows' self term alone, without
 // a graph) gives the general path's logits and gradients (the self term of the frozen and band
