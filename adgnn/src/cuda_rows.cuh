@@ -53,4 +53,35 @@ __device__ void add_warp_sums(const T* sums, int warps, int64_t width, T* out) {
   }
 }
 
+// After each block has written its row partial[blockIdx.x, 0..width): the last block to finish
+// (counted in *done, zero before the launch) sums the rows into out[width], in block order per
+// column, split over at most `parts` threads per column whose totals add in part order: the same
+// bits on every run for a grid. scratch: shared memory of at least parts * width T's. Every
+// thread of the block calls it; one extra launch (ATen's sum over the rows) less per call.
+template <typename T>
+__device__ void finish_block_sums(const T* partial, int64_t width, unsigned* done, T* out, T* scratch, int parts) {
+  __shared__ bool last;
+  __threadfence();  // this block's row, visible before it counts itself done
+  __syncthreads();
+  if (threadIdx.x == 0) last = atomicAdd(done, 1u) == gridDim.x - 1;
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  const int64_t blocks = gridDim.x;
+  if (width > blockDim.x) parts = 1;
+  else if (int64_t(parts) * width > blockDim.x) parts = int(blockDim.x / width);
+  for (int64_t i = threadIdx.x; i < parts * width; i += blockDim.x) {
+    const int64_t c = i % width, part = i / width;
+    T total = T(0);
+    for (int64_t b = part; b < blocks; b += parts) total += __ldcg(partial + b * width + c);
+    scratch[i] = total;
+  }
+  __syncthreads();
+  for (int64_t c = threadIdx.x; c < width; c += blockDim.x) {
+    T total = T(0);
+    for (int part = 0; part < parts; ++part) total += scratch[part * width + c];
+    out[c] = total;
+  }
+}
+
 }  // namespace adgnn::kernels

@@ -17,13 +17,15 @@ namespace adgnn::kernels {
 namespace {
 
 // Warps stride over rows, each lane summing the same J vectors of V columns in every row; the
-// block adds its warps' sums in a fixed order into partial[block] (deterministic for a grid).
+// block adds its warps' sums in a fixed order into partial[block], the last block done sums those
+// into out (finish_block_sums; deterministic for a grid).
 // Masked: x[r, c] * scale counts where relu_out[r, c] > 0 (else 0), and that value goes to
 // masked[r, c] (scale: a fused dropout's, linear_relu_dropout; rounded before the sum, as the
 // separate dropout's backward did).
 template <typename T, int V, int J, bool Masked>
 __global__ void column_sums_kernel(const T* __restrict__ x, const T* __restrict__ relu_out, int64_t rows, int64_t C,
-                                   T scale, T* __restrict__ masked, T* __restrict__ partial) {
+                                   T scale, T* __restrict__ masked, T* __restrict__ partial, unsigned* done,
+                                   T* __restrict__ out) {
   using VT = Vec<T, V>;
   const int64_t vecs = C / V;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
@@ -54,6 +56,8 @@ __global__ void column_sums_kernel(const T* __restrict__ x, const T* __restrict_
   stage_lane_sums<T, V, J>(acc, sums + warp * C, vecs);
   __syncthreads();
   add_warp_sums(sums, warps, C, partial + int64_t(blockIdx.x) * C);
+  __syncthreads();  // (sums is the scratch below)
+  finish_block_sums(partial, C, done, out, sums, warps);
 }
 
 // The column sums of x (relu_out defined: of x masked by relu_out > 0, which goes to `masked`);
@@ -65,7 +69,11 @@ bool launch_column_sums(const at::Tensor& x, const at::Tensor& relu_out, at::Ten
   constexpr int kThreads = 256, kWarps = kThreads / 32;
   const int sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
   const int64_t blocks = std::min<int64_t>((rows + kWarps - 1) / kWarps, int64_t(sms) * 8);
-  at::Tensor partial = at::empty({blocks, C}, x.options());
+  // The blocks' rows, then the count of blocks done (an unsigned in the first bytes of one more
+  // row, zeroed here: a memset, where ATen's sum of the rows was one more launch).
+  at::Tensor partial = at::empty({blocks + 1, C}, x.options());
+  auto* done = reinterpret_cast<unsigned*>(static_cast<char*>(partial.data_ptr()) + blocks * C * x.element_size());
+  sums = at::empty({C}, x.options());
   const auto stream = at::cuda::getCurrentCUDAStream();
   bool launched = false;
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "column_sums_cuda", [&] {
@@ -77,9 +85,10 @@ bool launch_column_sums(const at::Tensor& x, const at::Tensor& relu_out, at::Ten
     const scalar_t* out_ptr = Masked ? relu_out.data_ptr<scalar_t>() : nullptr;
     scalar_t* masked_ptr = Masked ? masked.data_ptr<scalar_t>() : nullptr;
     auto launch = [&](auto kernel) {
+      C10_CUDA_CHECK(cudaMemsetAsync(done, 0, sizeof(unsigned), stream));
       kernel<<<unsigned(blocks), kThreads, shared, stream>>>(x.data_ptr<scalar_t>(), out_ptr, rows, C,
-                                                            scalar_t(scale), masked_ptr,
-                                                            partial.data_ptr<scalar_t>());
+                                                            scalar_t(scale), masked_ptr, partial.data_ptr<scalar_t>(),
+                                                            done, sums.data_ptr<scalar_t>());
       launched = true;
     };
     if (vec && vecs <= 32) launch(column_sums_kernel<scalar_t, V, 1, Masked>);
@@ -90,37 +99,49 @@ bool launch_column_sums(const at::Tensor& x, const at::Tensor& relu_out, at::Ten
   });
   if (!launched) return false;
   C10_CUDA_KERNEL_LAUNCH_CHECK();
-  sums = partial.sum(0);
   return true;
 }
 
 // AD's straight-through band term's backward (model.cpp, band_term_grads), one warp per band
 // row i: g_i = <grad[r], diff[i]> s (1 - s) / kappa, s = sigmoid((eps[b] - tau) / kappa), b =
-// band_rows[i], r = b (of_band_rows) or i; neg_g[i] = -g_i (tau enters as -tau), grad_eps[b] =
-// g_i (the rows are distinct; the caller zeroes the rest). The dot product by the lanes, then a
-// butterfly (a fixed order). One kernel for the ~15 ATen operations of the formula (v60: AD's
-// backward is bound by the host).
+// band_rows[i], r = b (of_band_rows) or i; grad_eps[b] = g_i (the rows are distinct; the caller
+// zeroes the rest), and tau's gradient, the sum of -g_i (tau enters as -tau): each block's in warp
+// order into partial[block], the last block's sum of those in block order (finish_block_sums).
+// The dot product by the lanes, then a butterfly (a fixed order). One kernel for the ~15 ATen
+// operations of the formula and the sum (v60, v72: AD's backward is bound by the host).
 template <typename T>
 __global__ void band_term_kernel(const T* __restrict__ eps, const T* __restrict__ tau,
                                  const int64_t* __restrict__ band_rows, int64_t B, const T* __restrict__ grad,
                                  const T* __restrict__ diff, int64_t W, T kappa, bool of_band_rows,
-                                 T* __restrict__ neg_g, T* __restrict__ grad_eps) {
-  const int lane = threadIdx.x % 32;
+                                 T* __restrict__ grad_eps, T* __restrict__ partial, unsigned* done,
+                                 T* __restrict__ grad_tau) {
+  constexpr int kMaxWarps = 32;
+  __shared__ T warp_neg_g[kMaxWarps];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
   const int64_t i = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
-  if (i >= B) return;
-  const int64_t b = band_rows[i];
-  const T* gr = grad + (of_band_rows ? b : i) * W;
-  const T* dr = diff + i * W;
-  T dot = T(0);
-  for (int64_t c = lane; c < W; c += 32) dot += gr[c] * dr[c];
+  T neg_g = T(0);
+  if (i < B) {
+    const int64_t b = band_rows[i];
+    const T* gr = grad + (of_band_rows ? b : i) * W;
+    const T* dr = diff + i * W;
+    T dot = T(0);
+    for (int64_t c = lane; c < W; c += 32) dot += gr[c] * dr[c];
 #pragma unroll
-  for (int off = 16; off > 0; off /= 2) dot += __shfl_xor_sync(0xffffffffu, dot, off);
-  if (lane == 0) {
+    for (int off = 16; off > 0; off /= 2) dot += __shfl_xor_sync(0xffffffffu, dot, off);
     const T s = T(1) / (T(1) + exp(-(eps[b] - tau[0]) / kappa));
     const T v = dot * (s * (T(1) - s) / kappa);
-    neg_g[i] = -v;
-    if (grad_eps) grad_eps[b] = v;
+    neg_g = -v;
+    if (lane == 0 && grad_eps) grad_eps[b] = v;
   }
+  if (lane == 0) warp_neg_g[warp] = neg_g;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    T total = T(0);
+    for (int w = 0; w < warps; ++w) total += warp_neg_g[w];
+    partial[blockIdx.x] = total;
+  }
+  __syncthreads();
+  finish_block_sums(partial, 1, done, grad_tau, warp_neg_g, warps);
 }
 
 // A warp per listed row i of logits (cross_entropy_rows_cuda): the row's maximum, then the sum of
@@ -262,16 +283,24 @@ BandTermGrads band_term_grads_cuda(const at::Tensor& eps, const at::Tensor& tau_
   const at::Tensor e = eps.contiguous(), rows = band_rows.contiguous(), tau = tau_t.contiguous();
   const int64_t B = rows.numel(), W = diff.size(1);
   BandTermGrads out;
-  out.neg_g = at::empty({B}, grad.options());
   if (want_eps) out.eps = at::zeros_like(e);
-  if (B == 0) return out;
+  if (B == 0) {
+    out.tau = at::zeros({}, grad.options());
+    return out;
+  }
+  out.tau = at::empty({}, grad.options());
   constexpr int kThreads = 256;
+  const int64_t blocks = (B * 32 + kThreads - 1) / kThreads;
+  // The blocks' sums, then the count of blocks done (an unsigned in the last element's bytes).
+  at::Tensor partial = at::empty({blocks + 1}, grad.options());
+  auto* done = reinterpret_cast<unsigned*>(static_cast<char*>(partial.data_ptr()) + blocks * grad.element_size());
   const auto stream = at::cuda::getCurrentCUDAStream();
+  C10_CUDA_CHECK(cudaMemsetAsync(done, 0, sizeof(unsigned), stream));
   AT_DISPATCH_FLOATING_TYPES(grad.scalar_type(), "band_term_grads_cuda", [&] {
-    band_term_kernel<scalar_t><<<unsigned((B * 32 + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
+    band_term_kernel<scalar_t><<<unsigned(blocks), kThreads, 0, stream>>>(
         e.data_ptr<scalar_t>(), tau.data_ptr<scalar_t>(), rows.data_ptr<int64_t>(), B, grad.data_ptr<scalar_t>(),
-        diff.data_ptr<scalar_t>(), W, scalar_t(kappa), of_band_rows, out.neg_g.data_ptr<scalar_t>(),
-        want_eps ? out.eps.data_ptr<scalar_t>() : nullptr);
+        diff.data_ptr<scalar_t>(), W, scalar_t(kappa), of_band_rows, want_eps ? out.eps.data_ptr<scalar_t>() : nullptr,
+        partial.data_ptr<scalar_t>(), done, out.tau.data_ptr<scalar_t>());
   });
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return out;

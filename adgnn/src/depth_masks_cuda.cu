@@ -3,7 +3,8 @@
 // with their counts and each layer's computed CSR entries. The ATen form took about 25 launches
 // of a host-bound step (v68). Then each row's position among its layer's computed rows: three
 // small kernels (a tile's count, the tiles' offsets, the positions), where a cumsum and its
-// corrections took eight launches (v72).
+// corrections took eight launches; after the caller's host copy of the counts, every mask's rows
+// by one kernel, where nonzero took five and a copy (v72).
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
@@ -126,13 +127,15 @@ __global__ void tile_offsets_kernel(int32_t* __restrict__ counts, int64_t tiles)
   }
 }
 
-__global__ void computed_positions_kernel(const bool* __restrict__ comp, int64_t n, int64_t tiles,
-                                          const int32_t* __restrict__ offsets, int32_t* __restrict__ pos) {
+// Row r of mask row k's tile: whether it is set, and its position among the mask's set rows
+// (the tile's offset + the set rows before it in the tile, by ballots). Every thread of the block
+// calls it (it synchronises the block).
+__device__ int32_t mask_position(const bool* __restrict__ masks, int64_t n, int64_t tiles,
+                                 const int32_t* __restrict__ offsets, int64_t k, int64_t r, bool& set) {
   __shared__ int32_t before_warp[kTile / 32];
-  const int64_t r = int64_t(blockIdx.x) * kTile + threadIdx.x, at = int64_t(blockIdx.y) * n + r;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const bool c = r < n && comp[at];
-  const unsigned ballot = __ballot_sync(0xffffffffu, c);
+  set = r < n && masks[k * n + r];
+  const unsigned ballot = __ballot_sync(0xffffffffu, set);
   if (lane == 0) before_warp[warp] = __popc(ballot);
   __syncthreads();
   if (warp == 0) {  // exclusive scan of the warps' counts
@@ -145,18 +148,40 @@ __global__ void computed_positions_kernel(const bool* __restrict__ comp, int64_t
     before_warp[lane] = v - own;
   }
   __syncthreads();
-  if (r < n)
-    pos[at] = c ? offsets[int64_t(blockIdx.y) * tiles + blockIdx.x] + before_warp[warp] +
-                      __popc(ballot & ((1u << lane) - 1u))
-                : -1;
+  return offsets[k * tiles + blockIdx.x] + before_warp[warp] + __popc(ballot & ((1u << lane) - 1u));
+}
+
+// pos[t, r]: row r's position among layer t's computed rows (mask row t), -1 where not computed.
+__global__ void computed_positions_kernel(const bool* __restrict__ masks, int64_t n, int64_t tiles,
+                                          const int32_t* __restrict__ offsets, int32_t* __restrict__ pos) {
+  const int64_t r = int64_t(blockIdx.x) * kTile + threadIdx.x;
+  bool set;
+  const int32_t p = mask_position(masks, n, tiles, offsets, blockIdx.y, r, set);
+  if (r < n) pos[int64_t(blockIdx.y) * n + r] = set ? p : -1;
+}
+
+// Every mask row's set rows, mask by mask, each in row order (nonzero's order): mask k's start is
+// the sum of the counts of the masks before it.
+__global__ void mask_rows_kernel(const bool* __restrict__ masks, int64_t n, int64_t tiles,
+                                 const int32_t* __restrict__ offsets, const int64_t* __restrict__ counts,
+                                 int64_t* __restrict__ rows) {
+  __shared__ int64_t start;
+  if (threadIdx.x == 0) {
+    int64_t s = 0;
+    for (unsigned k = 0; k < blockIdx.y; ++k) s += counts[k];
+    start = s;
+  }
+  const int64_t r = int64_t(blockIdx.x) * kTile + threadIdx.x;
+  bool set;
+  const int32_t p = mask_position(masks, n, tiles, offsets, blockIdx.y, r, set);  // (synchronises)
+  if (set) rows[start + p] = r;
 }
 
 }  // namespace
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> depth_masks_cuda(const at::Tensor& eps, const at::Tensor& tau,
-                                                                const at::Tensor& depth_in, int64_t L, int band_mode,
-                                                                double band_width, bool no_band_at_layer1,
-                                                                const at::Tensor& rowptr, uint64_t frozen_bits) {
+DepthMasksCuda depth_masks_cuda(const at::Tensor& eps, const at::Tensor& tau, const at::Tensor& depth_in, int64_t L,
+                                int band_mode, double band_width, bool no_band_at_layer1, const at::Tensor& rowptr,
+                                uint64_t frozen_bits) {
   TORCH_CHECK(L >= 1 && L <= 64, "depth_masks_cuda: 1 to 64 layers");
   TORCH_CHECK(rowptr.numel() - 1 < (int64_t(1) << 31), "depth_masks_cuda: fewer than 2^31 rows (int32 positions)");
   TORCH_CHECK(rowptr.is_cuda() && rowptr.scalar_type() == at::kLong && rowptr.is_contiguous(),
@@ -175,7 +200,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> depth_masks_cuda(cons
   at::Tensor stacked = at::empty({K, n}, on.dtype(at::kBool));
   at::Tensor counts = at::zeros({K + L}, on);
   at::Tensor comp_pos = at::empty({L, n}, on.dtype(at::kInt));
-  if (n == 0) return {depth, stacked, counts, comp_pos};
+  if (n == 0) return {depth, stacked, counts, comp_pos, at::empty({K, 0}, on.dtype(at::kInt))};
   const int threads = 256;
   const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
   const int64_t blocks = std::max<int64_t>(1, std::min((n + threads - 1) / threads, sms * 8));
@@ -195,18 +220,34 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> depth_masks_cuda(cons
     });
   }
   C10_CUDA_KERNEL_LAUNCH_CHECK();
-  // Positions (int32: n < 2^31, as the CSR's row count is).
+  // Every mask row's tile counts and offsets (for mask_rows_cuda, after the caller has the counts),
+  // and layer t's computed rows' positions. int32: n < 2^31, as the CSR's row count is.
   const int64_t tiles = (n + kTile - 1) / kTile;
-  at::Tensor tile_counts = at::empty({L, tiles}, on.dtype(at::kInt));
-  const dim3 grid{unsigned(tiles), unsigned(L)};
-  tile_counts_kernel<<<grid, kTile, 0, stream>>>(stacked.data_ptr<bool>(), n, tiles, tile_counts.data_ptr<int32_t>());
+  at::Tensor tile_offsets = at::empty({K, tiles}, on.dtype(at::kInt));
+  tile_counts_kernel<<<dim3{unsigned(tiles), unsigned(K)}, kTile, 0, stream>>>(stacked.data_ptr<bool>(), n, tiles,
+                                                                                tile_offsets.data_ptr<int32_t>());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
-  tile_offsets_kernel<<<unsigned(L), kTile, 0, stream>>>(tile_counts.data_ptr<int32_t>(), tiles);
+  tile_offsets_kernel<<<unsigned(K), kTile, 0, stream>>>(tile_offsets.data_ptr<int32_t>(), tiles);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
-  computed_positions_kernel<<<grid, kTile, 0, stream>>>(stacked.data_ptr<bool>(), n, tiles,
-                                                        tile_counts.data_ptr<int32_t>(), comp_pos.data_ptr<int32_t>());
+  computed_positions_kernel<<<dim3{unsigned(tiles), unsigned(L)}, kTile, 0, stream>>>(
+      stacked.data_ptr<bool>(), n, tiles, tile_offsets.data_ptr<int32_t>(), comp_pos.data_ptr<int32_t>());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
-  return {depth, stacked, counts, comp_pos};
+  return {depth, stacked, counts, comp_pos, tile_offsets};
+}
+
+at::Tensor mask_rows_cuda(const at::Tensor& stacked, const at::Tensor& counts, const at::Tensor& tile_offsets,
+                          int64_t listed) {
+  const int64_t K = stacked.size(0), n = stacked.size(1), tiles = (n + kTile - 1) / kTile;
+  TORCH_CHECK(stacked.is_cuda() && stacked.is_contiguous() && counts.numel() >= K &&
+                  tile_offsets.sizes() == at::IntArrayRef({K, tiles}),
+              "mask_rows_cuda: depth_masks_cuda's stacked masks, counts and tile offsets");
+  at::Tensor rows = at::empty({listed}, counts.options());
+  if (listed == 0 || n == 0) return rows;
+  mask_rows_kernel<<<dim3{unsigned(tiles), unsigned(K)}, kTile, 0, at::cuda::getCurrentCUDAStream()>>>(
+      stacked.data_ptr<bool>(), n, tiles, tile_offsets.data_ptr<int32_t>(), counts.data_ptr<int64_t>(),
+      rows.data_ptr<int64_t>());
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return rows;
 }
 
 }  // namespace adgnn::kernels

@@ -173,11 +173,11 @@ FDeltaHiddenGrad fdelta_hidden_grad_cuda(const at::Tensor& g, const at::Tensor& 
 at::Tensor fdelta_relu_dot_cuda(const at::Tensor& hidden, const at::Tensor& w2, const at::Tensor& b2);
 // x [rows, C] -> [C]: the sums of x's columns, in a fixed order (dense_cuda.cu).
 at::Tensor column_sums_cuda(const at::Tensor& x);
-// AD's straight-through band term's backward (model.cpp's band_term_grads) in one kernel: -g [B]
-// per band row (tau's gradient is their sum: negated here, not by a launch of its own), and
-// (want_eps) eps's gradient, g at the band rows and zeros elsewhere.
+// AD's straight-through band term's backward (model.cpp's band_term_grads) in one kernel: tau's
+// gradient (one element: minus the sum of g over the band rows, in a fixed order) and (want_eps)
+// eps's gradient, g at the band rows and zeros elsewhere.
 struct BandTermGrads {
-  at::Tensor neg_g, eps;
+  at::Tensor tau, eps;
 };
 BandTermGrads band_term_grads_cuda(const at::Tensor& eps, const at::Tensor& tau_t, const at::Tensor& band_rows,
                                    const at::Tensor& grad, const at::Tensor& diff, double kappa, bool of_band_rows,
@@ -217,11 +217,16 @@ at::Tensor tau_thresholds_backward_cuda(const at::Tensor& a, double lambda, cons
 // detail::depth_masks on the GPU in one kernel (depth_masks_cuda.cu): (depth, stacked, counts) for
 // eps [n] and tau [L] of one type, or a given int64 depth [n] (band_mode 0 or 2). band_mode: 0
 // none, 1 |eps - tau(t)| < band_width, 2 every row; frozen_bits: bit t - 1 lists layer t's frozen
-// rows. L <= 64. The fourth tensor: comp_pos (detail::DepthMasks).
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> depth_masks_cuda(const at::Tensor& eps, const at::Tensor& tau,
-                                                                const at::Tensor& depth_in, int64_t L, int band_mode,
-                                                                double band_width, bool no_band_at_layer1,
-                                                                const at::Tensor& rowptr, uint64_t frozen_bits);
+// rows. L <= 64. Also comp_pos (detail::DepthMasks) and each mask row's offsets per tile of rows,
+// for mask_rows_cuda: every mask's set rows (nonzero's order), `listed` in all (the counts' sum).
+struct DepthMasksCuda {
+  at::Tensor depth, stacked, counts, comp_pos, tile_offsets;
+};
+DepthMasksCuda depth_masks_cuda(const at::Tensor& eps, const at::Tensor& tau, const at::Tensor& depth_in, int64_t L,
+                                int band_mode, double band_width, bool no_band_at_layer1, const at::Tensor& rowptr,
+                                uint64_t frozen_bits);
+at::Tensor mask_rows_cuda(const at::Tensor& stacked, const at::Tensor& counts, const at::Tensor& tile_offsets,
+                          int64_t listed);
 void halo_read_bits_cuda(const at::Tensor& boundary_row, const at::Tensor& boundary_halo, const at::Tensor& peer_key,
                          const at::Tensor& comp_owned, const at::Tensor& comp_halo, at::Tensor& peer_bits,
                          at::Tensor& halo_bits);

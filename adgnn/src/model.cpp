@@ -298,7 +298,7 @@ torch::autograd::variable_list band_term_grads(torch::autograd::AutogradContext*
     const kernels::BandTermGrads k = kernels::band_term_grads_cuda(eps, tau_t, band_rows, grad, diff, kappa,
                                                                    of_band_rows, ctx->needs_input_grad(eps_input));
     at::Tensor grad_tau;
-    if (ctx->needs_input_grad(eps_input + 1)) grad_tau = k.neg_g.sum().reshape(tau_t.sizes());
+    if (ctx->needs_input_grad(eps_input + 1)) grad_tau = tau_t.dim() == 0 ? k.tau : k.tau.view(tau_t.sizes());
     return {k.eps, grad_tau};
   }
 #endif
@@ -435,12 +435,12 @@ detail::DepthMasks detail::depth_masks(const at::Tensor& eps, const at::Tensor& 
   const int band_mode = spec.band == DepthMaskSpec::Band::None ? 0 : spec.band == DepthMaskSpec::Band::Width ? 1 : 2;
 #ifdef ADGNN_HAVE_CUDA_KERNELS
   if (rowptr.is_cuda() && L <= 64) {
-    auto [depth, stacked, counts, comp_pos] = kernels::depth_masks_cuda(
+    kernels::DepthMasksCuda k = kernels::depth_masks_cuda(
         depth_in.defined() ? at::Tensor() : eps.detach().contiguous(),
         depth_in.defined() ? at::Tensor() : tau.detach().contiguous(),
         depth_in.defined() ? depth_in.contiguous() : at::Tensor(), L, band_mode, spec.band_width,
         spec.no_band_at_layer1, rowptr.contiguous(), frozen_bits);
-    return {depth, stacked, counts, comp_pos};
+    return {k.depth, k.stacked, k.counts, k.comp_pos, k.tile_offsets};
   }
 #endif
   at::NoGradGuard no_grad;
@@ -473,7 +473,14 @@ detail::DepthMasks detail::depth_masks(const at::Tensor& eps, const at::Tensor& 
     const at::Tensor before = torch::constant_pad_nd(flat.select(1, n - 1).narrow(0, 0, L - 1), {1, 0});
     comp_pos = flat.sub_(before.unsqueeze(1)).mul_(masks[0]).sub_(1).to(torch::kInt32);
   }
-  return {depth, stacked, torch::cat({stacked.sum(1), entries}), comp_pos};
+  return {depth, stacked, torch::cat({stacked.sum(1), entries}), comp_pos, {}};
+}
+
+at::Tensor detail::mask_rows(const DepthMasks& masks, int64_t listed) {
+#ifdef ADGNN_HAVE_CUDA_KERNELS
+  if (masks.tile_offsets.defined()) return kernels::mask_rows_cuda(masks.stacked, masks.counts, masks.tile_offsets, listed);
+#endif
+  return torch::nonzero_static(masks.stacked, listed).select(1, 1).contiguous();
 }
 
 #ifdef ADGNN_HAVE_CUDA_KERNELS
@@ -1027,8 +1034,8 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
   }
 
   // Every layer's row lists (computed, active, surrogate band; frozen at width-changing layers)
-  // from one nonzero over the stacked masks and one host copy of their sizes: on a GPU each
-  // nonzero waits for the device, and three or four per layer left it idle between the layers.
+  // from one pass over the stacked masks (detail::mask_rows) and one host copy of their sizes: on
+  // a GPU each nonzero waited for the device, three or four per layer left it idle between layers.
   std::vector<at::Tensor> comp_list(size_t(L + 1)), act_list(size_t(L + 1)), band_list(size_t(L + 1)),
       frozen_list(size_t(L + 1));
   std::vector<int64_t> comp_entries(size_t(L + 1), -1);  // per layer: CSR entries of comp_list
@@ -1040,7 +1047,6 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
   if (masks) {
     // Rows of `stacked`: every layer's computed, then active, then band rows, then the frozen
     // rows of the width-changing layers (spec.frozen_layers); `lists` in the same order.
-    const at::Tensor& stacked = masks->stacked;
     std::vector<at::Tensor*> lists;
     for (auto* v : {&comp_list, &act_list, &band_list})
       for (int64_t t = 1; t <= L; ++t) lists.push_back(&(*v)[size_t(t)]);
@@ -1074,7 +1080,7 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
     const int64_t* size = sizes.data_ptr<int64_t>();
     int64_t listed = 0;  // the lists' total: a nonzero of known size needs no second device wait
     for (size_t k = 0; k < lists.size(); ++k) listed += size[k];
-    const at::Tensor rows = torch::nonzero_static(stacked, listed).select(1, 1).contiguous();  // by mask, then row
+    const at::Tensor rows = detail::mask_rows(*masks, listed);  // by mask, then row
     for (int64_t t = 1; t <= L; ++t) comp_entries[size_t(t)] = size[int64_t(lists.size()) + t - 1];
     if (try_compact_halo) {
       const int64_t held = size[int64_t(lists.size()) + L];

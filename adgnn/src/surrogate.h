@@ -56,7 +56,11 @@ struct DepthMasks {
   at::Tensor counts;   // int64 [3L + F + L]: each stacked row's count, then each layer's CSR
                        // entries (of rowptr) over its computed rows
   at::Tensor comp_pos;  // int32 [L, n]: each row's position among its layer's computed rows, or -1
+  at::Tensor tile_offsets;  // the GPU's: each stacked row's count before each tile of rows (mask_rows)
 };
+// Every stacked row's set rows, mask by mask, each in row order (int64 [listed], listed the sum of
+// the first stacked.size(0) counts, which the caller has copied to the host): nonzero's order.
+at::Tensor mask_rows(const DepthMasks& masks, int64_t listed);
 // On the GPU one kernel (v68), on the CPU whole-tensor operations (the reference).
 DepthMasks depth_masks(const at::Tensor& eps, const at::Tensor& tau, const at::Tensor& depth, const at::Tensor& rowptr,
                        const DepthMaskSpec& spec);

@@ -830,6 +830,9 @@ TEST(Cuda, DepthMasksEqualTheCpu) {
             EXPECT_TRUE(torch::equal(out[1].stacked.cpu(), out[0].stacked));
             EXPECT_TRUE(torch::equal(out[1].counts.cpu(), out[0].counts)) << out[1].counts.cpu() << out[0].counts;
             EXPECT_TRUE(torch::equal(out[1].comp_pos.cpu(), out[0].comp_pos));
+            const int64_t listed = out[0].counts.narrow(0, 0, out[0].stacked.size(0)).sum().item<int64_t>();
+            EXPECT_TRUE(torch::equal(adgnn::detail::mask_rows(out[1], listed).cpu(),
+                                     adgnn::detail::mask_rows(out[0], listed)));
             ASSERT_EQ(out[0].stacked.size(0), 3 * L + int64_t(spec.frozen_layers.size()));
             EXPECT_GT(out[0].counts.narrow(0, 0, L).sum().item<int64_t>(), 0);
           }
@@ -839,8 +842,9 @@ TEST(Cuda, DepthMasksEqualTheCpu) {
   }
 }
 
-// The positions over more than 1,024 tiles of 1,024 rows (the tile-offset kernel's threads then
-// take several tiles each), a row count not a multiple of the tile, every mode of density.
+// The positions and the masks' row lists over more than 1,024 tiles of 1,024 rows (the
+// tile-offset kernel's threads then take several tiles each), a row count not a multiple of the
+// tile, masks from every row set to almost none.
 TEST(Cuda, DepthMaskPositionsOverManyTilesEqualTheCpu) {
   REQUIRE_GPU();
   torch::manual_seed(4);
@@ -854,6 +858,8 @@ TEST(Cuda, DepthMaskPositionsOverManyTilesEqualTheCpu) {
   const auto gpu = adgnn::detail::depth_masks(eps.cuda(), tau.cuda(), {}, rowptr.cuda(), spec);
   EXPECT_TRUE(torch::equal(gpu.comp_pos.cpu(), cpu.comp_pos));
   EXPECT_EQ(cpu.comp_pos.select(0, 0).max().item<int64_t>(), n - 1);
+  const int64_t listed = cpu.counts.narrow(0, 0, cpu.stacked.size(0)).sum().item<int64_t>();
+  EXPECT_TRUE(torch::equal(adgnn::detail::mask_rows(gpu, listed).cpu(), adgnn::detail::mask_rows(cpu, listed)));
 }
 
 // tau(t) on the GPU (one autograd node, one kernel each way) against the CPU's operations:
