@@ -17,8 +17,8 @@ namespace adgnn::kernels {
 namespace {
 
 // Warps stride over rows, each lane summing the same J vectors of V columns in every row; the
-// block adds its warps' sums in a fixed order into partial[block], the last block done sums those
-// into out (finish_block_sums; deterministic for a grid).
+// block adds its warps' sums in a fixed order into partial[block]; with `done`, the last block
+// sums those into out (finish_block_sums; deterministic for a grid).
 // Masked: x[r, c] * scale counts where relu_out[r, c] > 0 (else 0), and that value goes to
 // masked[r, c] (scale: a fused dropout's, linear_relu_dropout; rounded before the sum, as the
 // separate dropout's backward did).
@@ -56,7 +56,8 @@ __global__ void column_sums_kernel(const T* __restrict__ x, const T* __restrict_
   stage_lane_sums<T, V, J>(acc, sums + warp * C, vecs);
   __syncthreads();
   add_warp_sums(sums, warps, C, partial + int64_t(blockIdx.x) * C);
-  __syncthreads();  // (sums is the scratch below)
+  if (!done) return;  // a large grid: the caller sums the rows
+  __syncthreads();    // (sums is the scratch below)
   finish_block_sums(partial, C, done, out, sums, warps);
 }
 
@@ -68,12 +69,16 @@ bool launch_column_sums(const at::Tensor& x, const at::Tensor& relu_out, at::Ten
   const int64_t rows = x.size(0), C = x.size(1);
   constexpr int kThreads = 256, kWarps = kThreads / 32;
   const int sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
-  const int64_t blocks = std::min<int64_t>((rows + kWarps - 1) / kWarps, int64_t(sms) * 8);
-  // The blocks' rows, then the count of blocks done (an unsigned in the first bytes of one more
-  // row, zeroed here: a memset, where ATen's sum of the rows was one more launch).
-  at::Tensor partial = at::empty({blocks + 1, C}, x.options());
-  auto* done = reinterpret_cast<unsigned*>(static_cast<char*>(partial.data_ptr()) + blocks * C * x.element_size());
-  sums = at::empty({C}, x.options());
+  // Few rows (AD's deeper layers: host-bound steps): a grid of at most kFinishBlocks whose last
+  // block finishes the sum; many (device-bound): a grid filling the device, and ATen's sum of its
+  // rows, which takes more blocks than one.
+  const bool few = rows <= kFinishBlocks * kWarps * 16;
+  const int64_t blocks = std::min<int64_t>((rows + kWarps - 1) / kWarps, few ? kFinishBlocks : int64_t(sms) * 8);
+  // The blocks' rows, then (few) the count of blocks done, an unsigned in one more row's first bytes.
+  at::Tensor partial = at::empty({blocks + (few ? 1 : 0), C}, x.options());
+  auto* done = few ? reinterpret_cast<unsigned*>(static_cast<char*>(partial.data_ptr()) + blocks * C * x.element_size())
+                   : nullptr;
+  if (few) sums = at::empty({C}, x.options());
   const auto stream = at::cuda::getCurrentCUDAStream();
   bool launched = false;
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "column_sums_cuda", [&] {
@@ -85,10 +90,10 @@ bool launch_column_sums(const at::Tensor& x, const at::Tensor& relu_out, at::Ten
     const scalar_t* out_ptr = Masked ? relu_out.data_ptr<scalar_t>() : nullptr;
     scalar_t* masked_ptr = Masked ? masked.data_ptr<scalar_t>() : nullptr;
     auto launch = [&](auto kernel) {
-      C10_CUDA_CHECK(cudaMemsetAsync(done, 0, sizeof(unsigned), stream));
+      if (few) C10_CUDA_CHECK(cudaMemsetAsync(done, 0, sizeof(unsigned), stream));
       kernel<<<unsigned(blocks), kThreads, shared, stream>>>(x.data_ptr<scalar_t>(), out_ptr, rows, C,
                                                             scalar_t(scale), masked_ptr, partial.data_ptr<scalar_t>(),
-                                                            done, sums.data_ptr<scalar_t>());
+                                                            done, few ? sums.data_ptr<scalar_t>() : nullptr);
       launched = true;
     };
     if (vec && vecs <= 32) launch(column_sums_kernel<scalar_t, V, 1, Masked>);
@@ -99,14 +104,16 @@ bool launch_column_sums(const at::Tensor& x, const at::Tensor& relu_out, at::Ten
   });
   if (!launched) return false;
   C10_CUDA_KERNEL_LAUNCH_CHECK();
+  if (!few) sums = partial.sum(0);
   return true;
 }
 
-// AD's straight-through band term's backward (model.cpp, band_term_grads), one warp per band
-// row i: g_i = <grad[r], diff[i]> s (1 - s) / kappa, s = sigmoid((eps[b] - tau) / kappa), b =
+// AD's straight-through band term's backward (model.cpp, band_term_grads), warps striding over
+// the band rows, for row i: g_i = <grad[r], diff[i]> s (1 - s) / kappa, s = sigmoid((eps[b] - tau) / kappa), b =
 // band_rows[i], r = b (of_band_rows) or i; grad_eps[b] = g_i (the rows are distinct; the caller
-// zeroes the rest), and tau's gradient, the sum of -g_i (tau enters as -tau): each block's in warp
-// order into partial[block], the last block's sum of those in block order (finish_block_sums).
+// zeroes the rest), and tau's gradient, the sum of -g_i (tau enters as -tau): each warp's rows
+// in order, each block's warps in order into partial[block], then the last block's sum of those
+// (finish_block_sums; a grid of at most kFinishBlocks).
 // The dot product by the lanes, then a butterfly (a fixed order). One kernel for the ~15 ATen
 // operations of the formula and the sum (v60, v72: AD's backward is bound by the host).
 template <typename T>
@@ -118,9 +125,8 @@ __global__ void band_term_kernel(const T* __restrict__ eps, const T* __restrict_
   constexpr int kMaxWarps = 32;
   __shared__ T warp_neg_g[kMaxWarps];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
-  const int64_t i = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
-  T neg_g = T(0);
-  if (i < B) {
+  T neg_g = T(0);  // the warp's rows' sum, in row order
+  for (int64_t i = int64_t(blockIdx.x) * warps + warp; i < B; i += int64_t(gridDim.x) * warps) {
     const int64_t b = band_rows[i];
     const T* gr = grad + (of_band_rows ? b : i) * W;
     const T* dr = diff + i * W;
@@ -130,7 +136,7 @@ __global__ void band_term_kernel(const T* __restrict__ eps, const T* __restrict_
     for (int off = 16; off > 0; off /= 2) dot += __shfl_xor_sync(0xffffffffu, dot, off);
     const T s = T(1) / (T(1) + exp(-(eps[b] - tau[0]) / kappa));
     const T v = dot * (s * (T(1) - s) / kappa);
-    neg_g = -v;
+    neg_g -= v;
     if (lane == 0 && grad_eps) grad_eps[b] = v;
   }
   if (lane == 0) warp_neg_g[warp] = neg_g;
@@ -290,7 +296,7 @@ BandTermGrads band_term_grads_cuda(const at::Tensor& eps, const at::Tensor& tau_
   }
   out.tau = at::empty({}, grad.options());
   constexpr int kThreads = 256;
-  const int64_t blocks = (B * 32 + kThreads - 1) / kThreads;
+  const int64_t blocks = std::min<int64_t>((B * 32 + kThreads - 1) / kThreads, kFinishBlocks);
   // The blocks' sums, then the count of blocks done (an unsigned in the last element's bytes).
   at::Tensor partial = at::empty({blocks + 1}, grad.options());
   auto* done = reinterpret_cast<unsigned*>(static_cast<char*>(partial.data_ptr()) + blocks * grad.element_size());

@@ -153,13 +153,11 @@ __global__ void pair_grad_sums_kernel(const int64_t* __restrict__ prow, const in
 // out[p, k] = g[p] * w2[k] where hidden[p, k] > 0. Warps stride over rows, each lane owning the
 // same J vectors of V columns in every row, so that it also sums its columns over its rows: out
 // (the first bias's gradient) and relu(hidden) g (the output weights' gradient). The block then
-// adds its warps' sums in a fixed order into partial[block] = [out sums (H), weight sums (H)], and
-// the last block done sums those into totals (finish_block_sums; no other pass over out or hidden;
-// deterministic for a given grid).
+// adds its warps' sums in a fixed order into partial[block] = [out sums (H), weight sums (H)]
+// (no other pass over out or hidden; deterministic for a given grid).
 template <typename T, typename S, int V, int J>
 __global__ void hidden_grad_kernel(const T* __restrict__ g, const T* __restrict__ w2, const S* __restrict__ hidden,
-                                   int64_t rows, int64_t H, S* __restrict__ out, T* __restrict__ partial,
-                                   unsigned* done, T* __restrict__ totals) {
+                                   int64_t rows, int64_t H, S* __restrict__ out, T* __restrict__ partial) {
   using VT = Vec<S, V>;
   const int64_t vecs = H / V;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
@@ -196,8 +194,6 @@ __global__ void hidden_grad_kernel(const T* __restrict__ g, const T* __restrict_
   stage_lane_sums<T, V, J>(accw, sums + warp * 2 * H + H, vecs);
   __syncthreads();
   add_warp_sums(sums, warps, 2 * H, partial + int64_t(blockIdx.x) * 2 * H);
-  __syncthreads();  // (sums is the scratch below)
-  finish_block_sums(partial, 2 * H, done, totals, sums, warps);
 }
 
 // logit[p] = sum_k relu(hidden[p, k]) w2[k] + b2[0]: a warp per row, its lanes over the row's
@@ -315,10 +311,7 @@ FDeltaHiddenGrad fdelta_hidden_grad_cuda(const at::Tensor& g_in, const at::Tenso
   constexpr int kThreads = 256, kWarps = kThreads / 32;
   const int sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
   const int64_t blocks = std::min<int64_t>((P + kWarps - 1) / kWarps, int64_t(sms) * 8);
-  // The blocks' rows, then the count of blocks done (an unsigned in one more row's first bytes).
-  at::Tensor partial = at::empty({blocks + 1, 2 * H}, sum_opts);
-  auto* done = reinterpret_cast<unsigned*>(static_cast<char*>(partial.data_ptr()) + blocks * 2 * H * g.element_size());
-  const at::Tensor sums = at::empty({2 * H}, sum_opts);
+  at::Tensor partial = at::empty({blocks, 2 * H}, sum_opts);
   const auto stream = at::cuda::getCurrentCUDAStream();
   bool launched = false;
   dispatch_storage(g.scalar_type(), hidden.scalar_type(), "fdelta_hidden_grad_cuda", [&](auto t, auto s) {
@@ -330,11 +323,9 @@ FDeltaHiddenGrad fdelta_hidden_grad_cuda(const at::Tensor& g_in, const at::Tenso
     const size_t shared = size_t(kWarps) * 2 * H * sizeof(T);
     if (shared > 48 * 1024) return;  // wider than any hidden layer we run: the fallback below
     auto launch = [&](auto kernel) {
-      C10_CUDA_CHECK(cudaMemsetAsync(done, 0, sizeof(unsigned), stream));
       kernel<<<unsigned(blocks), kThreads, shared, stream>>>(g.data_ptr<T>(), w2.data_ptr<T>(),
                                                             reinterpret_cast<const S*>(hidden.data_ptr()), P, H,
-                                                            reinterpret_cast<S*>(out.data_ptr()), partial.data_ptr<T>(),
-                                                            done, sums.data_ptr<T>());
+                                                            reinterpret_cast<S*>(out.data_ptr()), partial.data_ptr<T>());
       launched = true;
     };
     if (vec && vecs <= 32) launch(hidden_grad_kernel<T, S, V, 1>);
@@ -349,6 +340,7 @@ FDeltaHiddenGrad fdelta_hidden_grad_cuda(const at::Tensor& g_in, const at::Tenso
     return {out.to(hidden.scalar_type()), out.sum(0), at::mv(h.clamp_min(0).t(), g)};
   }
   C10_CUDA_KERNEL_LAUNCH_CHECK();
+  const at::Tensor sums = partial.sum(0);
   return {out, sums.slice(0, 0, H), sums.slice(0, H, 2 * H)};
 }
 
