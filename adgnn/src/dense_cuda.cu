@@ -263,7 +263,7 @@ at::Tensor cross_entropy_rows_backward_cuda(const at::Tensor& logits_in, const a
   const at::Tensor z = logits_in.contiguous(), rows = rows_in.contiguous(), labels = labels_in.contiguous();
   const at::Tensor lse = lse_in.contiguous(), g = g_in.to(z.scalar_type()).contiguous();
   TORCH_CHECK(g.numel() == 1 && lse.numel() == rows.numel(), "cross_entropy_rows_backward_cuda: one g, one lse per row");
-  at::Tensor grad = at::zeros_like(z);
+  at::Tensor grad = zeroed(z.sizes(), z.options());
   const int64_t R = rows.numel(), C = z.size(1);
   if (R == 0) return grad;
   constexpr int kThreads = 256;
@@ -289,7 +289,7 @@ BandTermGrads band_term_grads_cuda(const at::Tensor& eps, const at::Tensor& tau_
   const at::Tensor e = eps.contiguous(), rows = band_rows.contiguous(), tau = tau_t.contiguous();
   const int64_t B = rows.numel(), W = diff.size(1);
   BandTermGrads out;
-  if (want_eps) out.eps = at::zeros_like(e);
+  if (want_eps) out.eps = zeroed(e.sizes(), e.options());
   if (B == 0) {
     out.tau = at::zeros({}, grad.options());
     return out;
@@ -373,5 +373,7 @@ at::Tensor tau_thresholds_backward_cuda(const at::Tensor& a_in, double lambda, c
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return grad_a;
 }
+
+at::Tensor zeroed_cuda(at::IntArrayRef size, const at::TensorOptions& options) { return zeroed(size, options); }
 
 }  // namespace adgnn::kernels

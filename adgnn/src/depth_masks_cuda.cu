@@ -11,6 +11,7 @@
 
 #include <algorithm>
 
+#include "cuda_rows.cuh"
 #include "kernels.h"
 
 namespace adgnn::kernels {
@@ -198,7 +199,7 @@ DepthMasksCuda depth_masks_cuda(const at::Tensor& eps, const at::Tensor& tau, co
   const auto on = rowptr.options();
   at::Tensor depth = at::empty({n}, on);
   at::Tensor stacked = at::empty({K, n}, on.dtype(at::kBool));
-  at::Tensor counts = at::zeros({K + L}, on);
+  at::Tensor counts = zeroed({K + L}, on);
   at::Tensor comp_pos = at::empty({L, n}, on.dtype(at::kInt));
   if (n == 0) return {depth, stacked, counts, comp_pos, at::empty({K, 0}, on.dtype(at::kInt))};
   const int threads = 256;

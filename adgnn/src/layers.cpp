@@ -193,7 +193,12 @@ at::Tensor Layer::rows_read(const MessageGraph& g, const at::Tensor& rows) const
 at::Tensor Layer::read_flags(const MessageGraph& g, const at::Tensor& rows) const {
   const auto csrs = read_csrs(g);
   if (!csrs) return {};
-  at::Tensor flags = torch::zeros({g.num_src}, g.rowptr.options().dtype(torch::kUInt8));
+  const auto opts = g.rowptr.options().dtype(torch::kUInt8);
+#ifdef ADGNN_HAVE_CUDA_KERNELS
+  at::Tensor flags = g.rowptr.is_cuda() ? kernels::zeroed_cuda({g.num_src}, opts) : torch::zeros({g.num_src}, opts);
+#else
+  at::Tensor flags = torch::zeros({g.num_src}, opts);
+#endif
   if (csrs->empty()) return flags.index_fill_(0, rows, 1);
   for (const auto& [rowptr, col] : *csrs) kernels::mark_rows_read(rowptr, col, rows, flags);
   return flags;
