@@ -109,13 +109,13 @@ bool launch_column_sums(const at::Tensor& x, const at::Tensor& relu_out, at::Ten
 }
 
 // AD's straight-through band term's backward (model.cpp, band_term_grads), warps striding over
-// the band rows, for row i: g_i = <grad[r], diff[i]> s (1 - s) / kappa, s = sigmoid((eps[b] - tau) / kappa), b =
-// band_rows[i], r = b (of_band_rows) or i; grad_eps[b] = g_i (the rows are distinct; the caller
-// zeroes the rest), and tau's gradient, the sum of -g_i (tau enters as -tau): each warp's rows
-// in order, each block's warps in order into partial[block], then the last block's sum of those
-// (finish_block_sums; a grid of at most kFinishBlocks).
-// The dot product by the lanes, then a butterfly (a fixed order). One kernel for the ~15 ATen
-// operations of the formula and the sum (v60, v72: AD's backward is bound by the host).
+// the band rows. For row i: g_i = <grad[r], diff[i]> s (1 - s) / kappa, s = sigmoid((eps[b] -
+// tau) / kappa), b = band_rows[i], r = b (of_band_rows) or i; grad_eps[b] = g_i (the rows are
+// distinct; the caller zeroes the rest). tau's gradient is the sum of -g_i (tau enters as -tau):
+// each warp's rows in order, each block's warps in order into partial[block], then the last
+// block's sum of those (finish_block_sums; a grid of at most kFinishBlocks). The dot product by
+// the lanes, then a butterfly (a fixed order). One kernel for the ~15 ATen operations of the
+// formula and the sum (v60, v72: AD's backward is bound by the host).
 template <typename T>
 __global__ void band_term_kernel(const T* __restrict__ eps, const T* __restrict__ tau,
                                  const int64_t* __restrict__ band_rows, int64_t B, const T* __restrict__ grad,

@@ -90,21 +90,21 @@ __global__ void depth_masks_kernel(const T* __restrict__ eps, const T* __restric
     if (block_counts[i]) atomicAdd(&counts[i], block_counts[i]);
 }
 
-// Each row's position among its layer's computed rows, in tiles of kTile rows (a block each;
-// blockIdx.y: the layer): a tile's count, each tile's offset within its layer (one block per
-// layer), then the position = the tile's offset + the computed rows before it in its tile
+// Each set row's position among its mask row's set rows, in tiles of kTile rows (a block each;
+// blockIdx.y: the mask row): a tile's count, each tile's offset within its mask row (one block
+// per mask row), then the position = the tile's offset + the set rows before it in its tile
 // (ballots). Integer counts: the same result in any order.
 constexpr int kTile = 1024;
 
-__global__ void tile_counts_kernel(const bool* __restrict__ comp, int64_t n, int64_t tiles,
+__global__ void tile_counts_kernel(const bool* __restrict__ masks, int64_t n, int64_t tiles,
                                    int32_t* __restrict__ counts) {
   const int64_t r = int64_t(blockIdx.x) * kTile + threadIdx.x;
-  const int k = __syncthreads_count(r < n && comp[int64_t(blockIdx.y) * n + r]);
+  const int k = __syncthreads_count(r < n && masks[int64_t(blockIdx.y) * n + r]);
   if (threadIdx.x == 0) counts[int64_t(blockIdx.y) * tiles + blockIdx.x] = k;
 }
 
-// In place: counts[t, b] becomes the sum of counts[t, 0..b-1] (blockIdx.x: the layer). Each thread
-// sums a contiguous run of tiles; the block scans the runs' sums.
+// In place: counts[k, b] becomes the sum of counts[k, 0..b-1] (blockIdx.x: the mask row). Each
+// thread sums a contiguous run of tiles; the block scans the runs' sums.
 __global__ void tile_offsets_kernel(int32_t* __restrict__ counts, int64_t tiles) {
   __shared__ int32_t sums[kTile];
   int32_t* c = counts + int64_t(blockIdx.x) * tiles;

@@ -462,8 +462,7 @@ detail::DepthMasks detail::depth_masks(const at::Tensor& eps, const at::Tensor& 
   const at::Tensor stacked = torch::cat(masks);
   const at::Tensor row_entries = rowptr.slice(0, 1, n + 1) - rowptr.slice(0, 0, n);
   const at::Tensor entries = masks[0].to(torch::kInt64).mul(row_entries.unsqueeze(0)).sum(1);
-  // Positions: one scan of the flattened masks, less each layer's start (a scan along the rows of
-  // [L, n] ran as one slow kernel on a GPU).
+  // Positions: one scan of the flattened masks, less each layer's start.
   at::Tensor comp_pos;
   if (n == 0) {
     comp_pos = torch::empty({L, 0}, on.dtype(torch::kInt32));
@@ -1078,7 +1077,7 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
     sizes = sizes.to(torch::kCPU).contiguous();
     if (halo_counts.defined()) pass->set_plan_counts(sizes.slice(0, counts_at));
     const int64_t* size = sizes.data_ptr<int64_t>();
-    int64_t listed = 0;  // the lists' total: a nonzero of known size needs no second device wait
+    int64_t listed = 0;  // the lists' total: their buffer sized without a second device wait
     for (size_t k = 0; k < lists.size(); ++k) listed += size[k];
     const at::Tensor rows = detail::mask_rows(*masks, listed);  // by mask, then row
     for (int64_t t = 1; t <= L; ++t) comp_entries[size_t(t)] = size[int64_t(lists.size()) + t - 1];
