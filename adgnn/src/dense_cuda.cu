@@ -112,9 +112,9 @@ bool launch_column_sums(const at::Tensor& x, const at::Tensor& relu_out, at::Ten
 // the band rows. For row i: g_i = <grad[r], diff[i]> s (1 - s) / kappa, s = sigmoid((eps[b] -
 // tau) / kappa), b = band_rows[i], r = b (of_band_rows) or i; grad_eps[b] = g_i (the rows are
 // distinct; the caller zeroes the rest). tau's gradient is the sum of -g_i (tau enters as -tau):
-// each warp's rows in order, each block's warps in order into partial[block], then the last
-// block's sum of those (finish_block_sums; a grid of at most kFinishBlocks). The dot product by
-// the lanes, then a butterfly (a fixed order). One kernel for the ~15 ATen operations of the
+// each warp's rows in order, each block's warps in order into partial[block], then (done
+// given: few band rows, a grid of at most kFinishBlocks) the last block's sum of those
+// (finish_block_sums), else ATen's. The dot product by the lanes, then a butterfly (a fixed order). One kernel for the ~15 ATen operations of the
 // formula and the sum (v60, v72: AD's backward is bound by the host).
 template <typename T>
 __global__ void band_term_kernel(const T* __restrict__ eps, const T* __restrict__ tau,
@@ -146,6 +146,7 @@ __global__ void band_term_kernel(const T* __restrict__ eps, const T* __restrict_
     for (int w = 0; w < warps; ++w) total += warp_neg_g[w];
     partial[blockIdx.x] = total;
   }
+  if (!done) return;  // a large grid: the caller sums the blocks' sums
   __syncthreads();
   finish_block_sums(partial, 1, done, grad_tau, warp_neg_g, warps);
 }
@@ -294,21 +295,27 @@ BandTermGrads band_term_grads_cuda(const at::Tensor& eps, const at::Tensor& tau_
     out.tau = at::zeros({}, grad.options());
     return out;
   }
-  out.tau = at::empty({}, grad.options());
-  constexpr int kThreads = 256;
-  const int64_t blocks = std::min<int64_t>((B * 32 + kThreads - 1) / kThreads, kFinishBlocks);
-  // The blocks' sums, then the count of blocks done (an unsigned in the last element's bytes).
-  at::Tensor partial = at::empty({blocks + 1}, grad.options());
-  auto* done = reinterpret_cast<unsigned*>(static_cast<char*>(partial.data_ptr()) + blocks * grad.element_size());
+  constexpr int kThreads = 256, kWarps = kThreads / 32;
+  // Few band rows (AD-GCN_fast's deeper layers: host-bound steps): at most kFinishBlocks blocks,
+  // whose last one finishes the sum. Many (the learned variant's layer 1, ~10^5 rows): a warp per
+  // row and ATen's sum of the blocks' sums; 64 blocks striding over them took 0.44 ms on an H200.
+  const bool few = B <= kFinishBlocks * kWarps * 4;
+  const int64_t blocks = std::min<int64_t>((B + kWarps - 1) / kWarps, few ? kFinishBlocks : int64_t(INT32_MAX));
+  // The blocks' sums, then (few) the count of blocks done, an unsigned in one more element's bytes.
+  at::Tensor partial = at::empty({blocks + (few ? 1 : 0)}, grad.options());
+  auto* done = few ? reinterpret_cast<unsigned*>(static_cast<char*>(partial.data_ptr()) + blocks * grad.element_size())
+                   : nullptr;
+  if (few) out.tau = at::empty({}, grad.options());
   const auto stream = at::cuda::getCurrentCUDAStream();
-  C10_CUDA_CHECK(cudaMemsetAsync(done, 0, sizeof(unsigned), stream));
+  if (few) C10_CUDA_CHECK(cudaMemsetAsync(done, 0, sizeof(unsigned), stream));
   AT_DISPATCH_FLOATING_TYPES(grad.scalar_type(), "band_term_grads_cuda", [&] {
     band_term_kernel<scalar_t><<<unsigned(blocks), kThreads, 0, stream>>>(
         e.data_ptr<scalar_t>(), tau.data_ptr<scalar_t>(), rows.data_ptr<int64_t>(), B, grad.data_ptr<scalar_t>(),
         diff.data_ptr<scalar_t>(), W, scalar_t(kappa), of_band_rows, want_eps ? out.eps.data_ptr<scalar_t>() : nullptr,
-        partial.data_ptr<scalar_t>(), done, out.tau.data_ptr<scalar_t>());
+        partial.data_ptr<scalar_t>(), done, few ? out.tau.data_ptr<scalar_t>() : nullptr);
   });
   C10_CUDA_KERNEL_LAUNCH_CHECK();
+  if (!few) out.tau = partial.sum();
   return out;
 }
 
