@@ -64,6 +64,25 @@ inline at::Tensor zeroed(at::IntArrayRef size, const at::TensorOptions& options)
   return t;
 }
 
+// The buffer of a grid's per-block sums, [blocks, width], and with `finish` the counter that
+// finish_block_sums reads (an unsigned in one more row's first bytes, zeroed on `stream`); done
+// is null without it (the caller then sums the rows itself).
+struct BlockSums {
+  at::Tensor partial;
+  unsigned* done = nullptr;
+};
+inline BlockSums block_sums(int64_t blocks, int64_t width, const at::TensorOptions& options, bool finish,
+                            cudaStream_t stream) {
+  BlockSums b;
+  b.partial = at::empty({blocks + (finish ? 1 : 0), width}, options);
+  if (finish) {
+    b.done = reinterpret_cast<unsigned*>(static_cast<char*>(b.partial.data_ptr()) +
+                                         blocks * width * b.partial.element_size());
+    C10_CUDA_CHECK(cudaMemsetAsync(b.done, 0, sizeof(unsigned), stream));
+  }
+  return b;
+}
+
 // After each block has written its row partial[blockIdx.x, 0..width): the last block to finish
 // (counted in *done, zero before the launch) sums the rows into out[width]. Per column, `parts`
 // threads (at most) each sum every parts-th row in four interleaved running sums, which add in a

@@ -74,12 +74,9 @@ bool launch_column_sums(const at::Tensor& x, const at::Tensor& relu_out, at::Ten
   // rows, which takes more blocks than one.
   const bool few = rows <= kFinishBlocks * kWarps * 16;
   const int64_t blocks = std::min<int64_t>((rows + kWarps - 1) / kWarps, few ? kFinishBlocks : int64_t(sms) * 8);
-  // The blocks' rows, then (few) the count of blocks done, an unsigned in one more row's first bytes.
-  at::Tensor partial = at::empty({blocks + (few ? 1 : 0), C}, x.options());
-  auto* done = few ? reinterpret_cast<unsigned*>(static_cast<char*>(partial.data_ptr()) + blocks * C * x.element_size())
-                   : nullptr;
   if (few) sums = at::empty({C}, x.options());
   const auto stream = at::cuda::getCurrentCUDAStream();
+  const BlockSums part = block_sums(blocks, C, x.options(), few, stream);
   bool launched = false;
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "column_sums_cuda", [&] {
     constexpr int V = 16 / sizeof(scalar_t);
@@ -90,10 +87,10 @@ bool launch_column_sums(const at::Tensor& x, const at::Tensor& relu_out, at::Ten
     const scalar_t* out_ptr = Masked ? relu_out.data_ptr<scalar_t>() : nullptr;
     scalar_t* masked_ptr = Masked ? masked.data_ptr<scalar_t>() : nullptr;
     auto launch = [&](auto kernel) {
-      if (few) C10_CUDA_CHECK(cudaMemsetAsync(done, 0, sizeof(unsigned), stream));
       kernel<<<unsigned(blocks), kThreads, shared, stream>>>(x.data_ptr<scalar_t>(), out_ptr, rows, C,
-                                                            scalar_t(scale), masked_ptr, partial.data_ptr<scalar_t>(),
-                                                            done, few ? sums.data_ptr<scalar_t>() : nullptr);
+                                                            scalar_t(scale), masked_ptr,
+                                                            part.partial.data_ptr<scalar_t>(), part.done,
+                                                            few ? sums.data_ptr<scalar_t>() : nullptr);
       launched = true;
     };
     if (vec && vecs <= 32) launch(column_sums_kernel<scalar_t, V, 1, Masked>);
@@ -104,7 +101,7 @@ bool launch_column_sums(const at::Tensor& x, const at::Tensor& relu_out, at::Ten
   });
   if (!launched) return false;
   C10_CUDA_KERNEL_LAUNCH_CHECK();
-  if (!few) sums = partial.sum(0);
+  if (!few) sums = part.partial.sum(0);
   return true;
 }
 
@@ -301,21 +298,17 @@ BandTermGrads band_term_grads_cuda(const at::Tensor& eps, const at::Tensor& tau_
   // row and ATen's sum of the blocks' sums; 64 blocks striding over them took 0.44 ms on an H200.
   const bool few = B <= kFinishBlocks * kWarps * 4;
   const int64_t blocks = std::min<int64_t>((B + kWarps - 1) / kWarps, few ? kFinishBlocks : int64_t(INT32_MAX));
-  // The blocks' sums, then (few) the count of blocks done, an unsigned in one more element's bytes.
-  at::Tensor partial = at::empty({blocks + (few ? 1 : 0)}, grad.options());
-  auto* done = few ? reinterpret_cast<unsigned*>(static_cast<char*>(partial.data_ptr()) + blocks * grad.element_size())
-                   : nullptr;
   if (few) out.tau = at::empty({}, grad.options());
   const auto stream = at::cuda::getCurrentCUDAStream();
-  if (few) C10_CUDA_CHECK(cudaMemsetAsync(done, 0, sizeof(unsigned), stream));
+  const BlockSums part = block_sums(blocks, 1, grad.options(), few, stream);
   AT_DISPATCH_FLOATING_TYPES(grad.scalar_type(), "band_term_grads_cuda", [&] {
     band_term_kernel<scalar_t><<<unsigned(blocks), kThreads, 0, stream>>>(
         e.data_ptr<scalar_t>(), tau.data_ptr<scalar_t>(), rows.data_ptr<int64_t>(), B, grad.data_ptr<scalar_t>(),
         diff.data_ptr<scalar_t>(), W, scalar_t(kappa), of_band_rows, want_eps ? out.eps.data_ptr<scalar_t>() : nullptr,
-        partial.data_ptr<scalar_t>(), done, few ? out.tau.data_ptr<scalar_t>() : nullptr);
+        part.partial.data_ptr<scalar_t>(), part.done, few ? out.tau.data_ptr<scalar_t>() : nullptr);
   });
   C10_CUDA_KERNEL_LAUNCH_CHECK();
-  if (!few) out.tau = partial.sum();
+  if (!few) out.tau = part.partial.sum();
   return out;
 }
 

@@ -180,9 +180,9 @@ __global__ void mask_rows_kernel(const bool* __restrict__ masks, int64_t n, int6
 
 }  // namespace
 
-DepthMasksCuda depth_masks_cuda(const at::Tensor& eps, const at::Tensor& tau, const at::Tensor& depth_in, int64_t L,
-                                int band_mode, double band_width, bool no_band_at_layer1, const at::Tensor& rowptr,
-                                uint64_t frozen_bits) {
+detail::DepthMasks depth_masks_cuda(const at::Tensor& eps, const at::Tensor& tau, const at::Tensor& depth_in,
+                                   int64_t L, int band_mode, double band_width, bool no_band_at_layer1,
+                                   const at::Tensor& rowptr, uint64_t frozen_bits) {
   TORCH_CHECK(L >= 1 && L <= 64, "depth_masks_cuda: 1 to 64 layers");
   TORCH_CHECK(rowptr.numel() - 1 < (int64_t(1) << 31), "depth_masks_cuda: fewer than 2^31 rows (int32 positions)");
   TORCH_CHECK(rowptr.is_cuda() && rowptr.scalar_type() == at::kLong && rowptr.is_contiguous(),

@@ -7,6 +7,8 @@
 #include <utility>
 #include <vector>
 
+#include "surrogate.h"
+
 namespace adgnn::kernels {
 
 // Forward: out[i] = sum_k w[k] x[col[k]] over row r = rows[i] (rows undefined: row i), plus
@@ -216,17 +218,13 @@ at::Tensor zeroed_cuda(at::IntArrayRef size, const at::TensorOptions& options);
 constexpr int64_t kMaxTauLayers = 64;
 std::pair<at::Tensor, std::vector<at::Tensor>> tau_thresholds_cuda(const at::Tensor& a, int64_t L, double lambda);
 at::Tensor tau_thresholds_backward_cuda(const at::Tensor& a, double lambda, const std::vector<at::Tensor>& grads);
-// detail::depth_masks on the GPU in one kernel (depth_masks_cuda.cu): (depth, stacked, counts) for
-// eps [n] and tau [L] of one type, or a given int64 depth [n] (band_mode 0 or 2). band_mode: 0
-// none, 1 |eps - tau(t)| < band_width, 2 every row; frozen_bits: bit t - 1 lists layer t's frozen
-// rows. L <= 64. Also comp_pos (detail::DepthMasks) and each mask row's offsets per tile of rows,
-// for mask_rows_cuda: every mask's set rows (nonzero's order), `listed` in all (the counts' sum).
-struct DepthMasksCuda {
-  at::Tensor depth, stacked, counts, comp_pos, tile_offsets;
-};
-DepthMasksCuda depth_masks_cuda(const at::Tensor& eps, const at::Tensor& tau, const at::Tensor& depth_in, int64_t L,
-                                int band_mode, double band_width, bool no_band_at_layer1, const at::Tensor& rowptr,
-                                uint64_t frozen_bits);
+// detail::depth_masks on the GPU (depth_masks_cuda.cu): the masks of eps [n] and tau [L] of one
+// type, or of a given int64 depth [n] (band_mode 0 or 2). band_mode: 0 none, 1 |eps - tau(t)| <
+// band_width, 2 every row; frozen_bits: bit t - 1 lists layer t's frozen rows. L <= 64. Its
+// tile_offsets serve mask_rows_cuda: every mask's set rows (nonzero's order), `listed` in all.
+detail::DepthMasks depth_masks_cuda(const at::Tensor& eps, const at::Tensor& tau, const at::Tensor& depth_in,
+                                   int64_t L, int band_mode, double band_width, bool no_band_at_layer1,
+                                   const at::Tensor& rowptr, uint64_t frozen_bits);
 at::Tensor mask_rows_cuda(const at::Tensor& stacked, const at::Tensor& counts, const at::Tensor& tile_offsets,
                           int64_t listed);
 void halo_read_bits_cuda(const at::Tensor& boundary_row, const at::Tensor& boundary_halo, const at::Tensor& peer_key,

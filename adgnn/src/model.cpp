@@ -435,12 +435,11 @@ detail::DepthMasks detail::depth_masks(const at::Tensor& eps, const at::Tensor& 
   const int band_mode = spec.band == DepthMaskSpec::Band::None ? 0 : spec.band == DepthMaskSpec::Band::Width ? 1 : 2;
 #ifdef ADGNN_HAVE_CUDA_KERNELS
   if (rowptr.is_cuda() && L <= 64) {
-    kernels::DepthMasksCuda k = kernels::depth_masks_cuda(
+    return kernels::depth_masks_cuda(
         depth_in.defined() ? at::Tensor() : eps.detach().contiguous(),
         depth_in.defined() ? at::Tensor() : tau.detach().contiguous(),
         depth_in.defined() ? depth_in.contiguous() : at::Tensor(), L, band_mode, spec.band_width,
         spec.no_band_at_layer1, rowptr.contiguous(), frozen_bits);
-    return {k.depth, k.stacked, k.counts, k.comp_pos, k.tile_offsets};
   }
 #endif
   at::NoGradGuard no_grad;
