@@ -19,6 +19,14 @@ struct alignas(sizeof(T) * V) Vec {
 // dropout gradient then equals the separate product and sum it replaces, bit for bit.
 __device__ inline float mul_rn(float a, float b) { return __fmul_rn(a, b); }
 __device__ inline double mul_rn(double a, double b) { return __dmul_rn(a, b); }
+// The same for the other operations, where a kernel repeats a chain of ATen operations (each its
+// own kernel, so rounded on its own) and should give their bits.
+__device__ inline float add_rn(float a, float b) { return __fadd_rn(a, b); }
+__device__ inline double add_rn(double a, double b) { return __dadd_rn(a, b); }
+__device__ inline float sub_rn(float a, float b) { return __fsub_rn(a, b); }
+__device__ inline double sub_rn(double a, double b) { return __dsub_rn(a, b); }
+__device__ inline float div_rn(float a, float b) { return __fdiv_rn(a, b); }
+__device__ inline double div_rn(double a, double b) { return __ddiv_rn(a, b); }
 
 // Vectors of V elements where every row starts on such a boundary (the width is a multiple of
 // V and the tensors' storage is aligned), else single elements.
@@ -83,6 +91,19 @@ inline BlockSums block_sums(int64_t blocks, int64_t width, const at::TensorOptio
   return b;
 }
 
+// Whether this block is the grid's last to get here (counted in *done, zero before the launch),
+// after each block has written its partial results: then every block's writes are visible to it.
+// Every thread of the block calls it.
+__device__ inline bool is_last_block(unsigned* done) {
+  __shared__ bool last;
+  __threadfence();  // this block's results, visible before it counts itself done
+  __syncthreads();
+  if (threadIdx.x == 0) last = atomicAdd(done, 1u) == gridDim.x - 1;
+  __syncthreads();
+  if (last) __threadfence();
+  return last;
+}
+
 // After each block has written its row partial[blockIdx.x, 0..width): the last block to finish
 // (counted in *done, zero before the launch) sums the rows into out[width]. Per column, `parts`
 // threads (at most) each sum every parts-th row in four interleaved running sums, which add in a
@@ -93,13 +114,7 @@ inline BlockSums block_sums(int64_t blocks, int64_t width, const at::TensorOptio
 constexpr int64_t kFinishBlocks = 64;
 template <typename T>
 __device__ void finish_block_sums(const T* partial, int64_t width, unsigned* done, T* out, T* scratch, int parts) {
-  __shared__ bool last;
-  __threadfence();  // this block's row, visible before it counts itself done
-  __syncthreads();
-  if (threadIdx.x == 0) last = atomicAdd(done, 1u) == gridDim.x - 1;
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
+  if (!is_last_block(done)) return;
   const int64_t blocks = gridDim.x;
   if (width > blockDim.x) parts = 1;
   else if (int64_t(parts) * width > blockDim.x) parts = int(blockDim.x / width);

@@ -271,15 +271,22 @@ class FDeltaFn : public torch::autograd::Function<FDeltaFn> {
 
 namespace detail {
 
-at::Tensor fdelta_entry_logits(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& z,
-                               const at::Tensor& w1, const at::Tensor& b1, const at::Tensor& w2,
-                               const at::Tensor& b2, FDeltaPrecision precision) {
+PairLogits fdelta_pair_logits(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& z,
+                              const at::Tensor& w1, const at::Tensor& b1, const at::Tensor& w2, const at::Tensor& b2,
+                              FDeltaPrecision precision) {
   TORCH_CHECK(rowptr.scalar_type() == torch::kInt64 && col.scalar_type() == torch::kInt32,
               "f_delta: rowptr must be int64 and col int32");
   TORCH_CHECK(z.dim() == 2 && z.size(0) >= rowptr.numel() - 1 && w1.size(0) == 2 * z.size(1),
               "f_delta: z must be [source rows, H] and w1 [2H, H']");
   const PairList p = cached_pairs(rowptr.contiguous(), col.contiguous(), z.size(0));
-  return FDeltaFn::apply(z, w1, b1, w2, b2, p, precision).index_select(0, p.entry_pair);
+  return {FDeltaFn::apply(z, w1, b1, w2, b2, p, precision), p.entry_pair};
+}
+
+at::Tensor fdelta_entry_logits(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& z,
+                               const at::Tensor& w1, const at::Tensor& b1, const at::Tensor& w2,
+                               const at::Tensor& b2, FDeltaPrecision precision) {
+  const PairLogits p = fdelta_pair_logits(rowptr, col, z, w1, b1, w2, b2, precision);
+  return p.logit.index_select(0, p.entry_pair);
 }
 
 }  // namespace detail

@@ -218,6 +218,28 @@ at::Tensor zeroed_cuda(at::IntArrayRef size, const at::TensorOptions& options);
 constexpr int64_t kMaxTauLayers = 64;
 std::pair<at::Tensor, std::vector<at::Tensor>> tau_thresholds_cuda(const at::Tensor& a, int64_t L, double lambda);
 at::Tensor tau_thresholds_backward_cuda(const at::Tensor& a, double lambda, const std::vector<at::Tensor>& grads);
+// The learned depth benefit's kernels (depth_benefit_cuda.cu; depth_benefit.h has the formulas).
+// sigmoid_row_sums: out[r] = the sum over row r's entries e, in order, of sigmoid(pair_logit[
+// entry_pair[e]]), a warp per row; its backward: g_pair[p] = sigmoid'(pair_logit[p]) times the sum
+// of g over the rows of p's entries (each pair has at most two entries, added onto zero: the same
+// bits in either order). pair_bce_sum: the sum over i of BCE-with-logits(pair_logit[sel_pair[i]],
+// target[i]) (one element, a fixed order); its backward adds g (sigmoid - target) onto the pairs.
+at::Tensor sigmoid_row_sums_cuda(const at::Tensor& rowptr, const at::Tensor& entry_pair, const at::Tensor& pair_logit);
+at::Tensor sigmoid_row_sums_backward_cuda(const at::Tensor& rowptr, const at::Tensor& entry_pair,
+                                          const at::Tensor& pair_logit, const at::Tensor& g);
+at::Tensor pair_bce_sum_cuda(const at::Tensor& pair_logit, const at::Tensor& sel_pair, const at::Tensor& target);
+at::Tensor pair_bce_sum_backward_cuda(const at::Tensor& pair_logit, const at::Tensor& sel_pair,
+                                      const at::Tensor& target, const at::Tensor& g);
+// depth_benefit_range: [-min l, max l] (float64 [2]) of l over the rows, one kernel (the last
+// block combines the blocks' extremes); normalised_depth_benefit and its backward: one
+// elementwise kernel each. offset: undefined or [n].
+at::Tensor depth_benefit_range_cuda(const at::Tensor& d_plus, const at::Tensor& d, const at::Tensor& offset,
+                                    double t_max);
+at::Tensor normalised_depth_benefit_cuda(const at::Tensor& d_plus, const at::Tensor& d, const at::Tensor& offset,
+                                         const at::Tensor& range, double t_max, bool log_normalisation);
+at::Tensor normalised_depth_benefit_backward_cuda(const at::Tensor& d_plus, const at::Tensor& d,
+                                                  const at::Tensor& offset, const at::Tensor& range, double t_max,
+                                                  bool log_normalisation, const at::Tensor& g);
 // detail::depth_masks on the GPU (depth_masks_cuda.cu): the masks of eps [n] and tau [L] of one
 // type, or of a given int64 depth [n] (band_mode 0 or 2). band_mode: 0 none, 1 |eps - tau(t)| <
 // band_width, 2 every row; frozen_bits: bit t - 1 lists layer t's frozen rows. L <= 64. Its

@@ -92,6 +92,14 @@ enum class FDeltaPrecision { kFp32, kTf32, kBf16 };
 at::Tensor fdelta_entry_logits(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& z,
                                const at::Tensor& w1, const at::Tensor& b1, const at::Tensor& w2,
                                const at::Tensor& b2, FDeltaPrecision precision);
+// The same as one logit per evaluated pair, with each entry's pair (int64 [E], cached per CSR):
+// the entry logits are logit[entry_pair]; the depth benefit reads them so, without that gather.
+struct PairLogits {
+  at::Tensor logit, entry_pair;
+};
+PairLogits fdelta_pair_logits(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& z,
+                              const at::Tensor& w1, const at::Tensor& b1, const at::Tensor& w2, const at::Tensor& b2,
+                              FDeltaPrecision precision);
 
 // While one lives on this thread, csr_aggregate treats its CSRs as built for one call (a graph
 // of a few rows): their transposes are built in the backward instead of cached, so that they do

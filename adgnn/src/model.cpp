@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "adgnn/gnn.h"
+#include "depth_benefit.h"
 #include "kernels.h"
 #include "grad_in_place.h"
 #include "halo.h"
@@ -20,7 +21,6 @@
 
 namespace adgnn {
 
-namespace F = torch::nn::functional;
 using detail::Layer;
 
 // ---- graph tensors -> message graph ---------------------------------------------------------------
@@ -607,11 +607,27 @@ struct Model::Impl {
     at::Tensor dst, sel, target;  // int64 [E]; int64 [S] entries; bool [S], y_u == y_v
   };
   RegEdges reg_edges;
+  // The selection as f_delta's pairs (int64 [S]) and its targets in the logits' type, for the
+  // entry_pair they were built from (f_delta's cache keeps it while the CSR lives).
+  struct RegPairs {
+    at::Tensor entry_pair, sel, sel_pair, target;
+  };
+  RegPairs reg_pairs_;
+  const RegPairs& reg_pairs(const RegEdges& re, const at::Tensor& entry_pair, c10::ScalarType dtype) {
+    RegPairs& r = reg_pairs_;
+    if (!r.entry_pair.is_same(entry_pair) || !r.sel.is_same(re.sel) || r.target.scalar_type() != dtype) {
+      r.entry_pair = entry_pair;
+      r.sel = re.sel;
+      r.sel_pair = entry_pair.index_select(0, re.sel);
+      r.target = re.target.to(dtype);
+    }
+    return r;
+  }
   static bool same_tensor(const at::Tensor& a, const at::Tensor& b, int64_t version) {
     if (a.defined() != b.defined()) return false;
     return !a.defined() || (a.data_ptr() == b.data_ptr() && a.numel() == b.numel() && a._version() == version);
   }
-  const RegEdges& reg_edges_for(const MessageGraph& g, const at::Tensor& labels, const at::Tensor& train_mask) {
+  RegEdges& reg_edges_for(const MessageGraph& g, const at::Tensor& labels, const at::Tensor& train_mask) {
     RegEdges& r = reg_edges;
     const bool with_reg = labels.defined() && train_mask.defined();
     if (r.dst.defined() && r.rowptr.data_ptr() == g.rowptr.data_ptr() && r.rowptr.numel() == g.rowptr.numel() &&
@@ -745,65 +761,49 @@ struct Model::Impl {
       d_plus = heuristic_d_plus.to(theta_a.scalar_type());
     } else {
       const bool with_reg = training && labels.defined() && train_mask.defined();
-      const RegEdges& re = reg_edges_for(g, with_reg ? labels : at::Tensor(), with_reg ? train_mask : at::Tensor());
-      const at::Tensor logit = detail::fdelta_entry_logits(g.rowptr, g.col, z_src, fd_w1, fd_b1, fd_w2, fd_b2,
-                                                           cfg.fdelta_precision == "tf32"   ? detail::FDeltaPrecision::kTf32
-                                                           : cfg.fdelta_precision == "bf16" ? detail::FDeltaPrecision::kBf16
-                                                                                            : detail::FDeltaPrecision::kFp32);
-      d_plus = torch::zeros({n}, logit.options()).index_add(0, re.dst, torch::sigmoid(logit));
+      RegEdges& re = reg_edges_for(g, with_reg ? labels : at::Tensor(), with_reg ? train_mask : at::Tensor());
+      const detail::PairLogits pl = detail::fdelta_pair_logits(
+          g.rowptr, g.col, z_src, fd_w1, fd_b1, fd_w2, fd_b2,
+          cfg.fdelta_precision == "tf32"   ? detail::FDeltaPrecision::kTf32
+          : cfg.fdelta_precision == "bf16" ? detail::FDeltaPrecision::kBf16
+                                           : detail::FDeltaPrecision::kFp32);
+      d_plus = detail::sigmoid_row_sums(g.rowptr, re.dst, pl.entry_pair, pl.logit);
       // L_reg: BCE on training edges (both endpoints in the training set), target y_u == y_v.
       // On a rank: this rank's rows' share of the mean over every rank's training edges (the
       // count reduced on the device: no host wait).
       if (with_reg) {
-        const at::Tensor target = re.target.to(logit.scalar_type());
+        const RegPairs& rp = reg_pairs(re, pl.entry_pair, pl.logit.scalar_type());
         if (g.distributed()) {
-          at::Tensor count = torch::full({1}, double(re.sel.numel()), logit.options().dtype(torch::kFloat64));
+          at::Tensor count = torch::full({1}, double(re.sel.numel()), pl.logit.options().dtype(torch::kFloat64));
           g.transport->allreduce(count, RankTransport::Op::Sum);
-          reg_loss = F::binary_cross_entropy_with_logits(
-                         logit.index_select(0, re.sel), target,
-                         F::BinaryCrossEntropyWithLogitsFuncOptions().reduction(torch::kSum)) /
-                     count.clamp_min(1).to(logit.scalar_type()).squeeze(0);
+          reg_loss = detail::pair_bce_sum(pl.logit, rp.sel_pair, rp.target) /
+                     count.clamp_min(1).to(pl.logit.scalar_type()).squeeze(0);
         } else if (re.sel.numel() > 0) {
-          reg_loss = F::binary_cross_entropy_with_logits(logit.index_select(0, re.sel), target);
+          reg_loss = detail::pair_bce_sum(pl.logit, rp.sel_pair, rp.target) / double(re.sel.numel());
         }
       }
     }
     const at::Tensor d = deg.to(d_plus.scalar_type());
-    const at::Tensor alpha = (1 + 2 * d_plus - d) / (d + 1);
-    // log eps_hat = t_max (2 log|alpha| + log(d + 1)); |alpha| is floored so that log stays finite
-    // (eps_tilde of such a node is ~exp(-55 t_max) relative to the largest: zero in practice).
+    // log eps_hat = t_max (2 log|alpha| + log(d + 1)) (depth_benefit.h), normalised by its
+    // minimum and maximum over the rows.
     const double t_max = double(cfg.t_max > 0 ? cfg.t_max : cfg.layers);
-    at::Tensor l = t_max * (2 * alpha.abs().clamp_min(1e-12).log() + (d + 1).log());
+    at::Tensor offset;
     if (cfg.variant == "ad_sharp") {  // eps = (beta alpha^2 (d + 1) / gamma)^t_max
       const at::Tensor b = degree_bucket(deg);
-      l = l + t_max * (sharp_log_beta.index_select(0, b) - sharp_log_gamma.index_select(0, b)).to(l.scalar_type());
+      offset = t_max * (sharp_log_beta.index_select(0, b) - sharp_log_gamma.index_select(0, b)).to(d.scalar_type());
     }
-    // The min and max stay on the device (float64 [-lo, hi]): no host wait per step.
+    // The min and max stay on the device (float64 [-lo, hi]): no host wait per step. Min-max
+    // constants are treated as constants (not differentiated), identically on every rank.
     at::Tensor range;
-    const auto f64 = l.options().dtype(torch::kFloat64);
     if (cfg.benefit_range) {
-      range = torch::tensor({-cfg.benefit_range->first, cfg.benefit_range->second}, f64);
+      range = torch::tensor({-cfg.benefit_range->first, cfg.benefit_range->second},
+                            d.options().dtype(torch::kFloat64));
     } else {
-      const at::Tensor ld = l.detach();
-      range = n ? torch::stack({-ld.min(), ld.max()}).to(torch::kFloat64) : torch::full({2}, -INFINITY, f64);
+      range = detail::depth_benefit_range(d_plus.detach(), d, offset, t_max);
       // Global min and max: every rank normalises identically.
       if (g.distributed()) g.transport->allreduce(range, RankTransport::Op::Max);
     }
-    const at::Tensor lo = -range[0], hi = range[1];
-    // All nodes equal (hi <= lo): everyone is the maximum. The denominators are made safe there
-    // so that the branch not taken has finite values and gradients.
-    const at::Tensor spread = hi > lo;
-    // Min-max constants are treated as constants (not differentiated), identically on every rank.
-    // Clamped to [0, 1]: l is in the model's precision and lo/hi in double, so the nodes at the
-    // minimum could otherwise land a rounding error below 0 = tau(1) and never aggregate.
-    at::Tensor eps;
-    if (cfg.normalisation == "log") {
-      eps = (l - lo) / torch::where(spread, hi - lo, torch::ones_like(hi));
-    } else {
-      const at::Tensor base = torch::where(spread, (lo - hi).exp(), torch::zeros_like(hi));
-      eps = ((l - hi).exp() - base) / (1 - base);
-    }
-    return torch::where(spread, eps.clamp(0.0, 1.0), torch::ones_like(eps));
+    return detail::normalised_depth_benefit(d_plus, d, offset, range, t_max, cfg.normalisation == "log");
   }
 
   // BatchNorm1d over the given rows (training: batch statistics, updating running ones).

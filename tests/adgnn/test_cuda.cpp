@@ -8,6 +8,7 @@
 
 #include "adgnn/gnn.h"
 #include "adgnn/trainer.h"
+#include "depth_benefit.h"
 #include "kernels.h"
 #include "layers.h"
 #include "surrogate.h"
@@ -893,6 +894,96 @@ TEST(Cuda, TauThresholdsEqualTheCpu) {
       EXPECT_TRUE(torch::allclose(all[1], all[0], tol, tol)) << all[1] << all[0];
       EXPECT_TRUE(torch::allclose(grad[1], grad[0], tol, tol)) << grad[1] << grad[0];
     }
+  }
+}
+
+// The learned depth benefit's kernels (depth_benefit.h) against the CPU's operations, float32 and
+// float64: d+ from pair logits over a power-law graph's CSR (hub rows of hundreds of entries; a
+// pair's two entries in different rows) and L_reg's sum, values and the logits' gradient; then,
+// from the same d+, the range and eps_tilde under both normalisations, with and without AD#'s
+// offset, with rows at alpha = 0, values and d+'s gradient; the same bits on a second run; every
+// row equal; no rows.
+TEST(Cuda, DepthBenefitKernelsEqualTheCpu) {
+  REQUIRE_GPU();
+  namespace d = adgnn::detail;
+  const auto g = graph(3000, 9);
+  const auto t = adgnn::to_tensors(g, torch::kCPU);
+  torch::manual_seed(17);
+  const int64_t n = g.num_nodes, H = 4;
+  const at::Tensor entry_pair =
+      d::fdelta_pair_logits(t.rowptr, t.col, torch::randn({n, H}), torch::randn({2 * H, H}), torch::randn({H}),
+                            torch::randn({H, 1}), torch::randn({1}), d::FDeltaPrecision::kFp32)
+          .entry_pair;
+  const int64_t P = entry_pair.max().item<int64_t>() + 1, E = entry_pair.numel();
+  ASSERT_LT(P, E);  // pairs shared by two entries
+  const at::Tensor rows = torch::repeat_interleave(t.rowptr.diff());
+  const at::Tensor degree = t.rowptr.diff().to(torch::kFloat64);
+  ASSERT_GT(degree.max().item<double>(), 100);
+  const at::Tensor sel_pair = entry_pair.index_select(0, torch::randperm(E).slice(0, 0, E / 3));
+  const at::Tensor target0 = (torch::rand({sel_pair.numel()}) < 0.5).to(torch::kFloat64);
+  const double t_max = 4;
+  for (const auto dt : {torch::kFloat32, torch::kFloat64}) {
+    SCOPED_TRACE(dt == torch::kFloat32 ? "float32" : "float64");
+    const double tol = dt == torch::kFloat32 ? 1e-5 : 1e-12;
+    const at::Tensor logit0 = (torch::randn({P}, torch::kFloat64) * 2).to(dt);
+    const at::Tensor probe = torch::randn({n}, torch::kFloat64).to(dt);
+    const at::Tensor target = target0.to(dt);
+    // d+ and L_reg's sum: the GPU twice, then the CPU.
+    at::Tensor dp_out[3], bce_out[3], grad_out[3];
+    for (int run = 0; run < 3; ++run) {
+      const auto dev = run < 2 ? c10::Device("cuda") : c10::Device("cpu");
+      const at::Tensor logit = logit0.to(dev).clone().requires_grad_(true);
+      const at::Tensor dp = d::sigmoid_row_sums(t.rowptr.to(dev), rows.to(dev), entry_pair.to(dev), logit);
+      const at::Tensor bce = d::pair_bce_sum(logit, sel_pair.to(dev), target.to(dev));
+      ((dp * probe.to(dev)).sum() + 0.1 * bce).backward();
+      dp_out[run] = dp.detach().cpu();
+      bce_out[run] = bce.detach().cpu();
+      grad_out[run] = logit.grad().cpu();
+    }
+    EXPECT_TRUE(torch::equal(dp_out[0], dp_out[1]) && torch::equal(bce_out[0], bce_out[1]) &&
+                torch::equal(grad_out[0], grad_out[1]));
+    EXPECT_TRUE(torch::allclose(dp_out[0], dp_out[2], tol, tol)) << (dp_out[0] - dp_out[2]).abs().max();
+    EXPECT_NEAR(bce_out[0].item<double>(), bce_out[2].item<double>(), tol * std::abs(bce_out[2].item<double>()));
+    EXPECT_TRUE(close_to_scale(grad_out[0], grad_out[2], tol));
+    // eps_tilde from the CPU's d+ (a tenth of the rows at alpha = 0 exactly: d+ = (d - 1) / 2).
+    at::Tensor dp0 = dp_out[2].to(torch::kFloat64);
+    const at::Tensor at_zero = torch::rand({n}) < 0.1;
+    dp0 = torch::where(at_zero, (degree - 1) / 2, dp0).to(dt);
+    const at::Tensor deg = degree.to(dt), offset0 = (torch::randn({n}, torch::kFloat64) * 0.3).to(dt);
+    for (const bool with_offset : {false, true}) {
+      for (const bool log_norm : {false, true}) {
+        SCOPED_TRACE(std::string(with_offset ? "offset, " : "") + (log_norm ? "log" : "linear"));
+        at::Tensor range_out[3], eps_out[3], g_out[3];
+        for (int run = 0; run < 3; ++run) {
+          const auto dev = run < 2 ? c10::Device("cuda") : c10::Device("cpu");
+          const at::Tensor dp = dp0.to(dev).clone().requires_grad_(true);
+          const at::Tensor offset = with_offset ? offset0.to(dev) : at::Tensor();
+          const at::Tensor range = d::depth_benefit_range(dp.detach(), deg.to(dev), offset, t_max);
+          const at::Tensor eps = d::normalised_depth_benefit(dp, deg.to(dev), offset, range, t_max, log_norm);
+          (eps * probe.to(dev)).sum().backward();
+          range_out[run] = range.cpu();
+          eps_out[run] = eps.detach().cpu();
+          g_out[run] = dp.grad().cpu();
+        }
+        EXPECT_TRUE(torch::equal(eps_out[0], eps_out[1]) && torch::equal(g_out[0], g_out[1]));
+        EXPECT_TRUE(torch::allclose(range_out[0], range_out[2], tol, 0)) << range_out[0] << range_out[2];
+        EXPECT_TRUE(torch::allclose(eps_out[0], eps_out[2], tol, tol)) << (eps_out[0] - eps_out[2]).abs().max();
+        EXPECT_TRUE(close_to_scale(g_out[0], g_out[2], 10 * tol));
+        EXPECT_TRUE(torch::equal(g_out[0].masked_select(at_zero), torch::zeros({at_zero.sum().item<int64_t>()}, dt)));
+        EXPECT_GT(eps_out[0].max().item<double>(), 0.99);
+      }
+    }
+    // Every row equal: eps 1 everywhere, no gradient; no rows: [-inf, -inf].
+    const at::Tensor same = torch::full({50}, 0.7, torch::TensorOptions(dt).device(torch::kCUDA)).requires_grad_(true);
+    const at::Tensor d50 = torch::full({50}, 3.0, same.options().requires_grad(false));
+    const at::Tensor eq =
+        d::normalised_depth_benefit(same, d50, {}, d::depth_benefit_range(same, d50, {}, t_max), t_max, false);
+    EXPECT_TRUE(torch::equal(eq.cpu(), torch::ones({50}, dt)));
+    eq.sum().backward();
+    EXPECT_TRUE(torch::equal(same.grad().cpu(), torch::zeros({50}, dt)));
+    const at::Tensor empty = torch::zeros({0}, d50.options());
+    EXPECT_TRUE(torch::equal(d::depth_benefit_range(empty, empty, {}, t_max).cpu(),
+                             torch::full({2}, -INFINITY, torch::kFloat64)));
   }
 }
 

@@ -12,6 +12,7 @@
 #include <set>
 
 #include "adgnn/gnn.h"
+#include "depth_benefit.h"
 #include "layers.h"
 #include "surrogate.h"
 #include "six_nodes.h"
@@ -442,6 +443,86 @@ TEST(AdGradients, DepthMaskPositionsByHand) {
 // tau(t) = lambda + (1 - lambda)(1 - exp(-(softplus(a_2) + ... + softplus(a_t)))) (docs/method.md),
 // by hand in float64, with a beyond softplus' threshold (20); `all` carries no gradient, each
 // layer's value does, and a's gradient is the finite difference of a weighted sum of the layers'.
+// The learned depth benefit's pieces (depth_benefit.h) by hand in float64: d+ as each row's sum of
+// its entries' pair sigmoids, L_reg's sum, l's range and eps_tilde under both normalisations
+// (with AD#'s offset, a row at alpha = 0 and every row equal), and the gradients against the
+// formulas' derivatives and finite differences.
+TEST(AdGradients, DepthBenefitPiecesByHand) {
+  namespace d = adgnn::detail;
+  const auto f64 = torch::kFloat64, i64 = torch::kInt64;
+  auto sig = [](double x) { return 1 / (1 + std::exp(-x)); };
+  {  // rows {entries 0, 1}, {2}, {}: entries 0 and 2 share pair 0
+    const at::Tensor rowptr = torch::tensor({0, 2, 3, 3}, i64), rows = torch::tensor({0, 0, 1}, i64);
+    const at::Tensor entry_pair = torch::tensor({0, 1, 0}, i64);
+    const at::Tensor logit = torch::tensor({0.3, -1.2}, f64).requires_grad_(true);
+    const at::Tensor dp = d::sigmoid_row_sums(rowptr, rows, entry_pair, logit);
+    ASSERT_EQ(dp.numel(), 3);
+    EXPECT_NEAR(dp[0].item<double>(), sig(0.3) + sig(-1.2), 1e-15);
+    EXPECT_NEAR(dp[1].item<double>(), sig(0.3), 1e-15);
+    EXPECT_EQ(dp[2].item<double>(), 0.0);
+    const at::Tensor bce = d::pair_bce_sum(logit, torch::tensor({1, 0}, i64), torch::tensor({1.0, 0.0}, f64));
+    EXPECT_NEAR(bce.item<double>(), std::log1p(std::exp(1.2)) + std::log1p(std::exp(0.3)), 1e-14);
+    (dp * torch::tensor({0.5, -2.0, 7.0}, f64)).sum().add(bce).backward();
+    auto dsig = [&](double x) { return sig(x) * (1 - sig(x)); };
+    EXPECT_NEAR(logit.grad()[0].item<double>(), (0.5 - 2.0) * dsig(0.3) + sig(0.3), 1e-14);
+    EXPECT_NEAR(logit.grad()[1].item<double>(), 0.5 * dsig(-1.2) + sig(-1.2) - 1, 1e-14);
+  }
+  const double t_max = 3;
+  const std::vector<double> dp0{1.7, 0.4, 2.5, 0.5, 0.05}, deg{3, 1, 2, 2, 4}, off{0.1, -0.2, 0, 0.3, 0.2};
+  auto l_of = [&](size_t i, bool with_offset) {
+    const double alpha = (1 + 2 * dp0[i] - deg[i]) / (deg[i] + 1);
+    return t_max * (2 * std::log(std::max(std::abs(alpha), 1e-12)) + std::log(deg[i] + 1)) +
+           (with_offset ? off[i] : 0);
+  };
+  const at::Tensor d_t = torch::tensor(deg, f64), off_t = torch::tensor(off, f64);
+  for (const bool with_offset : {false, true}) {
+    for (const bool log_norm : {false, true}) {
+      SCOPED_TRACE(std::string(with_offset ? "offset, " : "") + (log_norm ? "log" : "linear"));
+      const at::Tensor offset = with_offset ? off_t : at::Tensor();
+      std::vector<double> l;
+      for (size_t i = 0; i < dp0.size(); ++i) l.push_back(l_of(i, with_offset));
+      const double lo = *std::min_element(l.begin(), l.end()), hi = *std::max_element(l.begin(), l.end());
+      const at::Tensor range = d::depth_benefit_range(torch::tensor(dp0, f64), d_t, offset, t_max);
+      EXPECT_NEAR(range[0].item<double>(), -lo, 1e-12);
+      EXPECT_NEAR(range[1].item<double>(), hi, 1e-12);
+      const at::Tensor dp = torch::tensor(dp0, f64).requires_grad_(true);
+      const at::Tensor eps = d::normalised_depth_benefit(dp, d_t, offset, range, t_max, log_norm);
+      const std::vector<double> want = log_norm ? std::vector<double>{} : linear_norm(l);
+      for (size_t i = 0; i < l.size(); ++i) {
+        const double e = log_norm ? (l[i] - lo) / (hi - lo) : want[i];
+        EXPECT_NEAR(eps[int64_t(i)].item<double>(), std::clamp(e, 0.0, 1.0), 1e-12) << "row " << i;
+      }
+      EXPECT_EQ(eps[3].item<double>(), 0.0);  // alpha = 0: the floor, the minimum
+      // d+'s gradient against finite differences, the range held (wider than l's, so that no
+      // row sits on the clamp). The alpha = 0 row gets none (the floor's; a step of d+ there
+      // jumps off it).
+      const at::Tensor wide = range.detach() + 0.5;
+      const at::Tensor w = torch::tensor({0.3, -1.1, 0.8, 2.0, -0.6}, f64);
+      (d::normalised_depth_benefit(dp, d_t, offset, wide, t_max, log_norm) * w).sum().backward();
+      for (const int64_t i : {0, 1, 2, 4}) {
+        const double h = 1e-6;
+        at::Tensor up = dp.detach().clone(), down = dp.detach().clone();
+        up[i] += h;
+        down[i] -= h;
+        auto f = [&](const at::Tensor& x) {
+          return (d::normalised_depth_benefit(x, d_t, offset, wide, t_max, log_norm) * w).sum().item<double>();
+        };
+        EXPECT_NEAR(dp.grad()[i].item<double>(), (f(up) - f(down)) / (2 * h), 1e-6) << "row " << i;
+      }
+      EXPECT_EQ(dp.grad()[3].item<double>(), 0.0);
+    }
+  }
+  // Every row equal: each is the maximum (eps 1), without a gradient; no rows: an empty range.
+  const at::Tensor same = torch::full({3}, 0.9, f64).requires_grad_(true), d3 = torch::full({3}, 2.0, f64);
+  const at::Tensor eq = d::normalised_depth_benefit(same, d3, {}, d::depth_benefit_range(same, d3, {}, t_max), t_max,
+                                                    false);
+  EXPECT_TRUE(torch::equal(eq, torch::ones({3}, f64)));
+  eq.sum().backward();
+  EXPECT_TRUE(torch::equal(same.grad(), torch::zeros({3}, f64)));
+  const at::Tensor none = d::depth_benefit_range(torch::zeros({0}, f64), torch::zeros({0}, f64), {}, t_max);
+  EXPECT_TRUE(torch::equal(none, torch::full({2}, -INFINITY, f64)));
+}
+
 TEST(AdGradients, TauThresholdsByHand) {
   const auto f64 = torch::kFloat64;
   const std::vector<double> a0{-1.5, 0.3, 25.0};
