@@ -41,21 +41,34 @@ class PairBceSumFn : public torch::autograd::Function<PairBceSumFn> {
   }
 };
 
+// The constants of eps_tilde (no gradient). A struct, not Function inputs: those must be defined
+// tensors, and the offset is mostly absent.
+struct BenefitConstants {
+  at::Tensor d, offset, range;
+  double t_max = 0;
+  bool log_normalisation = false;
+};
+
 class NormalisedDepthBenefitFn : public torch::autograd::Function<NormalisedDepthBenefitFn> {
  public:
-  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& d_plus, const at::Tensor& d,
-                            const at::Tensor& offset, const at::Tensor& range, double t_max, bool log_normalisation) {
-    ctx->save_for_backward({d_plus, d, offset, range});
-    ctx->saved_data["t_max"] = t_max;
-    ctx->saved_data["log"] = log_normalisation;
-    return kernels::normalised_depth_benefit_cuda(d_plus, d, offset, range, t_max, log_normalisation);
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& d_plus,
+                            const BenefitConstants& c) {
+    ctx->save_for_backward({d_plus});
+    ctx->saved_data["d"] = c.d;
+    ctx->saved_data["range"] = c.range;
+    if (c.offset.defined()) ctx->saved_data["offset"] = c.offset;
+    ctx->saved_data["t_max"] = c.t_max;
+    ctx->saved_data["log"] = c.log_normalisation;
+    return kernels::normalised_depth_benefit_cuda(d_plus, c.d, c.offset, c.range, c.t_max, c.log_normalisation);
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
-    const auto s = ctx->get_saved_variables();
-    return {kernels::normalised_depth_benefit_backward_cuda(s[0], s[1], s[2], s[3], ctx->saved_data["t_max"].toDouble(),
-                                                            ctx->saved_data["log"].toBool(), grads[0]),
-            at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+    const auto& data = ctx->saved_data;
+    const at::Tensor offset = data.count("offset") ? data.at("offset").toTensor() : at::Tensor();
+    return {kernels::normalised_depth_benefit_backward_cuda(
+                ctx->get_saved_variables()[0], data.at("d").toTensor(), offset, data.at("range").toTensor(),
+                data.at("t_max").toDouble(), data.at("log").toBool(), grads[0]),
+            at::Tensor()};
   }
 };
 #endif
@@ -117,7 +130,8 @@ at::Tensor detail::normalised_depth_benefit(const at::Tensor& d_plus, const at::
   TORCH_CHECK(range.numel() == 2 && range.scalar_type() == torch::kFloat64 && range.device() == d_plus.device(),
               "normalised_depth_benefit: range float64 [2] on d_plus's device");
 #ifdef ADGNN_HAVE_CUDA_KERNELS
-  if (d_plus.is_cuda()) return NormalisedDepthBenefitFn::apply(d_plus, d, offset, range, t_max, log_normalisation);
+  if (d_plus.is_cuda())
+    return NormalisedDepthBenefitFn::apply(d_plus, BenefitConstants{d, offset, range, t_max, log_normalisation});
 #endif
   const at::Tensor l = log_benefit(d_plus, d, offset, t_max);
   const at::Tensor lo = -range[0], hi = range[1];
