@@ -8,6 +8,9 @@ operation on the launching thread, and the kernel's name. The Markdown summaries
     python3 scripts/trace_by_op.py rank1.trace.json [--scope forward] [--top 40] [--steps 1]
 
 --steps: how many steps the trace holds (the summaries' Chrome trace holds the last one).
+--gaps US: instead, the device's idle gaps of at least US microseconds between its first and last
+kernel, summed by the operation whose launch ended each (where the device waited for the host;
+Kineto's own overhead lengthens the host's time, so read the ranking more than the sum).
 """
 import argparse
 import bisect
@@ -22,6 +25,7 @@ def main():
     ap.add_argument("--scope", help="only kernels launched inside this innermost profiler scope ('-': none)")
     ap.add_argument("--top", type=int, default=40)
     ap.add_argument("--steps", type=int, default=1)
+    ap.add_argument("--gaps", type=float, metavar="US", help="the device's idle gaps of at least US us instead")
     a = ap.parse_args()
     try:
         with open(a.trace) as f:
@@ -39,10 +43,8 @@ def main():
     for tid, lst in ops.items():
         lst.sort(key=lambda o: (o["ts"], -o["dur"]))
         starts[tid] = [o["ts"] for o in lst]
-    total = collections.defaultdict(lambda: [0, 0.0])
-    for e in events:
-        if e.get("cat") not in ("kernel", "gpu_memcpy", "gpu_memset"):
-            continue
+    def launched_by(e, outer_width=50, inner_width=30):
+        """(innermost scope, outermost and innermost op) around the launch of device event e."""
         launch = launches.get(e.get("args", {}).get("correlation"))
         stack = []
         if launch is not None and launch["tid"] in starts:
@@ -51,10 +53,20 @@ def main():
             stack = [o for o in lst[:end] if launch["ts"] <= o["ts"] + o["dur"]]
         scopes = [o["name"] for o in stack if o.get("cat") == "user_annotation"]
         aten = [o["name"] for o in stack if o.get("cat") == "cpu_op"]
-        scope = scopes[-1] if scopes else "-"
+        return (scopes[-1] if scopes else "-", aten[0][:outer_width] if aten else "?",
+                aten[-1][:inner_width] if aten else "?")
+
+    device = sorted((e for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and "dur" in e),
+                    key=lambda e: e["ts"])
+    if a.gaps is not None:
+        print_gaps(a, device, launched_by)
+        return
+    total = collections.defaultdict(lambda: [0, 0.0])
+    for e in device:
+        scope, outer, inner = launched_by(e)
         if a.scope is not None and scope != a.scope:
             continue
-        key = (scope, aten[0][:50] if aten else "?", aten[-1][:30] if aten else "?", e["name"][:70])
+        key = (scope, outer, inner, e["name"][:70])
         total[key][0] += 1
         total[key][1] += e["dur"]
     busy = sum(v[1] for v in total.values()) / a.steps
@@ -65,6 +77,29 @@ def main():
     for key, (calls, us) in sorted(total.items(), key=lambda kv: -kv[1][1])[:a.top]:
         cells = " | ".join(k.replace("|", "/") for k in key)
         print(f"| {us / a.steps:.0f} | {calls / a.steps:g} | {cells} |")
+
+
+def print_gaps(a, device, launched_by):
+    """The idle intervals between device events, summed by what launched the event ending each."""
+    total = collections.defaultdict(lambda: [0, 0.0])
+    idle = 0.0
+    end = None
+    for e in device:
+        if end is not None and e["ts"] - end >= a.gaps:
+            key = launched_by(e, 60, 80)
+            if a.scope is None or key[0] == a.scope:
+                total[key][0] += 1
+                total[key][1] += e["ts"] - end
+                idle += e["ts"] - end
+        end = e["ts"] + e["dur"] if end is None else max(end, e["ts"] + e["dur"])
+    span = (end - device[0]["ts"]) if device else 0.0
+    print(f"{a.trace}: {idle / a.steps / 1000:.3f} ms per step idle in gaps of >= {a.gaps:g} us "
+          f"({span / a.steps / 1000:.3f} ms from the first device event to the last)")
+    print("| idle us per step | gaps per step | scope | outer op | inner op (its launch ended the gap) |")
+    print("|---:|---:|---|---|---|")
+    for key, (count, us) in sorted(total.items(), key=lambda kv: -kv[1][1])[:a.top]:
+        cells = " | ".join(k.replace("|", "/") for k in key)
+        print(f"| {us / a.steps:.0f} | {count / a.steps:g} | {cells} |")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """scripts/trace_by_op.py on a hand-made Chrome trace: kernels are summed under the scope and
 operations that launched them (by the launch's correlation id and thread), a scope filter keeps
-only its kernels, and an unreadable file exits 2 with one line."""
+only its kernels, --gaps sums the device's idle gaps by the operation whose launch ended each, and
+an unreadable file exits 2 with one line."""
 import json
 import os
 import subprocess
@@ -57,6 +58,24 @@ with tempfile.TemporaryDirectory() as tmp:
                          check=True).stdout
     if "gather_kernel" in out or "dropout_kernel" not in out:
         print("FAIL: --scope dropout\n" + out)
+        failed += 1
+    # --gaps: kernels at 0-10, 50-60, 62-70 and 100-110 us: gaps of 40 and 30 us (the 2 us one is
+    # below the threshold), ended by launches inside aten::sub in scope "depth benefit".
+    gap_events = [
+        op("forward", "user_annotation", 0, 20), op("aten::mm", "cpu_op", 1, 5), launch(11, 2),
+        op("depth benefit", "user_annotation", 30, 80), op("aten::sub", "cpu_op", 40, 5), launch(12, 41),
+        op("aten::div", "cpu_op", 50, 5), launch(13, 51), op("aten::sub", "cpu_op", 90, 5), launch(14, 91),
+        dict(kernel("mm_kernel", 11, 10), ts=0), dict(kernel("sub_kernel", 12, 10), ts=50),
+        dict(kernel("div_kernel", 13, 8), ts=62), dict(kernel("sub_kernel", 14, 10), ts=100),
+    ]
+    gap_path = os.path.join(tmp, "gaps.trace.json")
+    with open(gap_path, "w") as f:
+        json.dump({"traceEvents": gap_events}, f)
+    out = subprocess.run([sys.executable, script, gap_path, "--gaps", "5"], capture_output=True, text=True,
+                         check=True).stdout
+    rows = [line for line in out.splitlines() if line.startswith("| ") and line[2].isdigit()]
+    if rows != ["| 70 | 2 | depth benefit | aten::sub | aten::sub |"] or "0.070 ms per step idle" not in out:
+        print("FAIL: --gaps\n" + out)
         failed += 1
     bad = subprocess.run([sys.executable, script, os.path.join(tmp, "missing.json")], capture_output=True, text=True)
     if bad.returncode != 2 or len(bad.stderr.strip().splitlines()) != 1 or "missing.json" not in bad.stderr:
