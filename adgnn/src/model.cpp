@@ -615,7 +615,8 @@ struct Model::Impl {
   RegPairs reg_pairs_;
   const RegPairs& reg_pairs(const RegEdges& re, const at::Tensor& entry_pair, c10::ScalarType dtype) {
     RegPairs& r = reg_pairs_;
-    if (!r.entry_pair.is_same(entry_pair) || !r.sel.is_same(re.sel) || r.target.scalar_type() != dtype) {
+    if (!r.target.defined() || !r.entry_pair.is_same(entry_pair) || !r.sel.is_same(re.sel) ||
+        r.target.scalar_type() != dtype) {
       r.entry_pair = entry_pair;
       r.sel = re.sel;
       r.sel_pair = entry_pair.index_select(0, re.sel);
@@ -627,7 +628,7 @@ struct Model::Impl {
     if (a.defined() != b.defined()) return false;
     return !a.defined() || (a.data_ptr() == b.data_ptr() && a.numel() == b.numel() && a._version() == version);
   }
-  RegEdges& reg_edges_for(const MessageGraph& g, const at::Tensor& labels, const at::Tensor& train_mask) {
+  const RegEdges& reg_edges_for(const MessageGraph& g, const at::Tensor& labels, const at::Tensor& train_mask) {
     RegEdges& r = reg_edges;
     const bool with_reg = labels.defined() && train_mask.defined();
     if (r.dst.defined() && r.rowptr.data_ptr() == g.rowptr.data_ptr() && r.rowptr.numel() == g.rowptr.numel() &&
@@ -761,7 +762,7 @@ struct Model::Impl {
       d_plus = heuristic_d_plus.to(theta_a.scalar_type());
     } else {
       const bool with_reg = training && labels.defined() && train_mask.defined();
-      RegEdges& re = reg_edges_for(g, with_reg ? labels : at::Tensor(), with_reg ? train_mask : at::Tensor());
+      const RegEdges& re = reg_edges_for(g, with_reg ? labels : at::Tensor(), with_reg ? train_mask : at::Tensor());
       const detail::PairLogits pl = detail::fdelta_pair_logits(
           g.rowptr, g.col, z_src, fd_w1, fd_b1, fd_w2, fd_b2,
           cfg.fdelta_precision == "tf32"   ? detail::FDeltaPrecision::kTf32
