@@ -15,7 +15,8 @@
 # VARIANTS (default plain,ad_fast) and FDELTA (e.g. fp32,tf32: --fdelta-precision, for AD-GCN)
 # pick what that bench runs; OLD_FDELTA (default FDELTA) the old build's, where it lacks a
 # precision. BENCH_FLAGS adds flags to both builds' bench (e.g. --kernels: SpMM against the copy
-# bandwidth). With TESTS=1 on several GPUs, the distributed tests also run on the GPUs (CUDA +
+# bandwidth); STEPS (default 30) its timed steps: 100 steadies the AD variants' medians on a
+# noisy host (their p10-p90 spans 1-3 ms on some machines). With TESTS=1 on several GPUs, the distributed tests also run on the GPUs (CUDA +
 # NCCL, one rank per GPU) after the benches.
 # GRAPH=arxiv: the `adgnn train` runs on the arxiv-scale graph instead (e.g. RANKS=1: a
 # host-bound step). OLD_FLAGS="--flag value" instead of build-ab/old: the old runs are this tree's
@@ -61,7 +62,7 @@ if [ "${WORKLOAD:-products}" = arxiv ]; then
     fdelta=${FDELTA:-}
     [ "${run#old}" != "$run" ] && fdelta=${OLD_FDELTA:-$fdelta}
     "$bin" bench --dataset /tmp/arxiv.h5 --variants "${VARIANTS:-plain,ad_fast}" --depths 4,8 \
-      ${fdelta:+--fdelta-precision "$fdelta"} ${BENCH_FLAGS:-} --json "$OUT/$run.json" >"$OUT/${run}_arxiv.md" 2>&1
+      ${fdelta:+--fdelta-precision "$fdelta"} --steps "${STEPS:-30}" ${BENCH_FLAGS:-} --json "$OUT/$run.json" >"$OUT/${run}_arxiv.md" 2>&1
     elapsed "$run: $(grep -E '^\| (GCN|AD-GCN|SpMM (forward|backward).*all rows)' "$OUT/${run}_arxiv.md" | cut -d'|' -f2-4 | tr '\n' ' ')"
   done
   if [ -n "${TESTS:-}" ] && [ "$ngpu" -gt 1 ]; then
