@@ -71,11 +71,7 @@ __global__ void pair_bce_sum_kernel(const T* __restrict__ pair_logit, const int6
   }
   sums[threadIdx.x] = acc;
   __syncthreads();
-  if (threadIdx.x == 0) {
-    T total = T(0);
-    for (int t = 0; t < int(blockDim.x); ++t) total += sums[t];
-    partial[blockIdx.x] = total;
-  }
+  add_warp_sums(sums, int(blockDim.x), 1, partial + blockIdx.x);  // thread order (one value per "warp")
   __syncthreads();
   finish_block_sums(partial, 1, done, out, sums, int(blockDim.x));
 }
