@@ -169,6 +169,15 @@ assert d["kernels"]["copy_bandwidth_GBps"] > 0 and len(d["kernels"]["gcn_step_fl
 for k in ("dropout_input", "dropout_5pct_rows", "dropout_5pct_rows_gradient"):
     assert d["kernels"][k + "_ms"] > 0 and d["kernels"][k + "_bytes"] > 0, k
 PY
+# Without --breakdown: the host's issue time per step, a column and in the JSON.
+expect_ok "$adgnn" bench --dataset csbm:demo --device cpu --depths 2 --variants ad --steps 2 --warmup 1 --hidden 16 \
+  --json "$tmp/bench_host.json"
+grep -q "| host ms |" "$tmp/out" && python3 - "$tmp/bench_host.json" <<'PY' && ok || bad "bench lacks the host issue times"
+import json, sys
+(r,) = json.load(open(sys.argv[1]))["rows"]
+h = r["host_issue_ms"]
+assert 0 < h["forward"] <= h["step"] and 0 < h["backward"] <= h["step"] <= max(r["step_ms"]) * 1.01, h
+PY
 expect_error "--depths" "$adgnn" bench --dataset csbm:demo --device cpu --depths 0
 expect_error "--variants" "$adgnn" bench --dataset csbm:demo --device cpu --variants fancy
 expect_error "--steps" "$adgnn" bench --dataset csbm:demo --device cpu --steps 0
