@@ -2,6 +2,8 @@
 // with per-node depth (frozen rows, self-only updates at width-changing layers) and the
 // straight-through surrogate for the hard masks.
 #include <ATen/CPUGeneratorImpl.h>
+#include <c10/core/Event.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -419,6 +421,11 @@ bool& detail::band_every_row_active_shortcut() {
   return on;
 }
 
+bool& detail::first_layer_before_counts() {
+  static bool on = true;
+  return on;
+}
+
 detail::DepthMasks detail::depth_masks(const at::Tensor& eps, const at::Tensor& tau, const at::Tensor& depth_in,
                                        const at::Tensor& rowptr, const DepthMaskSpec& spec) {
   const int64_t L = spec.layers, n = rowptr.numel() - 1;
@@ -596,6 +603,15 @@ struct Model::Impl {
   // reductions, host reads or (distributed) allreduce.
   at::Tensor fast_eps;
 
+  // 0..n-1 on the device (layer 1's rows when it computes every row), kept between passes.
+  at::Tensor row_ids_cache;
+  const at::Tensor& row_ids(int64_t n, const at::TensorOptions& opts) {
+    if (!row_ids_cache.defined() || row_ids_cache.numel() != n || row_ids_cache.device() != opts.device() ||
+        row_ids_cache.scalar_type() != opts.dtype().toScalarType())
+      row_ids_cache = torch::arange(n, opts);
+    return row_ids_cache;
+  }
+
   // The learned variant's per-graph constants: every entry's row (for d+) and L_reg's training
   // edges with their targets. They depend on the graph, the labels and the training mask only,
   // so they are built once (a device wait for the selection's size) instead of every step. Keyed
@@ -737,7 +753,6 @@ struct Model::Impl {
                                    const at::Tensor& labels, const at::Tensor& train_mask,
                                    at::Tensor& reg_loss) {
     const int64_t n = g.num_dst;
-    const at::Tensor all = torch::arange(n, g.rowptr.options());
     const at::Tensor deg = g.degree.slice(0, 0, n);
     at::Tensor d_plus;
     if ((cfg.variant == "ad_fast" || cfg.variant == "ad_sharp") && cfg.same_label_heuristic != "degree") {
@@ -755,7 +770,8 @@ struct Model::Impl {
     } else if (cfg.variant == "ad_fast" || cfg.variant == "ad_sharp") {
       // p_uv = d_u d_v / max d_i d_j: d+_v = d_v * sum_u d_u / max.
       if (!cached_for(g)) {
-        const at::Tensor nb = csr_aggregate(g.rowptr, g.col, {}, g.degree.unsqueeze(1), all).squeeze(1);
+        const at::Tensor nb =
+            csr_aggregate(g.rowptr, g.col, {}, g.degree.unsqueeze(1), torch::arange(n, g.rowptr.options())).squeeze(1);
         heuristic_d_plus = deg.to(torch::kFloat64) * nb / g.max_degree_product;
         heuristic_rowptr = g.rowptr;
       }
@@ -1043,6 +1059,7 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
   // Built when layer 2 needs it, not right after the host copy below: the device, which that copy
   // left idle, then gets layer 1's kernels first and runs them while the host builds it.
   std::function<void()> make_deep_graph;
+  at::Tensor first_upd;  // layer 1's forward, issued before the wait for the counts (below)
   if (masks) {
     // Rows of `stacked`: every layer's computed, then active, then band rows, then the frozen
     // rows of the width-changing layers (spec.frozen_layers); `lists` in the same order.
@@ -1074,13 +1091,51 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
     const int64_t counts_at = int64_t(lists.size()) + L + (try_compact_halo ? 3 : 0);
     const at::Tensor halo_counts = pass ? pass->plan_counts() : at::Tensor();
     if (halo_counts.defined()) sizes = torch::cat({sizes, halo_counts});
-    sizes = sizes.to(torch::kCPU).contiguous();
+    // Layer 1 computes every row when lambda = 0 (tau(1) = 0 <= every eps; docs/method.md): one
+    // process issues its forward before it waits for the counts, so that the device runs layer 1
+    // (the graph's SpMM and product) while the host reads the counts and builds the row lists,
+    // instead of idling until the host has issued it (v74). Kept only if the counts confirm
+    // that every row is computed; the loop's call would be the same, with rows 0..n-1 listed.
+    if (!pass && m.adaptive() && c.lambda == 0 && detail::first_layer_before_counts()) {
+      auto first_layer = [&] {
+        RECORD_USER_SCOPE("layer 1");
+        Layer& layer = *m.layers.front();
+        struct Reset {
+          Layer& layer;
+          ~Reset() {
+            layer.set_rows_entries(-1);
+            layer.set_rows_pos({});
+          }
+        } reset{layer};
+        layer.set_rows_entries(g.col.numel());
+        layer.set_rows_pos(comp_pos_all.select(0, 0));
+        {
+          RECORD_USER_SCOPE("aggregate");
+          first_upd = layer.forward(g, hin, m.row_ids(n, g.rowptr.options()));
+        }
+      };
+      if (x.is_cuda()) {
+        const at::Tensor host = at::empty(sizes.sizes(), sizes.options().device(torch::kCPU).pinned_memory(true));
+        host.copy_(sizes, /*non_blocking=*/true);
+        c10::Event counted(x.device().type());
+        counted.record(c10::impl::VirtualGuardImpl(x.device().type()).getStream(x.device()));
+        first_layer();
+        counted.synchronize();
+        sizes = host;
+      } else {
+        first_layer();
+        sizes = sizes.to(torch::kCPU).contiguous();
+      }
+    } else {
+      sizes = sizes.to(torch::kCPU).contiguous();
+    }
     if (halo_counts.defined()) pass->set_plan_counts(sizes.slice(0, counts_at));
     const int64_t* size = sizes.data_ptr<int64_t>();
     int64_t listed = 0;  // the lists' total: their buffer sized without a second device wait
     for (size_t k = 0; k < lists.size(); ++k) listed += size[k];
     const at::Tensor rows = detail::mask_rows(*masks, listed);  // by mask, then row
     for (int64_t t = 1; t <= L; ++t) comp_entries[size_t(t)] = size[int64_t(lists.size()) + t - 1];
+    if (first_upd.defined() && (size[0] != n || comp_entries[1] != g.col.numel())) first_upd = at::Tensor();
     if (try_compact_halo) {
       const int64_t held = size[int64_t(lists.size()) + L];
       bool few_deep = true;  // every layer >= 2 computes few rows (the backward's regrouping)
@@ -1260,7 +1315,12 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
       } reset{layer};
       layer.set_rows_entries(comp_entries[size_t(t)]);
       layer.set_rows_pos(comp_pos_all.select(0, t - 1));
-      upd = layer.forward(gl, hin, comp_rows);
+      if (t == 1 && first_upd.defined()) {
+        out.stats.first_layer_early = true;
+        upd = std::exchange(first_upd, at::Tensor());
+      } else {
+        upd = layer.forward(gl, hin, comp_rows);
+      }
     }
     layer.set_halo(nullptr, 0, nullptr);
     const bool has_band = band_rows.numel() > 0;

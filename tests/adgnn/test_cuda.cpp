@@ -760,6 +760,48 @@ TEST(Cuda, FusedOutputDropoutEqualsTheSeparateDropout) {
                                                         << (grads[0][i] - grads[1][i]).abs().max();
 }
 
+// v74 on the GPU: layer 1 issued before the wait for the counts (their copy into pinned memory,
+// an event) gives the plain order's logits, L_reg and gradients, bit for bit, learned and fast.
+TEST(Cuda, FirstLayerBeforeTheCountsEqualsThePlainOrder) {
+  REQUIRE_GPU();
+  const auto g = graph(3000, 8);
+  const auto t = adgnn::to_tensors(g, c10::Device("cuda"));
+  const auto mg = adgnn::message_graph(t);
+  const at::Tensor train = (torch::arange(g.num_nodes) % 3 == 0).cuda();
+  for (const std::string variant : {"ad", "ad_fast"}) {
+    SCOPED_TRACE(variant);
+    at::Tensor logits[2], reg[2];
+    std::vector<at::Tensor> grads[2];
+    for (int early = 0; early < 2; ++early) {
+      adgnn::detail::first_layer_before_counts() = early == 1;
+      adgnn::ModelConfig c;
+      c.variant = variant;
+      c.layers = 4;
+      c.hidden = 64;
+      c.in_dim = g.features.cols;
+      c.out_dim = g.num_classes;
+      c.dropout = 0.5;
+      c.seed = 4;
+      c.device = "cuda";
+      adgnn::Model m(c);
+      const auto out = m.forward(mg, t.x, true, 6, t.y, train);
+      EXPECT_EQ(out.stats.first_layer_early, early == 1);
+      (torch::nll_loss(torch::log_softmax(out.logits, 1).index({train}), t.y.index({train})) + out.reg_loss).backward();
+      logits[early] = out.logits.detach().cpu();
+      reg[early] = out.reg_loss.detach().cpu();
+      for (auto& [n, p] : m.named_parameters()) grads[early].push_back(p.grad().defined() ? p.grad().cpu() : at::Tensor());
+    }
+    adgnn::detail::first_layer_before_counts() = true;
+    EXPECT_TRUE(torch::equal(logits[0], logits[1]));
+    EXPECT_TRUE(torch::equal(reg[0], reg[1]));
+    ASSERT_EQ(grads[0].size(), grads[1].size());
+    for (size_t i = 0; i < grads[0].size(); ++i) {
+      ASSERT_EQ(grads[0][i].defined(), grads[1][i].defined()) << "parameter " << i;
+      if (grads[0][i].defined()) EXPECT_TRUE(torch::equal(grads[0][i], grads[1][i])) << "parameter " << i;
+    }
+  }
+}
+
 // v65: the GPU's cross-entropy kernels against the CPU's ATen formula (loss and gradient), in
 // float64 and float32, with a repeated row (its gradient adds up) and wide rows (C > 32), scaled
 // (v70: the mean's 1 / count applied per row in the kernels).

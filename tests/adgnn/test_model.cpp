@@ -614,6 +614,51 @@ TEST(AdGradients, EveryRowActiveShortcutEqualsTheGeneralPath) {
   }
 }
 
+// v74: one process with lambda = 0 issues layer 1's forward before it waits for the layers' row
+// counts. The same function as the plain order, bit for bit: logits, L_reg and every parameter's
+// gradient, for each adaptive variant and backbones whose layer 1 reads its row list (SAGE,
+// GAT) or not (GCN), training (dropout) and evaluation. With lambda > 0 (rows may skip layer 1)
+// the early forward is not issued.
+TEST(AdGradients, FirstLayerBeforeTheCountsEqualsThePlainOrder) {
+  const auto g = csbm(90, 0.4, 5);
+  const auto t = adgnn::to_tensors(g, torch::kCPU);
+  const auto mg = adgnn::message_graph(t);
+  const at::Tensor train = torch::rand({g.num_nodes}) < 0.5;
+  const at::Tensor probe = torch::randn({g.num_nodes, g.num_classes});
+  for (const std::string backbone : {"gcn", "sage", "gat"})
+    for (const std::string variant : {"ad", "ad_fast", "ad_sharp"})
+      for (const bool training : {true, false})
+        for (const double lambda : {0.0, 0.3}) {
+          SCOPED_TRACE(backbone + " " + variant + (training ? " training" : " evaluation") + " lambda " +
+                       std::to_string(lambda));
+          auto cfg = config(variant, 3, g);
+          cfg.backbone = backbone;
+          cfg.dropout = 0.3;
+          cfg.lambda = lambda;
+          at::Tensor logits[2], reg[2];
+          std::vector<at::Tensor> grads[2];
+          for (int early = 0; early < 2; ++early) {
+            adgnn::detail::first_layer_before_counts() = early == 1;
+            adgnn::Model model(cfg);
+            // AD#'s second pass reads the calibration of its first.
+            if (variant == "ad_sharp") (void)model.forward(mg, t.x, true, 1, t.y, train);
+            auto out = model.forward(mg, t.x, training, 2, t.y, train);
+            EXPECT_EQ(out.stats.first_layer_early, early == 1 && lambda == 0);
+            logits[early] = out.logits.detach();
+            reg[early] = out.reg_loss.detach();
+            if (!training) continue;
+            ((out.logits * probe).sum() + out.reg_loss).backward();
+            for (auto& [name, p] : model.named_parameters())
+              grads[early].push_back(p.grad().defined() ? p.grad().clone() : torch::zeros_like(p));
+          }
+          adgnn::detail::first_layer_before_counts() = true;
+          EXPECT_TRUE(torch::equal(logits[0], logits[1]));
+          EXPECT_TRUE(torch::equal(reg[0], reg[1]));
+          ASSERT_EQ(grads[0].size(), grads[1].size());
+          for (size_t i = 0; i < grads[0].size(); ++i) EXPECT_TRUE(torch::equal(grads[0][i], grads[1][i])) << i;
+        }
+}
+
 TEST(Model, RejectsBadSettings) {
   const auto g = six_nodes();
   auto expect_bad = [&](adgnn::ModelConfig c, const std::string& flag) {

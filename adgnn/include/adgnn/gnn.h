@@ -188,6 +188,9 @@ struct ForwardStats {
   std::vector<int64_t> halo_rows, halo_rows_full, halo_bytes, halo_bytes_full;
   // Halo rows that layers >= 2 held (ModelConfig::compact_halo); -1: every halo row.
   int64_t deep_halo_rows = -1;
+  // Layer 1's forward was issued before the wait for the layers' row counts (one process,
+  // lambda = 0: docs/performance.md v74).
+  bool first_layer_early = false;
 };
 
 struct ForwardOutput {
