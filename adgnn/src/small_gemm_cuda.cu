@@ -17,14 +17,9 @@ namespace adgnn::kernels {
 
 namespace {
 
-// A block: a 32 x 32 output tile, 8 x 8 threads of 4 x 4 outputs each (strided by 8). Small
-// blocks, so that a few thousand rows still give every SM several (64 x 64 tiles of 256 threads
-// took 24 us per 128 x 128 product of ~6,000 rows on an H200: too few blocks to hide latency).
-constexpr int kTile = 32;
-constexpr int kDim = 8;                 // threads per tile side
-constexpr int kPer = kTile / kDim;      // outputs per thread and side
-constexpr int kThreads = kDim * kDim;
-constexpr int kStep = 16;               // reduction elements staged per step
+constexpr int kTile = 64;     // output tile (rows and columns) of a block
+constexpr int kStep = 16;     // reduction elements staged per step
+constexpr int kThreads = 256; // 16 x 16 threads, each 4 x 4 outputs (strided by 16)
 
 // c[m, n] = a[m, kdim] b (+ bias) (ReLU), b(k, j) = b[k * b_row + j * b_col] (w: b_row = n,
 // b_col = 1; w's transpose: b_row = 1, b_col = kdim), a and c row-major. The ReLU keeps NaN.
@@ -34,46 +29,44 @@ __global__ void __launch_bounds__(kThreads)
                       int64_t b_col, int64_t n, const T* __restrict__ bias, T* __restrict__ c) {
   __shared__ T as[kStep][kTile + 1];
   __shared__ T bs[kStep][kTile + 1];
-  const int tx = threadIdx.x % kDim, ty = threadIdx.x / kDim;
+  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
   const int64_t r0 = int64_t(blockIdx.y) * kTile, c0 = int64_t(blockIdx.x) * kTile;
-  // b's tile is read along whichever of its dimensions is contiguous (w^T: along k).
-  const bool b_along_k = b_row == 1 && b_col != 1;
-  T acc[kPer][kPer];
+  T acc[4][4];
 #pragma unroll
-  for (int i = 0; i < kPer; ++i)
+  for (int i = 0; i < 4; ++i)
 #pragma unroll
-    for (int j = 0; j < kPer; ++j) acc[i][j] = T(0);
+    for (int j = 0; j < 4; ++j) acc[i][j] = T(0);
   for (int64_t k0 = 0; k0 < kdim; k0 += kStep) {
     for (int e = threadIdx.x; e < kTile * kStep; e += kThreads) {
       const int rr = e / kStep, ka = e % kStep;  // a: consecutive threads along k
       const int64_t r = r0 + rr, k = k0 + ka;
       as[ka][rr] = r < m && k < kdim ? a[r * kdim + k] : T(0);
-      const int kb = b_along_k ? e % kStep : e / kTile, cc = b_along_k ? e / kStep : e % kTile;
+      const int kb = e / kTile, cc = e % kTile;  // b: consecutive threads along the columns
       const int64_t kk = k0 + kb, col = c0 + cc;
       bs[kb][cc] = kk < kdim && col < n ? b[kk * b_row + col * b_col] : T(0);
     }
     __syncthreads();
 #pragma unroll
     for (int k = 0; k < kStep; ++k) {
-      T av[kPer], bv[kPer];
+      T av[4], bv[4];
 #pragma unroll
-      for (int i = 0; i < kPer; ++i) av[i] = as[k][ty + kDim * i];
+      for (int i = 0; i < 4; ++i) av[i] = as[k][ty + 16 * i];
 #pragma unroll
-      for (int j = 0; j < kPer; ++j) bv[j] = bs[k][tx + kDim * j];
+      for (int j = 0; j < 4; ++j) bv[j] = bs[k][tx + 16 * j];
 #pragma unroll
-      for (int i = 0; i < kPer; ++i)
+      for (int i = 0; i < 4; ++i)
 #pragma unroll
-        for (int j = 0; j < kPer; ++j) acc[i][j] += av[i] * bv[j];
+        for (int j = 0; j < 4; ++j) acc[i][j] += av[i] * bv[j];
     }
     __syncthreads();
   }
 #pragma unroll
-  for (int i = 0; i < kPer; ++i) {
-    const int64_t r = r0 + ty + kDim * i;
+  for (int i = 0; i < 4; ++i) {
+    const int64_t r = r0 + ty + 16 * i;
     if (r >= m) continue;
 #pragma unroll
-    for (int j = 0; j < kPer; ++j) {
-      const int64_t col = c0 + tx + kDim * j;
+    for (int j = 0; j < 4; ++j) {
+      const int64_t col = c0 + tx + 16 * j;
       if (col >= n) continue;
       T v = acc[i][j];
       if constexpr (Bias) v += bias[col];
@@ -95,14 +88,14 @@ __global__ void __launch_bounds__(kThreads)
   __shared__ T as[kStep][kTile + 1];
   __shared__ T gs[kStep][kTile + 1];
   __shared__ bool last;
-  const int tx = threadIdx.x % kDim, ty = threadIdx.x / kDim;
+  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
   const int64_t i0 = int64_t(blockIdx.y) * kTile, j0 = int64_t(blockIdx.x) * kTile;
   const int64_t begin = int64_t(blockIdx.z) * rows_per_chunk, end = std::min(m, begin + rows_per_chunk);
-  T acc[kPer][kPer];
+  T acc[4][4];
 #pragma unroll
-  for (int i = 0; i < kPer; ++i)
+  for (int i = 0; i < 4; ++i)
 #pragma unroll
-    for (int j = 0; j < kPer; ++j) acc[i][j] = T(0);
+    for (int j = 0; j < 4; ++j) acc[i][j] = T(0);
   for (int64_t r0 = begin; r0 < end; r0 += kStep) {
     for (int e = threadIdx.x; e < kTile * kStep; e += kThreads) {
       const int rr = e / kTile, cc = e % kTile;  // consecutive threads along a row
@@ -113,25 +106,25 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();
 #pragma unroll
     for (int k = 0; k < kStep; ++k) {
-      T av[kPer], gv[kPer];
+      T av[4], gv[4];
 #pragma unroll
-      for (int i = 0; i < kPer; ++i) av[i] = as[k][ty + kDim * i];
+      for (int i = 0; i < 4; ++i) av[i] = as[k][ty + 16 * i];
 #pragma unroll
-      for (int j = 0; j < kPer; ++j) gv[j] = gs[k][tx + kDim * j];
+      for (int j = 0; j < 4; ++j) gv[j] = gs[k][tx + 16 * j];
 #pragma unroll
-      for (int i = 0; i < kPer; ++i)
+      for (int i = 0; i < 4; ++i)
 #pragma unroll
-        for (int j = 0; j < kPer; ++j) acc[i][j] += av[i] * gv[j];
+        for (int j = 0; j < 4; ++j) acc[i][j] += av[i] * gv[j];
     }
     __syncthreads();
   }
   const int64_t chunks = gridDim.z;
   T* out = chunks == 1 ? c : partial + int64_t(blockIdx.z) * ka * n;
 #pragma unroll
-  for (int i = 0; i < kPer; ++i)
+  for (int i = 0; i < 4; ++i)
 #pragma unroll
-    for (int j = 0; j < kPer; ++j) {
-      const int64_t row = i0 + ty + kDim * i, col = j0 + tx + kDim * j;
+    for (int j = 0; j < 4; ++j) {
+      const int64_t row = i0 + ty + 16 * i, col = j0 + tx + 16 * j;
       if (row < ka && col < n) out[row * n + col] = acc[i][j];
     }
   if (chunks == 1) return;
@@ -142,10 +135,10 @@ __global__ void __launch_bounds__(kThreads)
   if (!last) return;
   __threadfence();
 #pragma unroll
-  for (int i = 0; i < kPer; ++i)
+  for (int i = 0; i < 4; ++i)
 #pragma unroll
-    for (int j = 0; j < kPer; ++j) {
-      const int64_t row = i0 + ty + kDim * i, col = j0 + tx + kDim * j;
+    for (int j = 0; j < 4; ++j) {
+      const int64_t row = i0 + ty + 16 * i, col = j0 + tx + 16 * j;
       if (row >= ka || col >= n) continue;
       T sum = T(0);
       for (int64_t z = 0; z < chunks; ++z) sum += __ldcg(partial + (z * ka + row) * n + col);

@@ -784,8 +784,8 @@ TEST(Cuda, SmallLinearEqualsTheCpu) {
         const at::Tensor probe = torch::randn({sh.m, sh.n}, torch::kFloat64);
         ASSERT_TRUE(adgnn::kernels::small_linear_applies(x.to(dt).cuda(), sh.m, w.to(dt).cuda()));
         auto run = [&](const c10::Device d, c10::ScalarType type) {
-          auto leaf = [&](const at::Tensor& t) { return t.to(type).to(d).detach().clone().requires_grad_(true); };
-          const at::Tensor xx = leaf(x), ww = leaf(w), bb = leaf(b);
+          const at::Tensor xx = x.to(type).to(d).requires_grad_(true), ww = w.to(type).to(d).requires_grad_(true),
+                           bb = b.to(type).to(d).requires_grad_(true);
           const at::Tensor out = relu ? adgnn::detail::linear_relu(xx, ww, bb, sh.m)
                                       : adgnn::detail::linear(xx, ww, bb, sh.m);
           (out * probe.to(type).to(d)).sum().backward();
