@@ -175,6 +175,17 @@ FDeltaHiddenGrad fdelta_hidden_grad_cuda(const at::Tensor& g, const at::Tensor& 
 at::Tensor fdelta_relu_dot_cuda(const at::Tensor& hidden, const at::Tensor& w2, const at::Tensor& b2);
 // x [rows, C] -> [C]: the sums of x's columns, in a fixed order (dense_cuda.cu).
 at::Tensor column_sums_cuda(const at::Tensor& x);
+// A linear layer's products over a few rows without cuBLAS, whose host time per call was most of
+// AD's deeper layers' (small_gemm_cuda.cu, v75); float32 / float64, deterministic.
+// Whether x's leading `rows` rows times w [k, n] are few enough: rows * k * n <= the limit.
+bool small_linear_applies(const at::Tensor& x, int64_t rows, const at::Tensor& w);
+int64_t& small_linear_max_macs();  // that limit (tests set it to 0 to compare with cuBLAS)
+// x [m, k] w [k, n] (+ b [n]) (ReLU, NaN kept).
+at::Tensor small_linear_cuda(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, bool relu);
+// out [m, k] (contiguous, e.g. the leading rows of a larger gradient) = g [m, n] w [k, n]^T.
+void small_linear_grad_x_cuda(const at::Tensor& g, const at::Tensor& w, at::Tensor& out);
+// x [m, k]^T g [m, n]: [k, n].
+at::Tensor small_linear_grad_w_cuda(const at::Tensor& x, const at::Tensor& g);
 // AD's straight-through band term's backward (model.cpp's band_term_grads) in one kernel: tau's
 // gradient (one element: minus the sum of g over the band rows, in a fixed order) and (want_eps)
 // eps's gradient, g at the band rows and zeros elsewhere.

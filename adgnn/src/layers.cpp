@@ -53,18 +53,28 @@ torch::autograd::variable_list linear_backward(torch::autograd::AutogradContext*
   const auto saved = ctx->get_saved_variables();
   const at::Tensor &x = saved[0], &w = saved[1];
   at::Tensor gx, gw;
+#ifdef ADGNN_HAVE_CUDA_KERNELS
+  // A few rows: our kernels, not cuBLAS (its host time per call; kernels.h, v75).
+  const bool small = kernels::small_linear_applies(x, x.size(0), w) && g.is_contiguous();
+#else
+  const bool small = false;
+#endif
   if (ctx->needs_input_grad(0)) {
     const int64_t x_rows = ctx->saved_data["x_rows"].toInt(), rows = x.size(0);
-    if (rows == x_rows) {
-      gx = at::mm(g, w.t());
-    } else {
-      gx = at::empty({x_rows, x.size(1)}, g.options());
-      at::Tensor lead = gx.narrow(0, 0, rows);
-      at::mm_out(lead, g, w.t());
-      gx.narrow(0, rows, x_rows - rows).zero_();
-    }
+    gx = rows == x_rows ? at::empty({rows, x.size(1)}, g.options()) : at::empty({x_rows, x.size(1)}, g.options());
+    at::Tensor lead = rows == x_rows ? gx : gx.narrow(0, 0, rows);
+#ifdef ADGNN_HAVE_CUDA_KERNELS
+    if (small) kernels::small_linear_grad_x_cuda(g, w, lead);
+#endif
+    if (!small) at::mm_out(lead, g, w.t());
+    if (rows != x_rows) gx.narrow(0, rows, x_rows - rows).zero_();
   }
-  if (ctx->needs_input_grad(1)) gw = at::mm(x.t(), g);
+  if (ctx->needs_input_grad(1)) {
+#ifdef ADGNN_HAVE_CUDA_KERNELS
+    if (small) gw = kernels::small_linear_grad_w_cuda(x.contiguous(), g);
+#endif
+    if (!small) gw = at::mm(x.t(), g);
+  }
   return {gx, gw, ctx->needs_input_grad(2) ? gb : at::Tensor()};
 }
 
@@ -81,7 +91,14 @@ class LinearFn : public torch::autograd::Function<LinearFn> {
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w,
                             const at::Tensor& b, bool relu, int64_t rows) {
     const at::Tensor xr = rows == x.size(0) ? x : x.narrow(0, 0, rows);
+#ifdef ADGNN_HAVE_CUDA_KERNELS
+    const at::Tensor out = kernels::small_linear_applies(xr, rows, w) && xr.is_contiguous()
+                               ? kernels::small_linear_cuda(xr, w, b, relu)
+                           : relu ? addmm_relu(b, xr, w)
+                                  : at::addmm(b, xr, w);
+#else
     const at::Tensor out = relu ? addmm_relu(b, xr, w) : at::addmm(b, xr, w);
+#endif
     ctx->save_for_backward({xr, w, relu ? out : at::Tensor()});
     ctx->saved_data["relu"] = relu;
     ctx->saved_data["x_rows"] = x.size(0);

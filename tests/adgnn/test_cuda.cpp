@@ -760,6 +760,72 @@ TEST(Cuda, FusedOutputDropoutEqualsTheSeparateDropout) {
                                                         << (grads[0][i] - grads[1][i]).abs().max();
 }
 
+// v75: a linear layer over a few rows runs our kernels instead of cuBLAS. Output and the three
+// gradients (x's in the leading rows of a larger input, w's split over row chunks, b's) against
+// float64 on the CPU, for widths that are not multiples of the tiles, one row, one chunk and
+// many; the same bits on a second run; and cuBLAS's path (the limit at 0) within float32's error.
+TEST(Cuda, SmallLinearEqualsTheCpu) {
+  REQUIRE_GPU();
+#ifdef ADGNN_HAVE_CUDA_KERNELS  // the kernels' own entry points (a CPU build declares none)
+  torch::manual_seed(21);
+  struct Shape {
+    int64_t m, k, n;
+  };
+  for (const auto dt : {torch::kFloat32, torch::kFloat64})
+    for (const Shape sh : {Shape{1, 128, 128}, Shape{33, 128, 40}, Shape{700, 128, 128}, Shape{5000, 128, 128},
+                           Shape{257, 7, 5}, Shape{300, 100, 70}, Shape{20000, 64, 64}})
+      for (const bool relu : {false, true}) {
+        SCOPED_TRACE(std::string(dt == torch::kFloat64 ? "float64" : "float32") + " m " + std::to_string(sh.m) +
+                     " k " + std::to_string(sh.k) + " n " + std::to_string(sh.n) + (relu ? " relu" : ""));
+        const int64_t extra = sh.m % 2;  // odd m: x has more rows than the product reads
+        const at::Tensor x = torch::randn({sh.m + extra, sh.k}, torch::kFloat64);
+        const at::Tensor w = torch::randn({sh.k, sh.n}, torch::kFloat64) / std::sqrt(double(sh.k));
+        const at::Tensor b = torch::randn({sh.n}, torch::kFloat64);
+        const at::Tensor probe = torch::randn({sh.m, sh.n}, torch::kFloat64);
+        ASSERT_TRUE(adgnn::kernels::small_linear_applies(x.to(dt).cuda(), sh.m, w.to(dt).cuda()));
+        auto run = [&](const c10::Device d, c10::ScalarType type) {
+          auto leaf = [&](const at::Tensor& t) { return t.to(type).to(d).detach().clone().requires_grad_(true); };
+          const at::Tensor xx = leaf(x), ww = leaf(w), bb = leaf(b);
+          const at::Tensor out = relu ? adgnn::detail::linear_relu(xx, ww, bb, sh.m)
+                                      : adgnn::detail::linear(xx, ww, bb, sh.m);
+          (out * probe.to(type).to(d)).sum().backward();
+          return std::vector<at::Tensor>{out.detach().cpu().to(torch::kFloat64), xx.grad().cpu().to(torch::kFloat64),
+                                         ww.grad().cpu().to(torch::kFloat64), bb.grad().cpu().to(torch::kFloat64)};
+        };
+        const auto want = run(torch::kCPU, torch::kFloat64);
+        const auto got = run(torch::kCUDA, dt), again = run(torch::kCUDA, dt);
+        adgnn::kernels::small_linear_max_macs() = 0;
+        const auto cublas = run(torch::kCUDA, dt);
+        adgnn::kernels::small_linear_max_macs() = int64_t(1) << 27;
+        const char* what[] = {"output", "x's gradient", "w's gradient", "b's gradient"};
+        for (size_t i = 0; i < want.size(); ++i) {
+          SCOPED_TRACE(what[i]);
+          // float32: sums of up to 20,000 terms, judged against the largest entry's scale.
+          const double scale = std::max(1.0, want[i].abs().max().item<double>());
+          const double tol = (dt == torch::kFloat64 ? 1e-12 : 2e-5) * scale;
+          EXPECT_LE((got[i] - want[i]).abs().max().item<double>(), tol);
+          EXPECT_LE((cublas[i] - want[i]).abs().max().item<double>(), tol);
+          EXPECT_TRUE(torch::equal(got[i], again[i]));
+        }
+        if (extra) {
+          EXPECT_EQ(got[1][sh.m].abs().sum().item<double>(), 0);  // rows the product did not read
+        }
+        if (relu) {
+          EXPECT_GT((want[0] == 0).sum().item<int64_t>(), 0);
+        }
+      }
+  // Beyond the limit: cuBLAS (the kernels' grid holds the rows anyway).
+  EXPECT_FALSE(adgnn::kernels::small_linear_applies(torch::empty({169343, 128}).cuda(), 169343,
+                                                    torch::empty({128, 128}).cuda()));
+  // NaN stays NaN through the ReLU.
+  const at::Tensor xn = torch::full({3, 4}, std::nan(""), torch::kFloat32).cuda();
+  EXPECT_TRUE(adgnn::kernels::small_linear_cuda(xn, torch::ones({4, 2}).cuda(), torch::zeros({2}).cuda(), true)
+                  .isnan()
+                  .all()
+                  .item<bool>());
+#endif
+}
+
 // v74 on the GPU: layer 1 issued before the wait for the counts (their copy into pinned memory,
 // an event) gives the plain order's logits, L_reg and gradients, bit for bit, learned and fast.
 TEST(Cuda, FirstLayerBeforeTheCountsEqualsThePlainOrder) {
@@ -797,7 +863,9 @@ TEST(Cuda, FirstLayerBeforeTheCountsEqualsThePlainOrder) {
     ASSERT_EQ(grads[0].size(), grads[1].size());
     for (size_t i = 0; i < grads[0].size(); ++i) {
       ASSERT_EQ(grads[0][i].defined(), grads[1][i].defined()) << "parameter " << i;
-      if (grads[0][i].defined()) EXPECT_TRUE(torch::equal(grads[0][i], grads[1][i])) << "parameter " << i;
+      if (grads[0][i].defined()) {
+        EXPECT_TRUE(torch::equal(grads[0][i], grads[1][i])) << "parameter " << i;
+      }
     }
   }
 }
