@@ -61,7 +61,7 @@ torch::autograd::variable_list linear_backward(torch::autograd::AutogradContext*
 #endif
   if (ctx->needs_input_grad(0)) {
     const int64_t x_rows = ctx->saved_data["x_rows"].toInt(), rows = x.size(0);
-    gx = rows == x_rows ? at::empty({rows, x.size(1)}, g.options()) : at::empty({x_rows, x.size(1)}, g.options());
+    gx = at::empty({x_rows, x.size(1)}, g.options());
     at::Tensor lead = rows == x_rows ? gx : gx.narrow(0, 0, rows);
 #ifdef ADGNN_HAVE_CUDA_KERNELS
     if (small) kernels::small_linear_grad_x_cuda(g, w, lead);
