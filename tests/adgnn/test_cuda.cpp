@@ -723,6 +723,20 @@ TEST(Cuda, HaloPlanKernelsEqualTheCpu) {
   }
 }
 
+// A GCN of depth 4, hidden 64, dropout 0.5 on the GPU (the bit-for-bit switch tests below).
+adgnn::ModelConfig depth4_config(const adgnn::Graph& g, const std::string& variant, uint64_t seed) {
+  adgnn::ModelConfig c;
+  c.variant = variant;
+  c.layers = 4;
+  c.hidden = 64;
+  c.in_dim = g.features.cols;
+  c.out_dim = g.num_classes;
+  c.dropout = 0.5;
+  c.seed = seed;
+  c.device = "cuda";
+  return c;
+}
+
 // v62 on the GPU: GCN's hidden layers with the next layer's dropout fused (the ReLU gradient
 // kernel scaled, no dropout backward) give the separate dropout's logits and gradients, bit for bit.
 TEST(Cuda, FusedOutputDropoutEqualsTheSeparateDropout) {
@@ -735,15 +749,7 @@ TEST(Cuda, FusedOutputDropoutEqualsTheSeparateDropout) {
   std::vector<at::Tensor> grads[2];
   for (int fused = 0; fused < 2; ++fused) {
     adgnn::detail::fuse_output_dropout() = fused == 1;
-    adgnn::ModelConfig c;
-    c.layers = 4;
-    c.hidden = 64;
-    c.in_dim = g.features.cols;
-    c.out_dim = g.num_classes;
-    c.dropout = 0.5;
-    c.seed = 9;
-    c.device = "cuda";
-    adgnn::Model m(c);
+    adgnn::Model m(depth4_config(g, "plain", 9));
     const at::Tensor x = t.x.detach().clone().requires_grad_(true);
     const auto out = m.forward(mg, x, true, 4, t.y, train);
     torch::nll_loss(torch::log_softmax(out.logits, 1).index({train}), t.y.index({train})).backward();
@@ -840,16 +846,7 @@ TEST(Cuda, FirstLayerBeforeTheCountsEqualsThePlainOrder) {
     std::vector<at::Tensor> grads[2];
     for (int early = 0; early < 2; ++early) {
       adgnn::detail::first_layer_before_counts() = early == 1;
-      adgnn::ModelConfig c;
-      c.variant = variant;
-      c.layers = 4;
-      c.hidden = 64;
-      c.in_dim = g.features.cols;
-      c.out_dim = g.num_classes;
-      c.dropout = 0.5;
-      c.seed = 4;
-      c.device = "cuda";
-      adgnn::Model m(c);
+      adgnn::Model m(depth4_config(g, variant, 4));
       const auto out = m.forward(mg, t.x, true, 6, t.y, train);
       EXPECT_EQ(out.stats.first_layer_early, early == 1);
       (torch::nll_loss(torch::log_softmax(out.logits, 1).index({train}), t.y.index({train})) + out.reg_loss).backward();
