@@ -173,8 +173,9 @@ at::Tensor small_linear_cuda(const at::Tensor& x, const at::Tensor& w_in, const 
   check_small(x, "small_linear_cuda x");
   const at::Tensor w = w_in.contiguous(), b = b_in.defined() ? b_in.contiguous() : b_in;
   const int64_t m = x.size(0), k = x.size(1), n = w.size(1);
-  TORCH_CHECK(w.size(0) == k && w.scalar_type() == x.scalar_type() && (!b.defined() || b.numel() == n),
-              "small_linear_cuda: x [m, k], w [k, n], b [n]");
+  TORCH_CHECK(w.dim() == 2 && w.size(0) == k && w.scalar_type() == x.scalar_type() && w.device() == x.device() &&
+                  (!b.defined() || (b.numel() == n && b.scalar_type() == x.scalar_type() && b.device() == x.device())),
+              "small_linear_cuda: x [m, k], w [k, n], b [n] of one type on one device");
   at::Tensor out = at::empty({m, n}, x.options());
   if (m == 0 || n == 0) return out;
   if (k == 0) return b.defined() ? (relu ? b.clamp_min(0) : b).expand({m, n}).contiguous() : out.zero_();
@@ -198,9 +199,10 @@ void small_linear_grad_x_cuda(const at::Tensor& g, const at::Tensor& w_in, at::T
   check_small(g, "small_linear_grad_x_cuda g");
   const at::Tensor w = w_in.contiguous();
   const int64_t m = g.size(0), n = g.size(1), k = w.size(0);
-  TORCH_CHECK(w.size(1) == n && out.is_contiguous() && out.size(0) == m && out.size(1) == k &&
-                  out.scalar_type() == g.scalar_type() && w.scalar_type() == g.scalar_type(),
-              "small_linear_grad_x_cuda: g [m, n], w [k, n], out [m, k]");
+  TORCH_CHECK(w.dim() == 2 && w.size(1) == n && out.is_contiguous() && out.size(0) == m && out.size(1) == k &&
+                  out.scalar_type() == g.scalar_type() && w.scalar_type() == g.scalar_type() &&
+                  w.device() == g.device() && out.device() == g.device(),
+              "small_linear_grad_x_cuda: g [m, n], w [k, n], out [m, k] of one type on one device");
   if (m == 0 || k == 0) return;
   if (n == 0) {
     out.zero_();
@@ -218,7 +220,8 @@ at::Tensor small_linear_grad_w_cuda(const at::Tensor& x, const at::Tensor& g) {
   check_small(x, "small_linear_grad_w_cuda x");
   check_small(g, "small_linear_grad_w_cuda g");
   const int64_t m = x.size(0), k = x.size(1), n = g.size(1);
-  TORCH_CHECK(g.size(0) == m && g.scalar_type() == x.scalar_type(), "small_linear_grad_w_cuda: x [m, k], g [m, n]");
+  TORCH_CHECK(g.size(0) == m && g.scalar_type() == x.scalar_type() && g.device() == x.device(),
+              "small_linear_grad_w_cuda: x [m, k], g [m, n] of one type on one device");
   if (m == 0 || k == 0 || n == 0) return at::zeros({k, n}, x.options());
   // Chunks of at least 256 rows (a multiple of kStep), at most 64 of them.
   const int64_t per = std::max<int64_t>(256, ((m + 63) / 64 + kStep - 1) / kStep * kStep);
