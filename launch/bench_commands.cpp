@@ -316,7 +316,7 @@ int run_bench(const BenchFlags& f) {
                      {"normalisation", f.normalisation}, {"steps", f.steps}, {"warmup", f.warmup},
                      {"breakdown", f.breakdown}};
   doc["rows"] = nlohmann::json::array();
-  // "host ms": the host's issue time of a step (median; without --breakdown, whose waits are in it).
+  // "host ms": the host's issue time of a step (median), only without --breakdown (whose waits it would hold).
   fmt::print("| model | depth | step ms (median) | p10-p90 | {}peak MiB | edges per layer (% of all entries) |\n",
              f.breakdown ? "fwd / bwd / opt ms | " : "host ms | ");
   fmt::print("|---|---:|---:|---:|---:|---:|---|\n");
