@@ -177,8 +177,9 @@ at::Tensor fdelta_relu_dot_cuda(const at::Tensor& hidden, const at::Tensor& w2, 
 at::Tensor column_sums_cuda(const at::Tensor& x);
 // A linear layer's products over a few rows without cuBLAS, whose host time per call was most of
 // AD's deeper layers' (small_gemm_cuda.cu, v75); float32 / float64, deterministic.
-// Whether x's leading `rows` rows times w [k, n] are few enough: rows * k * n <= the limit.
-bool small_linear_applies(const at::Tensor& x, int64_t rows, const at::Tensor& w);
+// Whether x [rows, k] (contiguous, float32 / float64 on the GPU) times w [k, n] is small enough
+// for them: rows * k * n <= the limit.
+bool small_linear_applies(const at::Tensor& x, const at::Tensor& w);
 int64_t& small_linear_max_macs();  // that limit (tests set it to 0 to compare with cuBLAS)
 // x [m, k] w [k, n] (+ b [n]) (ReLU, NaN kept).
 at::Tensor small_linear_cuda(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, bool relu);

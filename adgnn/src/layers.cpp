@@ -55,7 +55,7 @@ torch::autograd::variable_list linear_backward(torch::autograd::AutogradContext*
   at::Tensor gx, gw;
 #ifdef ADGNN_HAVE_CUDA_KERNELS
   // A few rows: our kernels, not cuBLAS (its host time per call; kernels.h, v75).
-  const bool small = kernels::small_linear_applies(x, x.size(0), w) && g.is_contiguous();
+  const bool small = kernels::small_linear_applies(x, w) && g.is_contiguous();
 #else
   const bool small = false;
 #endif
@@ -71,7 +71,7 @@ torch::autograd::variable_list linear_backward(torch::autograd::AutogradContext*
   }
   if (ctx->needs_input_grad(1)) {
 #ifdef ADGNN_HAVE_CUDA_KERNELS
-    if (small) gw = kernels::small_linear_grad_w_cuda(x.contiguous(), g);
+    if (small) gw = kernels::small_linear_grad_w_cuda(x, g);
 #endif
     if (!small) gw = at::mm(x.t(), g);
   }
@@ -92,7 +92,7 @@ class LinearFn : public torch::autograd::Function<LinearFn> {
                             const at::Tensor& b, bool relu, int64_t rows) {
     const at::Tensor xr = rows == x.size(0) ? x : x.narrow(0, 0, rows);
 #ifdef ADGNN_HAVE_CUDA_KERNELS
-    const at::Tensor out = kernels::small_linear_applies(xr, rows, w) && xr.is_contiguous()
+    const at::Tensor out = kernels::small_linear_applies(xr, w)
                                ? kernels::small_linear_cuda(xr, w, b, relu)
                            : relu ? addmm_relu(b, xr, w)
                                   : at::addmm(b, xr, w);

@@ -956,6 +956,24 @@ int64_t Model::num_parameters() const {
   return n;
 }
 
+namespace {
+// layer.forward over the listed rows, with what the layer may know of them (their CSR entries and
+// each row's position among them) for this call only, also when it throws.
+at::Tensor forward_rows(Layer& layer, const MessageGraph& g, const at::Tensor& h, const at::Tensor& rows,
+                        int64_t entries, at::Tensor pos) {
+  struct Reset {
+    Layer& layer;
+    ~Reset() {
+      layer.set_rows_entries(-1);
+      layer.set_rows_pos({});
+    }
+  } reset{layer};
+  layer.set_rows_entries(entries);
+  layer.set_rows_pos(std::move(pos));
+  return layer.forward(g, h, rows);
+}
+}  // namespace
+
 ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool training,
                              int64_t epoch, const at::Tensor& labels, const at::Tensor& train_mask) {
   Impl& m = *impl_;
@@ -1099,19 +1117,10 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
     if (!pass && m.adaptive() && c.lambda == 0 && detail::first_layer_before_counts()) {
       auto first_layer = [&] {
         RECORD_USER_SCOPE("layer 1");
-        Layer& layer = *m.layers.front();
-        struct Reset {
-          Layer& layer;
-          ~Reset() {
-            layer.set_rows_entries(-1);
-            layer.set_rows_pos({});
-          }
-        } reset{layer};
-        layer.set_rows_entries(g.col.numel());
-        layer.set_rows_pos(comp_pos_all.select(0, 0));
         {
           RECORD_USER_SCOPE("aggregate");
-          first_upd = layer.forward(g, hin, m.row_ids(n, g.rowptr.options()));
+          first_upd = forward_rows(*m.layers.front(), g, hin, m.row_ids(n, g.rowptr.options()), g.col.numel(),
+                                   comp_pos_all.select(0, 0));
         }
       };
       if (x.is_cuda()) {
@@ -1306,20 +1315,11 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
       upd = layer.forward(*compact, hin, compact_rows);
     } else {
       RECORD_USER_SCOPE("aggregate");
-      struct Reset {  // what the layer knows of these rows holds for this call only
-        Layer& layer;
-        ~Reset() {
-          layer.set_rows_entries(-1);
-          layer.set_rows_pos({});
-        }
-      } reset{layer};
-      layer.set_rows_entries(comp_entries[size_t(t)]);
-      layer.set_rows_pos(comp_pos_all.select(0, t - 1));
       if (t == 1 && first_upd.defined()) {
         out.stats.first_layer_early = true;
         upd = std::exchange(first_upd, at::Tensor());
       } else {
-        upd = layer.forward(gl, hin, comp_rows);
+        upd = forward_rows(layer, gl, hin, comp_rows, comp_entries[size_t(t)], comp_pos_all.select(0, t - 1));
       }
     }
     layer.set_halo(nullptr, 0, nullptr);

@@ -163,8 +163,10 @@ int64_t& small_linear_max_macs() {
   return macs;
 }
 
-bool small_linear_applies(const at::Tensor& x, int64_t rows, const at::Tensor& w) {
-  return x.is_cuda() && w.is_cuda() && x.dim() == 2 && w.dim() == 2 && x.scalar_type() == w.scalar_type() &&
+bool small_linear_applies(const at::Tensor& x, const at::Tensor& w) {
+  const int64_t rows = x.dim() == 2 ? x.size(0) : 0;
+  return x.is_cuda() && w.is_cuda() && x.dim() == 2 && x.is_contiguous() && w.dim() == 2 &&
+         x.scalar_type() == w.scalar_type() &&
          (x.scalar_type() == at::kFloat || x.scalar_type() == at::kDouble) && rows * w.size(0) * w.size(1) > 0 &&
          rows * w.size(0) * w.size(1) <= small_linear_max_macs() && rows <= 65535 * int64_t(kTile);
 }

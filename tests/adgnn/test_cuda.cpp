@@ -788,7 +788,7 @@ TEST(Cuda, SmallLinearEqualsTheCpu) {
         const at::Tensor w = torch::randn({sh.k, sh.n}, torch::kFloat64) / std::sqrt(double(sh.k));
         const at::Tensor b = torch::randn({sh.n}, torch::kFloat64);
         const at::Tensor probe = torch::randn({sh.m, sh.n}, torch::kFloat64);
-        ASSERT_TRUE(adgnn::kernels::small_linear_applies(x.to(dt).cuda(), sh.m, w.to(dt).cuda()));
+        ASSERT_TRUE(adgnn::kernels::small_linear_applies(x.to(dt).cuda().narrow(0, 0, sh.m), w.to(dt).cuda()));
         auto run = [&](const c10::Device d, c10::ScalarType type) {
           auto leaf = [&](const at::Tensor& t) { return t.to(type).to(d).detach().clone().requires_grad_(true); };
           const at::Tensor xx = leaf(x), ww = leaf(w), bb = leaf(b);
@@ -821,7 +821,7 @@ TEST(Cuda, SmallLinearEqualsTheCpu) {
         }
       }
   // Beyond the limit: cuBLAS (the kernels' grid holds the rows anyway).
-  EXPECT_FALSE(adgnn::kernels::small_linear_applies(torch::empty({169343, 128}).cuda(), 169343,
+  EXPECT_FALSE(adgnn::kernels::small_linear_applies(torch::empty({169343, 128}).cuda(),
                                                     torch::empty({128, 128}).cuda()));
   // NaN stays NaN through the ReLU.
   const at::Tensor xn = torch::full({3, 4}, std::nan(""), torch::kFloat32).cuda();
