@@ -11,7 +11,8 @@
 # ADGNN (the binary, build-gpu/adgnn), PYTHON (python3), DEVICE (cuda), FDELTA (fp32,tf32,bf16: AD-GCN's
 # f_delta precisions, one row each, where the binary has --fdelta-precision).
 # REORDER (metis): also run both sides on the graph renumbered for locality (`adgnn data reorder
-# --method $REORDER --block $BLOCK`, BLOCK 4096) and print a second table; none: skip it.
+# --method $REORDER --block $BLOCK`, BLOCK 4096; REORDER=benefit: highest fast depth benefit first) and
+# print a second table; none: skip it.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 OUT=${OUT:-/tmp/adgnn_bench}

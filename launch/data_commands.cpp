@@ -122,7 +122,8 @@ void add_data_commands(CLI::App& app, std::function<int()>& run) {
     add_dataset_options(cmd, *args);
     cmd->add_option("--out,-o", *out, "Output .h5 file (written atomically); /original_id maps back")->required();
     cmd->add_option("--method", *method, "metis (METIS parts of --block nodes, numbered part by part), "
-                                         "random (the control) or identity")
+                                         "benefit (highest fast depth benefit first: AD_fast's active "
+                                         "rows become a prefix), random (the control) or identity")
         ->capture_default_str();
     cmd->add_option("--block", *block, "Nodes per METIS part (4096 rows of 128 floats: 2 MiB)")->capture_default_str();
     cmd->add_option("--seed", *seed, "METIS / random seed")->capture_default_str();

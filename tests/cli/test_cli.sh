@@ -55,15 +55,19 @@ expect_ok "$adgnn" data convert "$tmp/demo.h5" -o "$tmp/demo2.h5"
 # Renumbering for locality: same statistics, original ids stored; bad method / block refused.
 expect_ok "$adgnn" data reorder "$tmp/demo.h5" -o "$tmp/demo_ro.h5" --block 300
 grep -q 'entries within a block: .* -> .*%; wrote' "$tmp/out" && ok || bad "data reorder did not report locality: $(cat "$tmp/out")"
-"$adgnn" data stats "$tmp/demo.h5" --json >"$tmp/s1.json" && "$adgnn" data stats "$tmp/demo_ro.h5" --json >"$tmp/s2.json"
+expect_ok "$adgnn" data reorder "$tmp/demo.h5" -o "$tmp/demo_rb.h5" --method benefit
+grep -q 'reordered (benefit' "$tmp/out" && ok || bad "data reorder --method benefit: $(cat "$tmp/out")"
+"$adgnn" data stats "$tmp/demo.h5" --json >"$tmp/s1.json" && "$adgnn" data stats "$tmp/demo_ro.h5" --json >"$tmp/s2.json" &&
+  "$adgnn" data stats "$tmp/demo_rb.h5" --json >"$tmp/s3.json"
 # Same statistics (sums over nodes in another order: equal to 1e-12).
-python3 - "$tmp/s1.json" "$tmp/s2.json" <<'EOF' && ok || bad "data reorder changed the statistics"
+python3 - "$tmp/s1.json" "$tmp/s2.json" "$tmp/s3.json" <<'EOF' && ok || bad "data reorder changed the statistics"
 import json, math, sys
-a, b = (json.load(open(f)) for f in sys.argv[1:])
-for k, v in a.items():
-    if k in ("source", "path", "file"):
-        continue
-    assert (math.isclose(v, b[k], rel_tol=1e-12) if isinstance(v, float) else v == b[k]), (k, v, b[k])
+a, *others = (json.load(open(f)) for f in sys.argv[1:])
+for b in others:
+    for k, v in a.items():
+        if k in ("source", "path", "file"):
+            continue
+        assert (math.isclose(v, b[k], rel_tol=1e-12) if isinstance(v, float) else v == b[k]), (k, v, b[k])
 EOF
 expect_error "--method rcm: unknown" "$adgnn" data reorder "$tmp/demo.h5" -o "$tmp/x.h5" --method rcm
 expect_error "--block 0: must be >= 1" "$adgnn" data reorder "$tmp/demo.h5" -o "$tmp/x.h5" --block 0

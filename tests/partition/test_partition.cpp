@@ -305,6 +305,19 @@ TEST(LocalityOrder, MetisBlocksHoldMostEdgesAndTheOrderIsAPermutation) {
   EXPECT_EQ(adgnn::locality_order(g, "identity", block), identity);
   EXPECT_EQ(adgnn::locality_order(g, "metis", g.num_nodes), identity);  // one block
   EXPECT_DOUBLE_EQ(adgnn::same_block_fraction(g, g.num_nodes), 1.0);
+  // By fast depth benefit: the highest scores first, ties by old id (the block is not used).
+  const auto benefit = adgnn::locality_order(g, "benefit", block);
+  EXPECT_EQ(adgnn::locality_order(g, "benefit", 1), benefit);
+  sorted = benefit;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_EQ(sorted, identity);
+  const auto score = adgnn::fast_depth_benefit(g), renumbered = adgnn::fast_depth_benefit(adgnn::permute_nodes(g, benefit));
+  for (size_t i = 0; i + 1 < benefit.size(); ++i) {
+    ASSERT_EQ(renumbered[i], score[size_t(benefit[i])]);
+    ASSERT_TRUE(score[size_t(benefit[i])] > score[size_t(benefit[i + 1])] ||
+                (score[size_t(benefit[i])] == score[size_t(benefit[i + 1])] && benefit[i] < benefit[i + 1]))
+        << "position " << i;
+  }
 }
 
 TEST(LocalityOrder, BadArgumentsNameTheirFlag) {

@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "adgnn/gnn.h"
+#include "adgnn/partition.h"
 #include "adgnn/trainer.h"
 
 namespace {
@@ -57,6 +59,44 @@ TEST(Training, AdGcnFastBeatsGcnOnAHeterophilicGraph) {
     ad += adgnn::train_run(g, c, 0).test_at_best / 3;
   }
   EXPECT_GT(ad, gcn + 0.10) << "AD-GCN_fast " << ad << " vs GCN " << gcn;
+}
+
+// The ordering by depth benefit (`adgnn data reorder --method benefit`): renumbered by
+// partition/'s fast score, AD-GCN_fast's eps_tilde is non-increasing over the rows, so every
+// layer's active rows (and its surrogate band) are a prefix. On the generator's order they are not.
+TEST(BenefitOrder, MakesEveryLayersActiveRowsAPrefix) {
+  const adgnn::Graph g = heterophilic(4);
+  const adgnn::Graph by_benefit = adgnn::permute_nodes(g, adgnn::locality_order(g, "benefit", 1));
+  adgnn::ModelConfig m;
+  m.variant = "ad_fast";
+  m.layers = 4;
+  m.hidden = 16;
+  m.in_dim = g.features.cols;
+  m.out_dim = g.num_classes;
+  m.normalisation = "log";  // depths spread over 1..4 (the linear one puts most nodes at 1)
+  m.seed = 5;
+  auto forward = [&](const adgnn::Graph& graph) {
+    const auto t = adgnn::to_tensors(graph, c10::Device(c10::kCPU));
+    adgnn::Model model(m);
+    return model.forward(adgnn::message_graph(t), t.x, true, 0);
+  };
+  auto non_increasing = [](const at::Tensor& v) {
+    const at::Tensor c = v.contiguous();
+    return c.slice(0, 1).le(c.slice(0, 0, -1)).all().item<bool>();
+  };
+  const auto plain = forward(g), sorted = forward(by_benefit);
+  EXPECT_FALSE(non_increasing(plain.depth));
+  EXPECT_TRUE(non_increasing(sorted.eps));
+  EXPECT_TRUE(non_increasing(sorted.depth));
+  const at::Tensor d = sorted.depth.contiguous();
+  EXPECT_GE(d.slice(0, 1).ne(d.slice(0, 0, -1)).sum().item<int64_t>() + 1, 3) << "too few depths to mean much";
+  // The same graph: the same depths, renumbered.
+  EXPECT_TRUE(std::get<0>(plain.depth.sort()).equal(std::get<0>(sorted.depth.sort())));
+  ASSERT_EQ(sorted.stats.computed_rows.size(), 4u);
+  for (size_t t = 1; t < 4; ++t) {
+    EXPECT_LE(sorted.stats.computed_rows[t], sorted.stats.computed_rows[t - 1]);
+    EXPECT_EQ(sorted.stats.active_rows[t], sorted.depth.gt(int64_t(t)).sum().item<int64_t>());
+  }
 }
 
 TEST(Training, ResumeContinuesExactlyWhereItStopped) {

@@ -100,6 +100,9 @@ void add_strata_stats(const Graph& g, Partition& p, int32_t strata,
 // ceil(N / block_nodes) METIS parts (edge cut) and numbers each part's nodes consecutively
 // (ascending old id within a part), so that a row's neighbours sit mostly in its own block of
 // rows, and a gather over them stays in cache (a block of 4,096 rows of 128 floats is 2 MiB);
+// "benefit": by fast_depth_benefit, highest first (ties by old id), so that AD-GNN_fast's active
+// and computed rows at every layer are a prefix of the rows (block_nodes unused; the issue's
+// ordering by depth benefit, measured in docs/performance.md);
 // "random": a seeded random order (the control); "identity". Bad method or block_nodes < 1
 // throw InputError naming --method / --block. Deterministic for (graph, method, block, seed).
 std::vector<int64_t> locality_order(const Graph& g, const std::string& method, int64_t block_nodes,
