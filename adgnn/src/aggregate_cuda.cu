@@ -128,7 +128,9 @@ __device__ void add_self(typename Pack<T, V>::type& acc, const T* __restrict__ s
 // out[o] = sum over entries p of row r(o) = (rows ? rows[o] : o) of weight(p) * x[c(p)], where
 // c(p) = pos ? pos[idx[p]] : idx[p] (entries with c < 0 are skipped: the backward's destination
 // rows that were not computed) and weight(p) = w[eid ? eid[p] : p] (1 without w), then the self
-// term when self_w is given (add_self). Rows with >= long_min entries are left to spmm_long_rows.
+// term when self_w is given (add_self); with out_by_row, `rows` is only the order in which the
+// rows are summed and row r's output is out[r]. Rows with >= long_min entries are left to
+// spmm_long_rows.
 // `tpr` lanes per row (a power of two <= 32); x and out rows are f = vecs * V wide.
 // Occupancy sets this kernel's speed: a warp has at most U gathers in flight, so the SM needs
 // many warps to cover their latency. Left free, the compiler took 80-91 registers a thread, which
@@ -141,7 +143,7 @@ __global__ void __launch_bounds__(kRowsThreads, kRowsMinBlocks)
 spmm_rows(const int64_t* __restrict__ ptr, const int32_t* __restrict__ idx, const int64_t* __restrict__ eid,
           const T* __restrict__ w, const int32_t* __restrict__ pos, const T* __restrict__ x,
           const int64_t* __restrict__ rows, int64_t n_out, int64_t vecs, int tpr, const T* __restrict__ self_w,
-          bool backward, int64_t n_self, int64_t long_min, T* __restrict__ out) {
+          bool backward, int64_t n_self, int64_t long_min, bool out_by_row, T* __restrict__ out) {
   using P = Pack<T, V>;
   using VT = typename P::type;
   const int64_t thread = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -150,6 +152,7 @@ spmm_rows(const int64_t* __restrict__ ptr, const int32_t* __restrict__ idx, cons
   const unsigned mask = group_mask(tpr);
   bool valid = o < n_out;
   const int64_t r = valid ? (rows ? rows[o] : o) : 0;
+  const int64_t oo = out_by_row ? r : o;  // rows as a processing order: row r's output is row r
   int64_t begin = valid ? ptr[r] : 0, end = valid ? ptr[r + 1] : 0;
   if (end - begin >= long_min) {  // spmm_long_rows writes this row (the lanes still shuffle)
     valid = false;
@@ -160,8 +163,8 @@ spmm_rows(const int64_t* __restrict__ ptr, const int32_t* __restrict__ idx, cons
     const int64_t v = v0 + lane;
     VT acc = P::zero();
     add_entries<T, V>(acc, begin, end, lane, tpr, mask, idx, eid, w, pos, xv, v, vecs);
-    if (self_w && valid && v < vecs) add_self<T, V>(acc, self_w, backward, n_self, pos, r, o, xv, v, vecs);
-    if (valid && v < vecs) reinterpret_cast<VT*>(out)[o * vecs + v] = acc;
+    if (self_w && valid && v < vecs) add_self<T, V>(acc, self_w, backward, n_self, pos, r, oo, xv, v, vecs);
+    if (valid && v < vecs) reinterpret_cast<VT*>(out)[oo * vecs + v] = acc;
   }
 }
 
@@ -296,12 +299,14 @@ int lanes_for(int64_t vecs) {
 }
 
 // long_rows (n_long of them; null: none) are left to spmm_long_rows, slot[r] giving their output
-// row when `rows` selects the computed ones.
+// row when `rows` selects the computed ones. out_by_row: `rows` is a processing order whose rows
+// write their own output rows (spmm_rows).
 template <typename T>
 void launch_spmm(const int64_t* ptr, const int32_t* idx, const int64_t* eid, const T* w,
                  const int32_t* pos, const at::Tensor& x, const int64_t* rows, int64_t n_out,
                  const T* self_w, bool backward, int64_t n_self, at::Tensor& out,
-                 const int64_t* long_rows = nullptr, int64_t n_long = 0, const int32_t* slot = nullptr) {
+                 const int64_t* long_rows = nullptr, int64_t n_long = 0, const int32_t* slot = nullptr,
+                 bool out_by_row = false) {
   const int64_t f = x.size(1);
   if (n_out == 0 || f == 0) return;
   constexpr int kVec = sizeof(T) == 4 ? 4 : 2;
@@ -318,7 +323,7 @@ void launch_spmm(const int64_t* ptr, const int32_t* idx, const int64_t* eid, con
     xp.slice(1, 0, f).copy_(x);
     at::Tensor outp = at::empty({out.size(0), fp}, out.options());
     launch_spmm<T>(ptr, idx, eid, w, pos, xp, rows, n_out, self_w, backward, n_self, outp, long_rows, n_long,
-                   slot);
+                   slot, out_by_row);
     out.copy_(outp.slice(1, 0, f));
     return;
   }
@@ -330,11 +335,11 @@ void launch_spmm(const int64_t* ptr, const int32_t* idx, const int64_t* eid, con
   if (vec_ok)
     spmm_rows<T, kVec><<<blocks, kRowsThreads, 0, stream>>>(ptr, idx, eid, w, pos, x.data_ptr<T>(), rows, n_out,
                                                             vecs, tpr, self_w, backward, n_self, long_min,
-                                                            out.data_ptr<T>());
+                                                            out_by_row, out.data_ptr<T>());
   else
     spmm_rows<T, 1><<<blocks, kRowsThreads, 0, stream>>>(ptr, idx, eid, w, pos, x.data_ptr<T>(), rows, n_out,
                                                          vecs, tpr, self_w, backward, n_self, long_min,
-                                                         out.data_ptr<T>());
+                                                         out_by_row, out.data_ptr<T>());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   if (n_long == 0) return;
   if (vec_ok)
@@ -415,7 +420,7 @@ at::Tensor dropout_apply_cuda(const at::Tensor& x, const at::Tensor& gid, uint64
 
 at::Tensor aggregate_cuda(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& w,
                           const at::Tensor& x, const at::Tensor& rows, const at::Tensor& self_w,
-                          const at::Tensor& long_rows, const at::Tensor& rows_pos) {
+                          const at::Tensor& long_rows, const at::Tensor& rows_pos, const at::Tensor& order) {
   const int64_t n_out = rows.defined() ? rows.numel() : rowptr.numel() - 1;
   at::Tensor out = at::empty({n_out, x.size(1)}, x.options());
   const int64_t n_long = long_rows.defined() ? long_rows.numel() : 0;
@@ -426,13 +431,19 @@ at::Tensor aggregate_cuda(const at::Tensor& rowptr, const at::Tensor& col, const
     slot = at::full({rowptr.numel() - 1}, -1, rows.options().dtype(at::kInt));
     slot.index_put_({rows}, at::arange(n_out, rows.options().dtype(at::kInt)));
   }
+  // Every row, in length order: the long rows lead it and are spmm_long_rows', so the row kernel
+  // takes the rest, writing each row's output at its own index.
+  const bool by_order = !rows.defined() && order.defined() && length_ordered_rows();
+  const int64_t* row_list = rows.defined() ? rows.data_ptr<int64_t>()
+                            : by_order     ? order.data_ptr<int64_t>() + n_long
+                                           : nullptr;
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "aggregate_cuda", [&] {
     launch_spmm<scalar_t>(rowptr.data_ptr<int64_t>(), col.data_ptr<int32_t>(), nullptr,
-                          w.defined() ? w.data_ptr<scalar_t>() : nullptr, nullptr, x,
-                          rows.defined() ? rows.data_ptr<int64_t>() : nullptr, n_out,
+                          w.defined() ? w.data_ptr<scalar_t>() : nullptr, nullptr, x, row_list,
+                          by_order ? n_out - n_long : n_out,
                           self_w.defined() ? self_w.data_ptr<scalar_t>() : nullptr, false, 0, out,
                           n_long > 0 ? long_rows.data_ptr<int64_t>() : nullptr, n_long,
-                          slot.defined() ? slot.data_ptr<int32_t>() : nullptr);
+                          slot.defined() ? slot.data_ptr<int32_t>() : nullptr, by_order);
   });
   return out;
 }
@@ -461,14 +472,17 @@ at::Tensor aggregate_backward_x_cuda(const Transposed& t, const at::Tensor& w,
     pos.index_put_({rows}, at::arange(rows.numel(), rows.options().dtype(at::kInt)));
   }
   at::Tensor grad_x = at::empty({num_src, grad_out.size(1)}, grad_out.options());
+  // Every source row, in length order (as aggregate_cuda).
+  const int64_t n_long = t.long_rows.defined() ? t.long_rows.numel() : 0;
+  const bool by_order = t.order.defined() && length_ordered_rows();
   AT_DISPATCH_FLOATING_TYPES(grad_out.scalar_type(), "aggregate_backward_x_cuda", [&] {
     launch_spmm<scalar_t>(t.rowptr.data_ptr<int64_t>(), t.row.data_ptr<int32_t>(),
                           t.entry.data_ptr<int64_t>(), w.defined() ? w.data_ptr<scalar_t>() : nullptr,
-                          pos.defined() ? pos.data_ptr<int32_t>() : nullptr, grad_out, nullptr,
-                          num_src, self_w.defined() ? self_w.data_ptr<scalar_t>() : nullptr, true,
-                          num_dst_rows, grad_x,
-                          t.long_rows.defined() ? t.long_rows.data_ptr<int64_t>() : nullptr,
-                          t.long_rows.defined() ? t.long_rows.numel() : 0);
+                          pos.defined() ? pos.data_ptr<int32_t>() : nullptr, grad_out,
+                          by_order ? t.order.data_ptr<int64_t>() + n_long : nullptr,
+                          by_order ? num_src - n_long : num_src,
+                          self_w.defined() ? self_w.data_ptr<scalar_t>() : nullptr, true, num_dst_rows, grad_x,
+                          n_long > 0 ? t.long_rows.data_ptr<int64_t>() : nullptr, n_long, nullptr, by_order);
   });
   return grad_x;
 }

@@ -40,6 +40,7 @@ struct Transposed {
   at::Tensor row;        // int32 [E], destination row of the entry
   at::Tensor entry;      // int64 [E], the entry's index in the original CSR (for its weight)
   at::Tensor long_rows;  // int64, rows with >= kLongRow entries (when asked for; else undefined)
+  at::Tensor order;      // int64, length_order(rowptr) (with long_rows; else undefined)
 };
 
 // Rows with at least this many entries are summed by a whole block of the CUDA kernel (its warps
@@ -57,8 +58,18 @@ int64_t& regroup_min_entries();
 
 // The rows of a CSR with >= kLongRow entries, int64 on rowptr's device (waits for the device once).
 at::Tensor long_rows_of(const at::Tensor& rowptr);
+// Every row of a CSR by descending entry count, ties by index (int64, on rowptr's device): the
+// order in which the CUDA kernel sums a call over every row (its long rows, which lead, go to
+// spmm_long_rows). Rows of equal length side by side keep a block's warps busy for equal times:
+// in index order a block holds an SM slot until its longest row is done, and the arxiv-scale
+// SpMM ran at 68% of the copy bandwidth against 101% in this order (docs/performance.md, v76).
+// Each row's sum is the same either way (bit for bit).
+at::Tensor length_order(const at::Tensor& rowptr);
+// Whether the CUDA kernels use that order (default on; tests compare it with the index order).
+bool& length_ordered_rows();
 
-// find_long: also list the transpose's long rows (kLongRow), for the CUDA backward.
+// find_long: also list the transpose's long rows (kLongRow) and its length_order, for the CUDA
+// backward.
 Transposed transpose_entries(const at::Tensor& rowptr, const at::Tensor& col, int64_t num_src,
                              bool find_long = false);
 
@@ -151,9 +162,12 @@ at::Tensor aggregate_backward_w_cuda(const at::Tensor& rowptr, const at::Tensor&
                                      const at::Tensor& x, const at::Tensor& grad_out,
                                      const at::Tensor& rows);
 // long_rows: long_rows_of(rowptr), or undefined (every row summed by one warp). rows: distinct.
+// order: length_order(rowptr) (with long_rows), the processing order of a call over every row
+// (rows undefined); undefined: index order.
 at::Tensor aggregate_cuda(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& w,
                           const at::Tensor& x, const at::Tensor& rows, const at::Tensor& self_w,
-                          const at::Tensor& long_rows = {}, const at::Tensor& rows_pos = {});
+                          const at::Tensor& long_rows = {}, const at::Tensor& rows_pos = {},
+                          const at::Tensor& order = {});
 // x[r, c] * (scale when mix64(mix64(key ^ gid[r]) + c) >= threshold, else 0); gid on x's device.
 // row_flags (uint8, one per row; undefined: every row): rows flagged 0 are left unwritten, or
 // zeroed with zero_unflagged. accumulate_into (contiguous, x's shape; no zeroing): added to in

@@ -197,6 +197,56 @@ TEST(Cuda, LongRowsEqualTheReferenceAndAreDeterministic) {
   }
 }
 
+// v76: a call over every row sums the rows in descending order of length (kernels::length_order;
+// the long rows first, to spmm_long_rows), forward and over the transpose. Each row's sum is
+// the same, so the outputs and gradients equal the index order's bit for bit: hub rows, every
+// width path, both precisions, weights, the self term, every row and computed rows with their
+// positions (the backward over the transpose in length order).
+TEST(Cuda, LengthOrderEqualsTheIndexOrder) {
+  REQUIRE_GPU();
+  const int64_t n = 6000;
+  const HubCsr h = hub_csr(n, {5000, 1024, 1023}, 11, 5000, 5);
+  const auto d = c10::Device("cuda");
+  const at::Tensor rowptr = h.rowptr.to(d), col = h.col.to(d);  // one cache entry for every call
+  const at::Tensor some = std::get<0>(torch::randperm(n, torch::kInt64).slice(0, 0, 2000).sort()).to(d);
+  const at::Tensor pos =
+      torch::full({n}, -1, torch::kInt32).index_put_({some.cpu()}, torch::arange(2000, torch::kInt32)).to(d);
+  for (const int64_t width : {1, 47, 128}) {
+    for (const bool dbl : {false, true}) {
+      const auto dtype = dbl ? torch::kFloat64 : torch::kFloat32;
+      const at::Tensor x = torch::randn({n, width}, dtype).to(d);
+      const at::Tensor w = torch::rand({col.numel()}, dtype).to(d);
+      for (const bool all : {true, false}) {
+        for (const bool self : {false, true}) {
+          SCOPED_TRACE("width " + std::to_string(width) + (dbl ? " double" : " float") +
+                       (all ? ", every row" : ", 2000 rows") + (self ? ", self term" : ""));
+          const int64_t rows = all ? n : 2000;
+          const at::Tensor probe = torch::randn({rows, width}, dtype).to(d);
+          const at::Tensor sw = torch::rand({rows}, dtype).to(d);
+          at::Tensor out[2], grad[2];
+          for (int ordered = 0; ordered < 2; ++ordered) {
+            adgnn::kernels::length_ordered_rows() = ordered == 1;
+            at::Tensor xx = x.detach().clone().requires_grad_(true);
+            out[ordered] = adgnn::csr_aggregate(rowptr, col, w, xx, all ? at::Tensor() : some,
+                                                self ? sw : at::Tensor(), -1, all ? at::Tensor() : pos);
+            (out[ordered] * probe).sum().backward();
+            grad[ordered] = xx.grad();
+          }
+          adgnn::kernels::length_ordered_rows() = true;
+          EXPECT_TRUE(torch::equal(out[0], out[1])) << (out[0] - out[1]).abs().max();
+          EXPECT_TRUE(torch::equal(grad[0], grad[1])) << (grad[0] - grad[1]).abs().max();
+        }
+      }
+    }
+  }
+  // The order itself: descending entry count, ties by index.
+  const at::Tensor order = adgnn::kernels::length_order(h.rowptr);
+  const at::Tensor len = (h.rowptr.slice(0, 1) - h.rowptr.slice(0, 0, -1)).index_select(0, order);
+  EXPECT_TRUE((len.slice(0, 1) <= len.slice(0, 0, -1)).all().item<bool>());
+  EXPECT_TRUE(((len.slice(0, 1) < len.slice(0, 0, -1)) | (order.slice(0, 1) > order.slice(0, 0, -1))).all().item<bool>());
+  EXPECT_EQ(std::get<0>(order.sort()).equal(torch::arange(n, torch::kInt64)), true);
+}
+
 TEST(Cuda, AggregateIsDeterministicAndEqualsTheCpuKernels) {
   REQUIRE_GPU();
   const auto g = graph(3000, 1);
@@ -862,6 +912,43 @@ TEST(Cuda, FirstLayerBeforeTheCountsEqualsThePlainOrder) {
       ASSERT_EQ(grads[0][i].defined(), grads[1][i].defined()) << "parameter " << i;
       if (grads[0][i].defined()) {
         EXPECT_TRUE(torch::equal(grads[0][i], grads[1][i])) << "parameter " << i;
+      }
+    }
+  }
+}
+
+// v76 at model level (Cuda.LengthOrderEqualsTheIndexOrder): GCN, GraphSAGE and GAT, plain and AD-GCN_fast, logits and every
+// gradient bit for bit.
+TEST(Cuda, LengthOrderedModelsEqualTheIndexOrder) {
+  REQUIRE_GPU();
+  const auto g = graph(3000, 12);
+  const auto t = adgnn::to_tensors(g, c10::Device("cuda"));
+  const auto mg = adgnn::message_graph(t);
+  const at::Tensor train = (torch::arange(g.num_nodes) % 3 == 0).cuda();
+  for (const std::string backbone : {"gcn", "sage", "gat"}) {
+    for (const std::string variant : {"plain", "ad_fast"}) {
+      SCOPED_TRACE(backbone + " " + variant);
+      at::Tensor logits[2];
+      std::vector<at::Tensor> grads[2];
+      for (int ordered = 0; ordered < 2; ++ordered) {
+        adgnn::kernels::length_ordered_rows() = ordered == 1;
+        auto c = depth4_config(g, variant, 6);
+        c.backbone = backbone;
+        adgnn::Model m(c);
+        const auto out = m.forward(mg, t.x, true, 2, t.y, train);
+        torch::nll_loss(torch::log_softmax(out.logits, 1).index({train}), t.y.index({train})).backward();
+        logits[ordered] = out.logits.detach().cpu();
+        for (auto& [n, p] : m.named_parameters())
+          grads[ordered].push_back(p.grad().defined() ? p.grad().cpu() : at::Tensor());
+      }
+      adgnn::kernels::length_ordered_rows() = true;
+      EXPECT_TRUE(torch::equal(logits[0], logits[1]));
+      ASSERT_EQ(grads[0].size(), grads[1].size());
+      for (size_t i = 0; i < grads[0].size(); ++i) {
+        ASSERT_EQ(grads[0][i].defined(), grads[1][i].defined()) << "parameter " << i;
+        if (grads[0][i].defined()) {
+          EXPECT_TRUE(torch::equal(grads[0][i], grads[1][i])) << "parameter " << i;
+        }
       }
     }
   }
