@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include <array>
+#include <iostream>
 #include <cmath>
 
 #include "adgnn/gnn.h"
@@ -917,8 +918,10 @@ TEST(Cuda, FirstLayerBeforeTheCountsEqualsThePlainOrder) {
   }
 }
 
-// v76 at model level (Cuda.LengthOrderEqualsTheIndexOrder): GCN, GraphSAGE and GAT, plain and AD-GCN_fast, logits and every
-// gradient bit for bit.
+// v76 at model level (Cuda.LengthOrderEqualsTheIndexOrder): GCN, GraphSAGE and GAT, plain and
+// AD-GCN_fast, logits bit for bit; every gradient bit for bit, except GAT's, which are not
+// reproducible bit for bit from run to run in either order (the backward of its per-edge
+// index_select adds with atomics): equal to float32 rounding there.
 TEST(Cuda, LengthOrderedModelsEqualTheIndexOrder) {
   REQUIRE_GPU();
   const auto g = graph(3000, 12);
@@ -928,10 +931,10 @@ TEST(Cuda, LengthOrderedModelsEqualTheIndexOrder) {
   for (const std::string backbone : {"gcn", "sage", "gat"}) {
     for (const std::string variant : {"plain", "ad_fast"}) {
       SCOPED_TRACE(backbone + " " + variant);
-      at::Tensor logits[2];
-      std::vector<at::Tensor> grads[2];
-      for (int ordered = 0; ordered < 2; ++ordered) {
-        adgnn::kernels::length_ordered_rows() = ordered == 1;
+      at::Tensor logits[3];
+      std::vector<at::Tensor> grads[3];
+      for (int ordered = 0; ordered < 3; ++ordered) {  // the third: length order again
+        adgnn::kernels::length_ordered_rows() = ordered >= 1;
         auto c = depth4_config(g, variant, 6);
         c.backbone = backbone;
         adgnn::Model m(c);
@@ -946,7 +949,14 @@ TEST(Cuda, LengthOrderedModelsEqualTheIndexOrder) {
       ASSERT_EQ(grads[0].size(), grads[1].size());
       for (size_t i = 0; i < grads[0].size(); ++i) {
         ASSERT_EQ(grads[0][i].defined(), grads[1][i].defined()) << "parameter " << i;
-        if (grads[0][i].defined()) {
+        if (!grads[0][i].defined()) continue;
+        if (backbone == "gat") {
+          EXPECT_TRUE(torch::allclose(grads[0][i], grads[1][i], 1e-4, 1e-6))
+              << "parameter " << i << ": " << (grads[0][i] - grads[1][i]).abs().max();
+          if (!torch::equal(grads[1][i], grads[2][i]))
+            std::cout << backbone << " " << variant << ": parameter " << i
+                      << " differs between two runs in the same order (atomics)\n";
+        } else {
           EXPECT_TRUE(torch::equal(grads[0][i], grads[1][i])) << "parameter " << i;
         }
       }
