@@ -161,10 +161,10 @@ class CsrAggregate : public torch::autograd::Function<CsrAggregate> {
       if (ctx->needs_input_grad(3) && self_adjoint()) {
         const RowSchedule schedule = cached_rows(rowptr);
         grad_x = kernels::aggregate_cuda(rowptr, col, weight, g, rows, self_w, schedule.long_rows, {}, schedule.order);
-      }
-      else if (ctx->needs_input_grad(3))
+      } else if (ctx->needs_input_grad(3)) {
         grad_x = kernels::aggregate_backward_x_cuda(transposed(), weight,
                                                     g, rows, rowptr.numel() - 1, self_w, rows_pos);
+      }
       if (weight.defined() && ctx->needs_input_grad(2))
         grad_w = kernels::aggregate_backward_w_cuda(rowptr, col, x, g, rows);
 #endif

@@ -60,10 +60,10 @@ int64_t& regroup_min_entries();
 at::Tensor long_rows_of(const at::Tensor& rowptr);
 // Every row of a CSR by descending entry count, ties by index (int64, on rowptr's device): the
 // order in which the CUDA kernel sums a call over every row (its long rows, which lead, go to
-// spmm_long_rows). Rows of equal length side by side keep a block's warps busy for equal times:
-// in index order a block holds an SM slot until its longest row is done, and the arxiv-scale
-// SpMM ran at 68% of the copy bandwidth against 101% in this order (docs/performance.md, v76).
-// Each row's sum is the same either way (bit for bit).
+// spmm_long_rows). Measured on arxiv-scale: 68% of the copy bandwidth in index order, 101% in
+// this one (docs/performance.md, v76). The likely reason: a block holds its SM slot until its
+// longest row is done, and rows of equal length side by side finish together. Each row's sum
+// is the same either way (bit for bit).
 at::Tensor length_order(const at::Tensor& rowptr);
 // Whether the CUDA kernels use that order (default on; tests compare it with the index order).
 bool& length_ordered_rows();
