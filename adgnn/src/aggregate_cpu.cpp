@@ -24,6 +24,7 @@ at::Tensor aggregate_cpu(const at::Tensor& rowptr, const at::Tensor& col, const 
   const int64_t* rp = rowptr.data_ptr<int64_t>();
   const int32_t* ci = col.data_ptr<int32_t>();
   const int64_t* ri = rows.defined() ? rows.data_ptr<int64_t>() : nullptr;
+  const int64_t nnz = col.numel();
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "aggregate_cpu", [&] {
     const scalar_t* xp = x.data_ptr<scalar_t>();
     const scalar_t* wp = w.defined() ? w.data_ptr<scalar_t>() : nullptr;
@@ -34,6 +35,7 @@ at::Tensor aggregate_cpu(const at::Tensor& rowptr, const at::Tensor& col, const 
         const int64_t r = ri ? ri[i] : i;
         scalar_t* o = op + i * f;
         for (int64_t k = rp[r]; k < rp[r + 1]; ++k) {
+          if (k + kPrefetch < nnz) prefetch_row(xp + int64_t(ci[k + kPrefetch]) * f, f);
           const scalar_t* src = xp + int64_t(ci[k]) * f;
           const scalar_t a = wp ? wp[k] : scalar_t(1);
           for (int64_t j = 0; j < f; ++j) o[j] += a * src[j];
@@ -64,6 +66,7 @@ at::Tensor aggregate_backward_x_cpu(const Transposed& t, const at::Tensor& w,
   const int32_t* tr = t.row.data_ptr<int32_t>();
   const int64_t* te = t.entry.data_ptr<int64_t>();
   at::Tensor grad_x = at::zeros({num_src, f}, grad_out.options());
+  const int64_t nnz = t.row.numel();
   AT_DISPATCH_FLOATING_TYPES(grad_out.scalar_type(), "aggregate_backward_x_cpu", [&] {
     const scalar_t* gp = grad_out.data_ptr<scalar_t>();
     const scalar_t* wp = w.defined() ? w.data_ptr<scalar_t>() : nullptr;
@@ -73,6 +76,10 @@ at::Tensor aggregate_backward_x_cpu(const Transposed& t, const at::Tensor& w,
       for (int64_t s = begin; s < end; ++s) {
         scalar_t* dst = xp + s * f;
         for (int64_t p = tp[s]; p < tp[s + 1]; ++p) {
+          if (p + kPrefetch < nnz) {
+            const int64_t ahead = pos.empty() ? tr[p + kPrefetch] : pos[static_cast<size_t>(tr[p + kPrefetch])];
+            if (ahead >= 0) prefetch_row(gp + ahead * f, f);
+          }
           const int64_t i = pos.empty() ? tr[p] : pos[static_cast<size_t>(tr[p])];
           if (i < 0) continue;
           const scalar_t a = wp ? wp[te[p]] : scalar_t(1);
@@ -97,6 +104,7 @@ at::Tensor aggregate_entries_cpu(const at::Tensor& ptr, const at::Tensor& idx, c
   const int64_t* pp = ptr.data_ptr<int64_t>();
   const int32_t* ip = idx.data_ptr<int32_t>();
   const int64_t* ep = eid.data_ptr<int64_t>();
+  const int64_t nnz = idx.numel();
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "aggregate_entries_cpu", [&] {
     const scalar_t* xp = x.data_ptr<scalar_t>();
     const scalar_t* wp = w.defined() ? w.data_ptr<scalar_t>() : nullptr;
@@ -105,6 +113,7 @@ at::Tensor aggregate_entries_cpu(const at::Tensor& ptr, const at::Tensor& idx, c
       for (int64_t i = begin; i < end; ++i) {
         scalar_t* o = op + i * f;
         for (int64_t k = pp[i]; k < pp[i + 1]; ++k) {
+          if (k + kPrefetch < nnz) prefetch_row(xp + int64_t(ip[k + kPrefetch]) * f, f);
           const scalar_t a = wp ? wp[ep[k]] : scalar_t(1);
           const scalar_t* src = xp + int64_t(ip[k]) * f;
           for (int64_t j = 0; j < f; ++j) o[j] += a * src[j];
@@ -121,6 +130,7 @@ at::Tensor aggregate_backward_w_cpu(const at::Tensor& rowptr, const at::Tensor& 
   const int64_t n_out = rows_count(rowptr, rows);
   const int64_t f = x.size(1);
   at::Tensor grad_w = at::zeros({col.numel()}, x.options());
+  const int64_t nnz = col.numel();
   const int64_t* rp = rowptr.data_ptr<int64_t>();
   const int32_t* ci = col.data_ptr<int32_t>();
   const int64_t* ri = rows.defined() ? rows.data_ptr<int64_t>() : nullptr;
@@ -133,6 +143,7 @@ at::Tensor aggregate_backward_w_cpu(const at::Tensor& rowptr, const at::Tensor& 
         const int64_t r = ri ? ri[i] : i;
         const scalar_t* g = gp + i * f;
         for (int64_t k = rp[r]; k < rp[r + 1]; ++k) {
+          if (k + kPrefetch < nnz) prefetch_row(xp + int64_t(ci[k + kPrefetch]) * f, f);
           const scalar_t* src = xp + int64_t(ci[k]) * f;
           scalar_t acc = 0;
           for (int64_t j = 0; j < f; ++j) acc += g[j] * src[j];

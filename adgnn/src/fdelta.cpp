@@ -31,6 +31,7 @@ at::Tensor pair_features_cpu(const at::Tensor& row, const at::Tensor& col, const
     scalar_t* o = out.data_ptr<scalar_t>();
     at::parallel_for(0, P, 2048, [&](int64_t begin, int64_t end) {
       for (int64_t p = begin; p < end; ++p) {
+        if (p + kPrefetch < P) prefetch_row(zp + int64_t(c[p + kPrefetch]) * F, F);  // r[p]: in CSR order
         const scalar_t* a = zp + int64_t(r[p]) * F;
         const scalar_t* b = zp + int64_t(c[p]) * F;
         scalar_t* prod = o + p * 2 * F;
@@ -73,8 +74,17 @@ at::Tensor pair_grad_sums_cpu(const PairGradIndex& ix, const at::Tensor& z_in, c
           }
         };
         if (u < rows)
-          for (int64_t p = prow[u]; p < prow[u + 1]; ++p) add(p, pcol[p]);
-        for (int64_t q = trow[u]; q < trow[u + 1]; ++q) add(tpair[q], tother[q]);
+          for (int64_t p = prow[u]; p < prow[u + 1]; ++p) {
+            if (p + kPrefetch < prow[rows]) prefetch_row(zp + int64_t(pcol[p + kPrefetch]) * F, F);
+            add(p, pcol[p]);
+          }
+        for (int64_t q = trow[u]; q < trow[u + 1]; ++q) {
+          if (q + kPrefetch < trow[num_src]) {
+            prefetch_row(zp + int64_t(tother[q + kPrefetch]) * F, F);
+            prefetch_row(gp + tpair[q + kPrefetch] * 2 * F, 2 * F);
+          }
+          add(tpair[q], tother[q]);
+        }
       }
     });
   });

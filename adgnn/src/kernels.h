@@ -56,6 +56,16 @@ constexpr int64_t kRegroupMinEntries = int64_t(1) << 23;
 // The threshold in use (kRegroupMinEntries; tests lower it to run the regrouping on small graphs).
 int64_t& regroup_min_entries();
 
+// The CPU kernels' gathers of random rows wait on memory for each one: the row kPrefetch entries
+// ahead is requested early, so that many are in flight (the out-of-order window alone covers a
+// few). On arxiv-scale (2 cores) the SpMM went from 236 to 77 ms (docs/performance.md, CPU).
+constexpr int64_t kPrefetch = 16;
+template <typename T>
+inline void prefetch_row(const T* row, int64_t f) {
+  const char* p = reinterpret_cast<const char*>(row);
+  for (int64_t b = 0; b < f * int64_t(sizeof(T)); b += 64) __builtin_prefetch(p + b);
+}
+
 // The rows of a CSR with >= kLongRow entries, int64 on rowptr's device (waits for the device once).
 at::Tensor long_rows_of(const at::Tensor& rowptr);
 // Every row of a CSR by descending entry count, ties by index (int64, on rowptr's device): the
