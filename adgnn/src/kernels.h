@@ -58,7 +58,7 @@ int64_t& regroup_min_entries();
 
 // The CPU kernels' gathers of random rows wait on memory for each one: the row kPrefetch entries
 // ahead is requested early, so that many are in flight (the out-of-order window alone covers a
-// few). On arxiv-scale (2 cores) the SpMM went from 236 to 77 ms (docs/performance.md, CPU).
+// few). On arxiv-scale (2 cores) the SpMM went from 236 to 77 ms (docs/performance.md, v77).
 constexpr int64_t kPrefetch = 16;
 template <typename T>
 inline void prefetch_row(const T* row, int64_t f) {
