@@ -54,7 +54,7 @@ grep -q '"nodes"' "$tmp/out" && ok || bad "stats --json lacks nodes"
 expect_ok "$adgnn" data convert "$tmp/demo.h5" -o "$tmp/demo2.h5"
 # Renumbering for locality: same statistics, original ids stored; bad method / block refused.
 expect_ok "$adgnn" data reorder "$tmp/demo.h5" -o "$tmp/demo_ro.h5" --block 300
-grep -q 'entries within a block: .* -> .*%; wrote' "$tmp/out" && ok || bad "data reorder did not report locality: $(cat "$tmp/out")"
+grep -q 'entries within a block of 300: .* -> .*%; wrote' "$tmp/out" && ok || bad "data reorder did not report locality: $(cat "$tmp/out")"
 expect_ok "$adgnn" data reorder "$tmp/demo.h5" -o "$tmp/demo_rb.h5" --method benefit
 grep -q 'reordered (benefit' "$tmp/out" && ok || bad "data reorder --method benefit: $(cat "$tmp/out")"
 "$adgnn" data stats "$tmp/demo.h5" --json >"$tmp/s1.json" && "$adgnn" data stats "$tmp/demo_ro.h5" --json >"$tmp/s2.json" &&
