@@ -308,7 +308,11 @@ void launch_spmm(const int64_t* ptr, const int32_t* idx, const int64_t* eid, con
                  const int64_t* long_rows = nullptr, int64_t n_long = 0, const int32_t* slot = nullptr,
                  bool out_by_row = false) {
   const int64_t f = x.size(1);
-  if (n_out == 0 || f == 0) return;
+  // With out_by_row, n_out counts the rows besides the long ones, which may be every row (a
+  // dense graph): the long-row kernel still has to run.
+  const bool long_only = n_out == 0 && out_by_row && n_long > 0;
+  if (f == 0 || (n_out == 0 && !long_only)) return;
+  const int64_t computed = out_by_row ? n_out + n_long : n_out;  // the rows this call writes
   constexpr int kVec = sizeof(T) == 4 ? 4 : 2;
   const bool vec_ok = f % kVec == 0 && reinterpret_cast<uintptr_t>(x.data_ptr<T>()) % (kVec * sizeof(T)) == 0 &&
                       reinterpret_cast<uintptr_t>(out.data_ptr<T>()) % (kVec * sizeof(T)) == 0;
@@ -317,7 +321,7 @@ void launch_spmm(const int64_t* ptr, const int32_t* idx, const int64_t* eid, con
   // (docs/performance.md, v11). When the call computes a good share of the rows, gather from a
   // copy padded to the vector width instead: one extra pass over x and the output, against the
   // kernel's per-entry cost. (Few computed rows, AD's deeper layers: the copy would dominate.)
-  if (!vec_ok && f > kVec && n_out * 8 >= x.size(0)) {
+  if (!vec_ok && f > kVec && computed * 8 >= x.size(0)) {
     const int64_t fp = (f + kVec - 1) / kVec * kVec;
     at::Tensor xp = at::zeros({x.size(0), fp}, x.options());
     xp.slice(1, 0, f).copy_(x);
@@ -332,15 +336,17 @@ void launch_spmm(const int64_t* ptr, const int32_t* idx, const int64_t* eid, con
   const int64_t blocks = (n_out * tpr + kRowsThreads - 1) / kRowsThreads;
   auto stream = at::cuda::getCurrentCUDAStream();
   const int64_t long_min = n_long > 0 ? kLongRow : INT64_MAX;
-  if (vec_ok)
-    spmm_rows<T, kVec><<<blocks, kRowsThreads, 0, stream>>>(ptr, idx, eid, w, pos, x.data_ptr<T>(), rows, n_out,
-                                                            vecs, tpr, self_w, backward, n_self, long_min,
-                                                            out_by_row, out.data_ptr<T>());
-  else
-    spmm_rows<T, 1><<<blocks, kRowsThreads, 0, stream>>>(ptr, idx, eid, w, pos, x.data_ptr<T>(), rows, n_out,
-                                                         vecs, tpr, self_w, backward, n_self, long_min,
-                                                         out_by_row, out.data_ptr<T>());
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  if (n_out > 0) {  // (none when every row is long)
+    if (vec_ok)
+      spmm_rows<T, kVec><<<blocks, kRowsThreads, 0, stream>>>(ptr, idx, eid, w, pos, x.data_ptr<T>(), rows, n_out,
+                                                              vecs, tpr, self_w, backward, n_self, long_min,
+                                                              out_by_row, out.data_ptr<T>());
+    else
+      spmm_rows<T, 1><<<blocks, kRowsThreads, 0, stream>>>(ptr, idx, eid, w, pos, x.data_ptr<T>(), rows, n_out,
+                                                           vecs, tpr, self_w, backward, n_self, long_min,
+                                                           out_by_row, out.data_ptr<T>());
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  }
   if (n_long == 0) return;
   if (vec_ok)
     spmm_long_rows<T, kVec><<<n_long, kLongWarps * 32, 0, stream>>>(

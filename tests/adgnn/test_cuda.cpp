@@ -240,6 +240,33 @@ TEST(Cuda, LengthOrderEqualsTheIndexOrder) {
       }
     }
   }
+  // A dense graph, every row long (1,099 >= kLongRow entries), each column read by every other
+  // row: the row kernel has no rows left in the length order, the long-row kernel writes them
+  // all (forward and over the transpose).
+  {
+    const int64_t m = 1100;
+    const at::Tensor r = torch::arange(m, torch::kInt64).repeat_interleave(m), c = torch::arange(m, torch::kInt64).repeat(m);
+    const at::Tensor off = r != c;
+    const at::Tensor dense_ptr = (torch::arange(m + 1, torch::kInt64) * (m - 1)).to(d);
+    const at::Tensor dense_col = c.index({off}).to(torch::kInt32).to(d);
+    const at::Tensor x = torch::randn({m, 128}, torch::kFloat32).to(d);
+    const at::Tensor probe = torch::randn({m, 128}, torch::kFloat32).to(d);
+    const at::Tensor w = torch::rand({dense_col.numel()}, torch::kFloat32).to(d);
+    at::Tensor out[2], grad[2];
+    for (int ordered = 0; ordered < 2; ++ordered) {
+      adgnn::kernels::length_ordered_rows() = ordered == 1;
+      at::Tensor xx = x.detach().clone().requires_grad_(true);
+      out[ordered] = adgnn::csr_aggregate(dense_ptr, dense_col, w, xx);
+      (out[ordered] * probe).sum().backward();
+      grad[ordered] = xx.grad();
+    }
+    adgnn::kernels::length_ordered_rows() = true;
+    EXPECT_TRUE(torch::equal(out[0], out[1])) << "every row long";
+    EXPECT_TRUE(torch::equal(grad[0], grad[1])) << "every row long";
+    const at::Tensor dense = torch::zeros({m, m}, torch::kFloat64)
+                                 .index_put_({r.index({off}), c.index({off})}, w.cpu().to(torch::kFloat64));
+    EXPECT_TRUE(torch::allclose(out[1].cpu().to(torch::kFloat64), dense.mm(x.cpu().to(torch::kFloat64)), 1e-3, 1e-3));
+  }
   // The order itself: descending entry count, ties by index.
   const at::Tensor order = adgnn::kernels::length_order(h.rowptr);
   const at::Tensor len = (h.rowptr.slice(0, 1) - h.rowptr.slice(0, 0, -1)).index_select(0, order);
