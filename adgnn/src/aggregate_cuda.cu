@@ -426,10 +426,11 @@ at::Tensor dropout_apply_cuda(const at::Tensor& x, const at::Tensor& gid, uint64
 
 at::Tensor aggregate_cuda(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& w,
                           const at::Tensor& x, const at::Tensor& rows, const at::Tensor& self_w,
-                          const at::Tensor& long_rows, const at::Tensor& rows_pos, const at::Tensor& order) {
+                          const RowSchedule& schedule, const at::Tensor& rows_pos) {
   const int64_t n_out = rows.defined() ? rows.numel() : rowptr.numel() - 1;
   at::Tensor out = at::empty({n_out, x.size(1)}, x.options());
-  const int64_t n_long = long_rows.defined() ? long_rows.numel() : 0;
+  const int64_t n_long = schedule.n_long;
+  const int64_t* order = schedule.order.defined() ? schedule.order.data_ptr<int64_t>() : nullptr;
   at::Tensor slot;  // output row of each CSR row (-1: not computed), when rows select some
   if (n_long > 0 && rows.defined() && rows_pos.defined()) {
     slot = rows_pos;
@@ -439,17 +440,14 @@ at::Tensor aggregate_cuda(const at::Tensor& rowptr, const at::Tensor& col, const
   }
   // Every row, in length order: the long rows lead it and are spmm_long_rows', so the row kernel
   // takes the rest, writing each row's output at its own index.
-  const bool by_order = !rows.defined() && order.defined() && length_ordered_rows();
-  const int64_t* row_list = rows.defined() ? rows.data_ptr<int64_t>()
-                            : by_order     ? order.data_ptr<int64_t>() + n_long
-                                           : nullptr;
+  const bool by_order = !rows.defined() && order && length_ordered_rows();
+  const int64_t* row_list = rows.defined() ? rows.data_ptr<int64_t>() : by_order ? order + n_long : nullptr;
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "aggregate_cuda", [&] {
     launch_spmm<scalar_t>(rowptr.data_ptr<int64_t>(), col.data_ptr<int32_t>(), nullptr,
                           w.defined() ? w.data_ptr<scalar_t>() : nullptr, nullptr, x, row_list,
                           by_order ? n_out - n_long : n_out,
                           self_w.defined() ? self_w.data_ptr<scalar_t>() : nullptr, false, 0, out,
-                          n_long > 0 ? long_rows.data_ptr<int64_t>() : nullptr, n_long,
-                          slot.defined() ? slot.data_ptr<int32_t>() : nullptr, by_order);
+                          order, n_long, slot.defined() ? slot.data_ptr<int32_t>() : nullptr, by_order);
   });
   return out;
 }
@@ -479,16 +477,17 @@ at::Tensor aggregate_backward_x_cuda(const Transposed& t, const at::Tensor& w,
   }
   at::Tensor grad_x = at::empty({num_src, grad_out.size(1)}, grad_out.options());
   // Every source row, in length order (as aggregate_cuda).
-  const int64_t n_long = t.long_rows.defined() ? t.long_rows.numel() : 0;
-  const bool by_order = t.order.defined() && length_ordered_rows();
+  const int64_t n_long = t.schedule.n_long;
+  const int64_t* order = t.schedule.order.defined() ? t.schedule.order.data_ptr<int64_t>() : nullptr;
+  const bool by_order = order && length_ordered_rows();
   AT_DISPATCH_FLOATING_TYPES(grad_out.scalar_type(), "aggregate_backward_x_cuda", [&] {
     launch_spmm<scalar_t>(t.rowptr.data_ptr<int64_t>(), t.row.data_ptr<int32_t>(),
                           t.entry.data_ptr<int64_t>(), w.defined() ? w.data_ptr<scalar_t>() : nullptr,
                           pos.defined() ? pos.data_ptr<int32_t>() : nullptr, grad_out,
-                          by_order ? t.order.data_ptr<int64_t>() + n_long : nullptr,
+                          by_order ? order + n_long : nullptr,
                           by_order ? num_src - n_long : num_src,
                           self_w.defined() ? self_w.data_ptr<scalar_t>() : nullptr, true, num_dst_rows, grad_x,
-                          n_long > 0 ? t.long_rows.data_ptr<int64_t>() : nullptr, n_long, nullptr, by_order);
+                          order, n_long, nullptr, by_order);
   });
   return grad_x;
 }

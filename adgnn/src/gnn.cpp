@@ -39,17 +39,12 @@ kernels::Transposed cached_transpose(const at::Tensor& rowptr, const at::Tensor&
 }
 
 #ifdef ADGNN_HAVE_CUDA_KERNELS
-// The long rows of the aggregated CSRs on the GPU (kernels::kLongRow), found once per row
-// pointer (one device wait), and the rows' processing order (kernels::length_order). Keyed by
-// rowptr alone: a rank's per-pass graph with compact halo columns (docs/distributed.md) shares
-// the graph's rows, so it finds them without a wait.
-struct RowSchedule {
-  at::Tensor long_rows, order;
-};
-RowSchedule cached_rows(const at::Tensor& rowptr) {
-  static CsrCache<RowSchedule> cache;
-  return cache.get(rowptr, rowptr, 0,
-                   [&] { return RowSchedule{kernels::long_rows_of(rowptr), kernels::length_order(rowptr)}; });
+// The row schedules of the aggregated CSRs on the GPU (kernels::row_schedule), found once per
+// row pointer (one device wait). Keyed by rowptr alone: a rank's per-pass graph with compact halo
+// columns (docs/distributed.md) shares the graph's rows, so it finds them without a wait.
+kernels::RowSchedule cached_schedule(const at::Tensor& rowptr) {
+  static CsrCache<kernels::RowSchedule> cache;
+  return cache.get(rowptr, rowptr, 0, [&] { return kernels::row_schedule(rowptr); });
 }
 #endif
 
@@ -105,9 +100,9 @@ class CsrAggregate : public torch::autograd::Function<CsrAggregate> {
 #ifdef ADGNN_HAVE_CUDA_KERNELS
       // A CSR built for this call only is not searched for long rows (that would wait for the
       // device every call); its rows are all summed by single warps.
-      const RowSchedule schedule = cache_csr ? cached_rows(rowptr) : RowSchedule{};
-      return kernels::aggregate_cuda(rowptr, col, weight, x, rows, self_w, schedule.long_rows,
-                                     pos_in.numel() > 0 ? pos_in : at::Tensor(), schedule.order);
+      return kernels::aggregate_cuda(rowptr, col, weight, x, rows, self_w,
+                                     cache_csr ? cached_schedule(rowptr) : kernels::RowSchedule{},
+                                     pos_in.numel() > 0 ? pos_in : at::Tensor());
 #else
       TORCH_CHECK(false, "csr_aggregate: this build has no CUDA kernels (configure with -DADGNN_CUDA=ON)");
 #endif
@@ -158,13 +153,11 @@ class CsrAggregate : public torch::autograd::Function<CsrAggregate> {
       }
     } else if (x.is_cuda()) {
 #ifdef ADGNN_HAVE_CUDA_KERNELS
-      if (ctx->needs_input_grad(3) && self_adjoint()) {
-        const RowSchedule schedule = cached_rows(rowptr);
-        grad_x = kernels::aggregate_cuda(rowptr, col, weight, g, rows, self_w, schedule.long_rows, {}, schedule.order);
-      } else if (ctx->needs_input_grad(3)) {
+      if (ctx->needs_input_grad(3) && self_adjoint())
+        grad_x = kernels::aggregate_cuda(rowptr, col, weight, g, rows, self_w, cached_schedule(rowptr));
+      else if (ctx->needs_input_grad(3))
         grad_x = kernels::aggregate_backward_x_cuda(transposed(), weight,
                                                     g, rows, rowptr.numel() - 1, self_w, rows_pos);
-      }
       if (weight.defined() && ctx->needs_input_grad(2))
         grad_w = kernels::aggregate_backward_w_cuda(rowptr, col, x, g, rows);
 #endif
@@ -229,9 +222,10 @@ int64_t& regroup_min_entries() {
   return min_entries;
 }
 
-at::Tensor long_rows_of(const at::Tensor& rowptr) {
+RowSchedule row_schedule(const at::Tensor& rowptr) {
   const at::Tensor counts = rowptr.slice(0, 1) - rowptr.slice(0, 0, -1);
-  return (counts >= kLongRow).nonzero().squeeze(1);
+  return {std::get<1>(counts.sort(/*stable=*/true, /*dim=*/0, /*descending=*/true)),
+          (counts >= kLongRow).sum().item<int64_t>()};
 }
 
 Transposed transpose_entries(const at::Tensor& rowptr, const at::Tensor& col, int64_t num_src,
@@ -246,16 +240,8 @@ Transposed transpose_entries(const at::Tensor& rowptr, const at::Tensor& col, in
   t.row = dst.index_select(0, t.entry).to(torch::kInt32);
   t.rowptr = torch::cat({torch::zeros({1}, rowptr.options()),
                          torch::bincount(col64, {}, num_src).cumsum(0)});
-  if (find_long) {
-    t.long_rows = long_rows_of(t.rowptr);
-    t.order = length_order(t.rowptr);
-  }
+  if (find_long) t.schedule = row_schedule(t.rowptr);
   return t;
-}
-
-at::Tensor length_order(const at::Tensor& rowptr) {
-  const at::Tensor counts = rowptr.slice(0, 1) - rowptr.slice(0, 0, -1);
-  return std::get<1>(counts.sort(/*stable=*/true, /*dim=*/0, /*descending=*/true));
 }
 
 bool& length_ordered_rows() {

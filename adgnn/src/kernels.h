@@ -33,14 +33,27 @@ uint64_t mix64(uint64_t z) {
   return z ^ (z >> 31);
 }
 
+// How the CUDA kernel takes a CSR's rows: every row by descending entry count, ties by index
+// (int64, on rowptr's device), of which the first n_long, the rows with >= kLongRow entries,
+// are summed by a block each (spmm_long_rows). A call over every row sums the others in this
+// order. Measured on arxiv-scale: 68% of the copy bandwidth in index order, 101% in this one
+// (docs/performance.md, v76). The likely reason: a block holds its SM slot until its longest row
+// is done, and rows of equal length side by side finish together. Each row's sum is the same
+// either way (bit for bit).
+struct RowSchedule {
+  at::Tensor order;    // undefined: none (every row on one warp, in index order)
+  int64_t n_long = 0;
+};
+// The schedule of a CSR (waits for the device once, for n_long).
+RowSchedule row_schedule(const at::Tensor& rowptr);
+
 // A CSR's transpose, prepared once per graph for the backward: row s lists, in increasing
 // destination order, the entries (destination row, entry index in the CSR) whose column is s.
 struct Transposed {
   at::Tensor rowptr;     // int64 [num_src + 1]
   at::Tensor row;        // int32 [E], destination row of the entry
   at::Tensor entry;      // int64 [E], the entry's index in the original CSR (for its weight)
-  at::Tensor long_rows;  // int64, rows with >= kLongRow entries (when asked for; else undefined)
-  at::Tensor order;      // int64, length_order(rowptr) (with long_rows; else undefined)
+  RowSchedule schedule;  // row_schedule(rowptr), when asked for (else undefined)
 };
 
 // Rows with at least this many entries are summed by a whole block of the CUDA kernel (its warps
@@ -66,20 +79,11 @@ inline void prefetch_row(const T* row, int64_t f) {
   for (int64_t b = 0; b < f * int64_t(sizeof(T)); b += 64) __builtin_prefetch(p + b);
 }
 
-// The rows of a CSR with >= kLongRow entries, int64 on rowptr's device (waits for the device once).
-at::Tensor long_rows_of(const at::Tensor& rowptr);
-// Every row of a CSR by descending entry count, ties by index (int64, on rowptr's device): the
-// order in which the CUDA kernel sums a call over every row (its long rows, which lead, go to
-// spmm_long_rows). Measured on arxiv-scale: 68% of the copy bandwidth in index order, 101% in
-// this one (docs/performance.md, v76). The likely reason: a block holds its SM slot until its
-// longest row is done, and rows of equal length side by side finish together. Each row's sum
-// is the same either way (bit for bit).
-at::Tensor length_order(const at::Tensor& rowptr);
-// Whether the CUDA kernels use that order (default on; tests compare it with the index order).
+// Whether the CUDA kernels sum a call over every row in the schedule's order (default on; tests
+// compare it with the index order).
 bool& length_ordered_rows();
 
-// find_long: also list the transpose's long rows (kLongRow) and its length_order, for the CUDA
-// backward.
+// find_long: also the transpose's row_schedule, for the CUDA backward.
 Transposed transpose_entries(const at::Tensor& rowptr, const at::Tensor& col, int64_t num_src,
                              bool find_long = false);
 
@@ -171,13 +175,11 @@ at::Tensor aggregate_backward_x_cuda(const Transposed& t, const at::Tensor& w,
 at::Tensor aggregate_backward_w_cuda(const at::Tensor& rowptr, const at::Tensor& col,
                                      const at::Tensor& x, const at::Tensor& grad_out,
                                      const at::Tensor& rows);
-// long_rows: long_rows_of(rowptr), or undefined (every row summed by one warp). rows: distinct.
-// order: length_order(rowptr) (with long_rows), the processing order of a call over every row
-// (rows undefined); undefined: index order.
+// schedule: row_schedule(rowptr), or none (every row summed by one warp, in index order). rows:
+// distinct (undefined: every row, in the schedule's order).
 at::Tensor aggregate_cuda(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& w,
                           const at::Tensor& x, const at::Tensor& rows, const at::Tensor& self_w,
-                          const at::Tensor& long_rows = {}, const at::Tensor& rows_pos = {},
-                          const at::Tensor& order = {});
+                          const RowSchedule& schedule = {}, const at::Tensor& rows_pos = {});
 // x[r, c] * (scale when mix64(mix64(key ^ gid[r]) + c) >= threshold, else 0); gid on x's device.
 // row_flags (uint8, one per row; undefined: every row): rows flagged 0 are left unwritten, or
 // zeroed with zero_unflagged. accumulate_into (contiguous, x's shape; no zeroing): added to in

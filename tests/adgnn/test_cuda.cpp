@@ -198,7 +198,7 @@ TEST(Cuda, LongRowsEqualTheReferenceAndAreDeterministic) {
   }
 }
 
-// v76: a call over every row sums the rows in descending order of length (kernels::length_order;
+// v76: a call over every row sums the rows in descending order of length (kernels::row_schedule;
 // the long rows first, to spmm_long_rows), forward and over the transpose. Each row's sum is
 // the same, so the outputs and gradients equal the index order's bit for bit: hub rows, every
 // width path, both precisions, weights, the self term, every row and computed rows with their
@@ -267,8 +267,11 @@ TEST(Cuda, LengthOrderEqualsTheIndexOrder) {
                                  .index_put_({r.index({off}), c.index({off})}, w.cpu().to(torch::kFloat64));
     EXPECT_TRUE(torch::allclose(out[1].cpu().to(torch::kFloat64), dense.mm(x.cpu().to(torch::kFloat64)), 1e-3, 1e-3));
   }
-  // The order itself: descending entry count, ties by index.
-  const at::Tensor order = adgnn::kernels::length_order(h.rowptr);
+  // The order itself: descending entry count, ties by index; the long rows (5000 and 1024
+  // entries) lead it.
+  const adgnn::kernels::RowSchedule schedule = adgnn::kernels::row_schedule(h.rowptr);
+  EXPECT_EQ(schedule.n_long, 2);
+  const at::Tensor order = schedule.order;
   const at::Tensor len = (h.rowptr.slice(0, 1) - h.rowptr.slice(0, 0, -1)).index_select(0, order);
   EXPECT_TRUE((len.slice(0, 1) <= len.slice(0, 0, -1)).all().item<bool>());
   EXPECT_TRUE(((len.slice(0, 1) < len.slice(0, 0, -1)) | (order.slice(0, 1) > order.slice(0, 0, -1))).all().item<bool>());
