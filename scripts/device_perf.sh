@@ -41,7 +41,7 @@ cp /tmp/adgnn_bench/table_reordered.md "$OUT/gpu_bench_table_reordered.md" 2>/de
 cp /tmp/adgnn_bench/*.json /tmp/adgnn_bench/reorder.log "$OUT/" 2>/dev/null
 CUDA_VISIBLE_DEVICES=0 build-gpu/adgnn bench --dataset /tmp/adgnn_bench/arxiv-scale.h5 --backbones gcn \
   --variants plain,ad_fast,ad --depths 4 --steps 20 --warmup 5 --profile 3 --breakdown --device cuda \
-  --json "$OUT/profile_d4.json" >"$OUT/profile_d4.md" 2>&1
+  --fdelta-precision "${FDELTA:-bf16}" --json "$OUT/profile_d4.json" >"$OUT/profile_d4.md" 2>&1
 elapsed "profile depth 4: exit $?"
 # The SpMM kernels alone against the card's copy bandwidth and matmul rate (performance.md floors).
 CUDA_VISIBLE_DEVICES=0 build-gpu/adgnn bench --dataset /tmp/adgnn_bench/arxiv-scale.h5 --backbones gcn \
