@@ -240,14 +240,15 @@ at::Tensor cross_entropy_rows_backward_cuda(const at::Tensor& logits, const at::
 // A deeper AD layer's output (merge_rows_cuda.cu): out[r] = active[r] ? upd[pos[r]] : prev[r] (pos:
 // int32, each row's position among the computed rows, -1 for the others; every upd row has one).
 // Backward: prev's gradient g with the active rows zeroed, upd's g at the active computed rows and
-// zero at the others. band_diff: diff[b] = upd[pos[band_rows[b]]] - prev[band_rows[b]].
+// zero at the others. band_diff: diff[b] = upd[pos[band_rows[b]]] - act(prev[band_rows[b]] + bias)
+// (bias: undefined, or [width]; act: ReLU where relu, else the identity).
 at::Tensor merge_rows_cuda(const at::Tensor& prev, const at::Tensor& upd, const at::Tensor& pos,
                            const at::Tensor& active);
 std::pair<at::Tensor, at::Tensor> merge_rows_backward_cuda(const at::Tensor& g, const at::Tensor& pos,
                                                            const at::Tensor& active, int64_t upd_rows,
                                                            bool want_prev, bool want_upd);
 at::Tensor band_diff_cuda(const at::Tensor& prev, const at::Tensor& upd, const at::Tensor& pos,
-                          const at::Tensor& band_rows);
+                          const at::Tensor& band_rows, const at::Tensor& bias = {}, bool relu = false);
 // at::zeros on the GPU by a memset (cuda_rows.cuh's zeroed): less host time than a fill kernel.
 at::Tensor zeroed_cuda(at::IntArrayRef size, const at::TensorOptions& options);
 // detail::tau_thresholds on the GPU (dense_cuda.cu), one single-thread kernel each way: tau(t) for

@@ -324,6 +324,7 @@ class GcnLayer : public Layer {
   at::Tensor self_only_leading(const at::Tensor& h, int64_t rows) override { return affine(h, rows); }
   bool fuse_relu() override { return relu_fused_ = true; }
   at::Tensor input_transform(const at::Tensor& h) override { return h.mm(w_); }
+  at::Tensor self_only_bias() const override { return b_; }
 
  private:
   // output: the forward's (which fuses the next layer's dropout when asked), not self_only's.
@@ -414,6 +415,7 @@ class GatLayer : public Layer {
     return finish(h_rows.mm(w_).view({-1, heads_, c_}));  // softmax over the self-loop alone: 1
   }
   at::Tensor input_transform(const at::Tensor& h) override { return h.mm(w_); }
+  at::Tensor self_only_bias() const override { return concat_ ? b_ : at::Tensor(); }
 
  private:
   at::Tensor finish(const at::Tensor& out) {

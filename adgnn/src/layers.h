@@ -147,6 +147,10 @@ class Layer {
   }
   // The layer's first linear transform of source rows (f_delta's input at layer 1).
   virtual at::Tensor input_transform(const at::Tensor& h) = 0;
+  // b where self_only(h) is input_transform(h) + b before the layer's fused ReLU (GCN; GAT with
+  // concatenated heads), else undefined: layer 1 of the learned variant then takes its rows'
+  // self-only values from f_delta's input instead of another product (v78).
+  virtual at::Tensor self_only_bias() const { return {}; }
   // Asks the layer to end its outputs (forward and self_only) with a ReLU, fused with its last
   // linear map (a hidden layer without BatchNorm); returns whether it does. Until then, and in
   // layers that do not, the model applies the ReLU.

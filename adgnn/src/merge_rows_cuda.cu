@@ -58,17 +58,28 @@ __global__ void merge_rows_backward_kernel(const T* __restrict__ g, const int32_
   }
 }
 
-// diff[b] = upd[pos[band[b]]] - prev[band[b]].
+// diff[b] = upd[pos[band[b]]] - act(prev[band[b]] + bias), act = relu or the identity (bias:
+// null, or one value per column).
 template <typename T, int V>
 __global__ void band_diff_kernel(const T* __restrict__ prev, const T* __restrict__ upd, const int32_t* __restrict__ pos,
-                                 const int64_t* __restrict__ band, int64_t count, int64_t vecs, T* __restrict__ diff) {
+                                 const int64_t* __restrict__ band, const T* __restrict__ bias, bool relu,
+                                 int64_t count, int64_t vecs, T* __restrict__ diff) {
   using VT = Vec<T, V>;
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count * vecs; i += stride) {
     const int64_t b = i / vecs, v = i % vecs;
     const int64_t r = band[b];
     const VT u = reinterpret_cast<const VT*>(upd)[int64_t(pos[r]) * vecs + v];
-    const VT p = reinterpret_cast<const VT*>(prev)[r * vecs + v];
+    VT p = reinterpret_cast<const VT*>(prev)[r * vecs + v];
+    if (bias) {
+      const VT c = reinterpret_cast<const VT*>(bias)[v];
+#pragma unroll
+      for (int k = 0; k < V; ++k) p.v[k] += c.v[k];
+    }
+    if (relu) {
+#pragma unroll
+      for (int k = 0; k < V; ++k) p.v[k] = p.v[k] > T(0) ? p.v[k] : T(0);
+    }
     VT d;
 #pragma unroll
     for (int k = 0; k < V; ++k) d.v[k] = u.v[k] - p.v[k];
@@ -153,9 +164,12 @@ std::pair<at::Tensor, at::Tensor> merge_rows_backward_cuda(const at::Tensor& g, 
 }
 
 at::Tensor band_diff_cuda(const at::Tensor& prev, const at::Tensor& upd, const at::Tensor& pos,
-                          const at::Tensor& band_rows) {
+                          const at::Tensor& band_rows, const at::Tensor& bias, bool relu) {
   check_merge_inputs("band_diff_cuda", prev, pos, at::Tensor(), upd);
   TORCH_CHECK(band_rows.scalar_type() == at::kLong && band_rows.is_contiguous(), "band_diff_cuda: band_rows int64");
+  TORCH_CHECK(!bias.defined() || (bias.is_contiguous() && bias.numel() == prev.size(1) &&
+                                  bias.scalar_type() == prev.scalar_type() && bias.device() == prev.device()),
+              "band_diff_cuda: bias must be one contiguous value per column, of prev's type and device");
   const int64_t count = band_rows.numel(), F = prev.size(1);
   at::Tensor diff = at::empty({count, F}, prev.options());
   if (count * F == 0) return diff;
@@ -163,12 +177,12 @@ at::Tensor band_diff_cuda(const at::Tensor& prev, const at::Tensor& upd, const a
   auto stream = at::cuda::getCurrentCUDAStream();
   AT_DISPATCH_FLOATING_TYPES(prev.scalar_type(), "band_diff_cuda", [&] {
     using T = scalar_t;
-    with_vector_width<T>(F, {&prev, &upd, &diff}, [&](auto width) {
+    with_vector_width<T>(F, {&prev, &upd, &diff, &bias}, [&](auto width) {
       constexpr int V = decltype(width)::value;
       const int64_t vecs = F / V;
       band_diff_kernel<T, V><<<grid_for(count * vecs, threads), threads, 0, stream>>>(
-          prev.data_ptr<T>(), upd.data_ptr<T>(), pos.data_ptr<int32_t>(), band_rows.data_ptr<int64_t>(), count, vecs,
-          diff.data_ptr<T>());
+          prev.data_ptr<T>(), upd.data_ptr<T>(), pos.data_ptr<int32_t>(), band_rows.data_ptr<int64_t>(),
+          bias.defined() ? bias.data_ptr<T>() : nullptr, relu, count, vecs, diff.data_ptr<T>());
     });
   });
   C10_CUDA_KERNEL_LAUNCH_CHECK();

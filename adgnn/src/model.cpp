@@ -523,17 +523,21 @@ at::Tensor detail::merge_rows(const at::Tensor& prev, const at::Tensor& upd, con
 }
 
 at::Tensor detail::band_diff(const at::Tensor& prev, const at::Tensor& upd, const at::Tensor& pos,
-                             const at::Tensor& band_rows) {
+                             const at::Tensor& band_rows, const at::Tensor& bias, bool relu) {
   TORCH_CHECK(pos.numel() == prev.size(0) && pos.scalar_type() == torch::kInt32,
               "band_diff: int32 pos with one entry per row of prev");
+  TORCH_CHECK(!bias.defined() || bias.numel() == prev.size(1), "band_diff: bias must have one value per column");
   at::NoGradGuard no_grad;
 #ifdef ADGNN_HAVE_CUDA_KERNELS
   if (prev.is_cuda())
     return kernels::band_diff_cuda(prev.detach().contiguous(), upd.detach().contiguous(), pos.contiguous(),
-                                   band_rows.contiguous());
+                                   band_rows.contiguous(),
+                                   bias.defined() ? bias.detach().reshape({-1}).contiguous() : at::Tensor(), relu);
 #endif
-  return upd.detach().index_select(0, pos.index_select(0, band_rows).to(torch::kInt64)) -
-         prev.detach().index_select(0, band_rows);
+  at::Tensor p = prev.detach().index_select(0, band_rows);
+  if (bias.defined()) p = p + bias.detach().reshape({-1});
+  if (relu) p = torch::relu(p);
+  return upd.detach().index_select(0, pos.index_select(0, band_rows).to(torch::kInt64)) - p;
 }
 
 at::Tensor dropout_rows(const at::Tensor& h, const at::Tensor& global_id, double p, uint64_t seed,
@@ -1017,9 +1021,10 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
   std::optional<detail::DepthMasks> masks;
   at::Tensor active_all, band_all, comp_all;  // [L, n] views of the masks; comp_all: active or band
   at::Tensor comp_pos_all;  // int32 [L, n]
+  at::Tensor z;  // the learned variant's f_delta input: layer 1's input transform of hin
   if (m.adaptive()) {
     RECORD_USER_SCOPE("depth benefit");
-    const at::Tensor z = c.variant == "ad" ? m.layers.front()->input_transform(hin) : at::Tensor();
+    if (c.variant == "ad") z = m.layers.front()->input_transform(hin);
     eps = m.depth_benefit(g, z, training, labels, train_mask, out.reg_loss);
     detail::Thresholds th = m.tau();
     tau = th.all;
@@ -1359,7 +1364,17 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
       if (all_active) {
         upd = post(upd);
         next = upd;
-        if (has_band && width_change) {
+        if (has_band && width_change && band_rows.numel() * 2 >= n && (last || !c.batchnorm)) {
+          // Most rows in the band (layer 1 of the learned variant: every node whose eps is near
+          // tau(1) = 0): their difference in one pass over the rows, without gathering hin's and
+          // the update's band rows. Its self term (post: a ReLU unless last) from f_delta's
+          // input z = input_transform(hin) where the layer's self term is z + bias (GCN), instead
+          // of another product over every row (v78).
+          at::NoGradGuard no_grad;
+          const at::Tensor bias = t == 1 && z.defined() ? layer.self_only_bias() : at::Tensor();
+          diff = bias.defined() ? detail::band_diff(z.narrow(0, 0, n), upd, pos_t, band_rows, bias, !last)
+                                : detail::band_diff(post(layer.self_only_leading(hin, n)), upd, pos_t, band_rows);
+        } else if (has_band && width_change) {
           at::NoGradGuard no_grad;
           frozen_band = post(layer.self_only(hin.index_select(0, band_rows)));
         } else if (has_band) {

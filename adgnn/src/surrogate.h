@@ -76,7 +76,10 @@ DepthMasks depth_masks(const at::Tensor& eps, const at::Tensor& tau, const at::T
 // gradient). On the GPU one kernel each way (v67).
 at::Tensor merge_rows(const at::Tensor& prev, const at::Tensor& upd, const at::Tensor& pos, const at::Tensor& active);
 // The band rows' update - previous value, upd[pos[b]] - prev[b] for b in band_rows, without a
-// gradient (the straight-through term's diff).
-at::Tensor band_diff(const at::Tensor& prev, const at::Tensor& upd, const at::Tensor& pos, const at::Tensor& band_rows);
+// gradient (the straight-through term's diff). With a bias ([width]) and/or relu, the previous
+// value is act(prev[b] + bias): a layer's self-only value from its input transform (layer 1 of
+// the learned variant reuses f_delta's input, v78).
+at::Tensor band_diff(const at::Tensor& prev, const at::Tensor& upd, const at::Tensor& pos, const at::Tensor& band_rows,
+                     const at::Tensor& bias = {}, bool relu = false);
 
 }  // namespace adgnn::detail

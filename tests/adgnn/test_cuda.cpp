@@ -1222,7 +1222,8 @@ TEST(Cuda, DepthBenefitKernelsEqualTheCpu) {
 }
 
 // merge_rows and band_diff on the GPU (one kernel each way) against their CPU form (a gather and
-// index_put): copies, so the same bits; values and both gradients, at widths taking the vector
+// index_put): copies, so the same bits (band_diff also with a bias and a ReLU: one addition, then
+// one subtraction, either way); values and both gradients, at widths taking the vector
 // and the scalar paths, both precisions, a quarter of the rows computed and most of those active.
 TEST(Cuda, MergeRowsAndBandDiffEqualTheCpu) {
   REQUIRE_GPU();
@@ -1237,8 +1238,8 @@ TEST(Cuda, MergeRowsAndBandDiffEqualTheCpu) {
     for (const auto dt : {torch::kFloat32, torch::kFloat64}) {
       SCOPED_TRACE("width " + std::to_string(width) + (dt == torch::kFloat64 ? " double" : " float"));
       const at::Tensor prev0 = torch::randn({n, width}, dt), upd0 = torch::randn({m, width}, dt);
-      const at::Tensor probe = torch::randn({n, width}, dt);
-      at::Tensor out[2], grad_prev[2], grad_upd[2], diff[2];
+      const at::Tensor probe = torch::randn({n, width}, dt), bias = torch::randn({width}, dt);
+      at::Tensor out[2], grad_prev[2], grad_upd[2], diff[2], biased[2], rectified[2];
       for (int dev = 0; dev < 2; ++dev) {
         auto on = [&](const at::Tensor& t) { return dev ? t.cuda() : t; };
         const at::Tensor prev = on(prev0).detach().clone().requires_grad_(true);
@@ -1249,11 +1250,16 @@ TEST(Cuda, MergeRowsAndBandDiffEqualTheCpu) {
         grad_prev[dev] = prev.grad().cpu();
         grad_upd[dev] = upd.grad().cpu();
         diff[dev] = adgnn::detail::band_diff(prev, upd, on(pos), on(band)).cpu();
+        biased[dev] = adgnn::detail::band_diff(prev, upd, on(pos), on(band), on(bias), false).cpu();
+        rectified[dev] = adgnn::detail::band_diff(prev, upd, on(pos), on(band), on(bias), true).cpu();
       }
       EXPECT_TRUE(torch::equal(out[1], out[0]));
       EXPECT_TRUE(torch::equal(grad_prev[1], grad_prev[0]));
       EXPECT_TRUE(torch::equal(grad_upd[1], grad_upd[0]));
       EXPECT_TRUE(torch::equal(diff[1], diff[0]));
+      EXPECT_TRUE(torch::equal(biased[1], biased[0]));
+      EXPECT_TRUE(torch::equal(rectified[1], rectified[0]));
+      EXPECT_FALSE(torch::equal(rectified[0], biased[0]));  // the ReLU changed some entries
       EXPECT_EQ(grad_upd[0].abs().sum(1).gt(0).sum().item<int64_t>(), active.sum().item<int64_t>());
     }
   }
