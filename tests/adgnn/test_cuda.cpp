@@ -527,6 +527,10 @@ TEST(Cuda, FDeltaBf16KernelsEqualTheirDefinitions) {
     EXPECT_EQ(logit.scalar_type(), torch::kFloat32);
     EXPECT_TRUE(torch::allclose(logit.to(torch::kFloat64), relu64.mv(w2.to(torch::kFloat64)) + b2.to(torch::kFloat64),
                                 1e-5, 1e-5));
+    // Rows are taken R at a time (v79): a count that is not a multiple, each row's sum unchanged.
+    for (const int64_t cut : {1, 2, 3, 5})
+      EXPECT_TRUE(torch::equal(adgnn::kernels::fdelta_relu_dot_cuda(hidden.narrow(0, 0, P - cut).contiguous(), w2, b2),
+                               logit.narrow(0, 0, P - cut)));
     const adgnn::kernels::FDeltaHiddenGrad hg = adgnn::kernels::fdelta_hidden_grad_cuda(g, w2, hidden);
     ASSERT_EQ(hg.out.scalar_type(), torch::kBFloat16);
     const at::Tensor out32 = (g.unsqueeze(1) * w2.unsqueeze(0)) * (hidden.to(torch::kFloat32) > 0);
