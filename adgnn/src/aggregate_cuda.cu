@@ -168,6 +168,60 @@ spmm_rows(const int64_t* __restrict__ ptr, const int32_t* __restrict__ idx, cons
   }
 }
 
+// The backward over a transpose when few destination rows were computed (pos; AD's deeper
+// layers): most source rows read none of them, and spmm_rows found that out a warp per row, with
+// the row's bounds, entries and their pos each a dependent load (~145 us per arxiv-scale layer on
+// an H200, for 23 computed rows). Here a warp takes 32 consecutive source rows, a lane each: it
+// walks its row's entries (four loads in flight) until one maps to a computed row (or the row is
+// one itself: the self term). The warp then writes the rows without one as zeros, and sums the
+// others one at a time with all its lanes as spmm_rows does (add_entries, add_self): the same sum
+// in the same order (v80). Rows with >= long_min entries are left to spmm_long_rows.
+template <typename T, int V>
+__global__ void __launch_bounds__(kRowsThreads, kRowsMinBlocks)
+spmm_rows_hits(const int64_t* __restrict__ ptr, const int32_t* __restrict__ idx, const int64_t* __restrict__ eid,
+               const T* __restrict__ w, const int32_t* __restrict__ pos, const T* __restrict__ x, int64_t n_rows,
+               int64_t vecs, const T* __restrict__ self_w, int64_t n_self, int64_t long_min, T* __restrict__ out) {
+  using P = Pack<T, V>;
+  using VT = typename P::type;
+  const int lane = threadIdx.x % 32;
+  const int64_t base = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32 * 32;
+  if (base >= n_rows) return;  // the whole warp
+  const int64_t r = base + lane;
+  const bool valid = r < n_rows;
+  const int64_t begin = valid ? ptr[r] : 0, end = valid ? ptr[r + 1] : 0;
+  const bool mine = valid && end - begin < long_min;
+  bool hit = mine && self_w && r < n_self && pos[r] >= 0;
+  if (mine) {
+    constexpr int K = 4;
+    for (int64_t p = begin; p < end && !hit; p += K) {
+      int32_t c[K];
+#pragma unroll
+      for (int k = 0; k < K; ++k) c[k] = p + k < end ? idx[p + k] : -1;
+#pragma unroll
+      for (int k = 0; k < K; ++k) hit = hit || (c[k] >= 0 && pos[c[k]] >= 0);
+    }
+  }
+  const unsigned hits = __ballot_sync(0xffffffffu, hit), zeros = __ballot_sync(0xffffffffu, mine && !hit);
+  VT* ov = reinterpret_cast<VT*>(out);
+  for (unsigned m = zeros; m != 0; m &= m - 1) {
+    const int64_t o = base + __ffs(m) - 1;
+    for (int64_t v = lane; v < vecs; v += 32) ov[o * vecs + v] = P::zero();
+  }
+  const VT* xv = reinterpret_cast<const VT*>(x);
+  for (unsigned m = hits; m != 0; m &= m - 1) {
+    const int bit = __ffs(m) - 1;
+    const int64_t o = base + bit;
+    const int64_t b = __shfl_sync(0xffffffffu, begin, bit), e = __shfl_sync(0xffffffffu, end, bit);
+    for (int64_t v0 = 0; v0 < vecs; v0 += 32) {
+      const int64_t v = v0 + lane;
+      VT acc = P::zero();
+      add_entries<T, V>(acc, b, e, lane, 32, 0xffffffffu, idx, eid, w, pos, xv, v, vecs);
+      if (self_w && v < vecs) add_self<T, V>(acc, self_w, true, n_self, pos, o, o, xv, v, vecs);
+      if (v < vecs) ov[o * vecs + v] = acc;
+    }
+  }
+}
+
 // The rows of long_rows (>= long_min entries) that this call computes: one block per row, its
 // warps take contiguous slices of the entries (the loads of spmm_rows, eight in flight), then
 // warp 0 adds the warps' partial sums in warp order and the self term: a fixed order, so
@@ -306,7 +360,7 @@ void launch_spmm(const int64_t* ptr, const int32_t* idx, const int64_t* eid, con
                  const int32_t* pos, const at::Tensor& x, const int64_t* rows, int64_t n_out,
                  const T* self_w, bool backward, int64_t n_self, at::Tensor& out,
                  const int64_t* long_rows = nullptr, int64_t n_long = 0, const int32_t* slot = nullptr,
-                 bool out_by_row = false) {
+                 bool out_by_row = false, bool hits = false) {
   const int64_t f = x.size(1);
   // With out_by_row, n_out counts the rows besides the long ones, which may be every row (a
   // dense graph): the long-row kernel still has to run.
@@ -327,7 +381,7 @@ void launch_spmm(const int64_t* ptr, const int32_t* idx, const int64_t* eid, con
     xp.slice(1, 0, f).copy_(x);
     at::Tensor outp = at::empty({out.size(0), fp}, out.options());
     launch_spmm<T>(ptr, idx, eid, w, pos, xp, rows, n_out, self_w, backward, n_self, outp, long_rows, n_long,
-                   slot, out_by_row);
+                   slot, out_by_row, hits);
     out.copy_(outp.slice(1, 0, f));
     return;
   }
@@ -336,7 +390,16 @@ void launch_spmm(const int64_t* ptr, const int32_t* idx, const int64_t* eid, con
   const int64_t blocks = (n_out * tpr + kRowsThreads - 1) / kRowsThreads;
   auto stream = at::cuda::getCurrentCUDAStream();
   const int64_t long_min = n_long > 0 ? kLongRow : INT64_MAX;
-  if (n_out > 0) {  // (none when every row is long)
+  if (hits) {  // every source row in index order (rows: null), a warp per 32 of them
+    const int64_t hit_blocks = (n_out + kRowsThreads - 1) / kRowsThreads;
+    if (vec_ok)
+      spmm_rows_hits<T, kVec><<<hit_blocks, kRowsThreads, 0, stream>>>(ptr, idx, eid, w, pos, x.data_ptr<T>(), n_out,
+                                                                       vecs, self_w, n_self, long_min, out.data_ptr<T>());
+    else
+      spmm_rows_hits<T, 1><<<hit_blocks, kRowsThreads, 0, stream>>>(ptr, idx, eid, w, pos, x.data_ptr<T>(), n_out,
+                                                                    vecs, self_w, n_self, long_min, out.data_ptr<T>());
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  } else if (n_out > 0) {  // (none when every row is long)
     if (vec_ok)
       spmm_rows<T, kVec><<<blocks, kRowsThreads, 0, stream>>>(ptr, idx, eid, w, pos, x.data_ptr<T>(), rows, n_out,
                                                               vecs, tpr, self_w, backward, n_self, long_min,
@@ -479,7 +542,9 @@ at::Tensor aggregate_backward_x_cuda(const Transposed& t, const at::Tensor& w,
   // Every source row, in length order (as aggregate_cuda).
   const int64_t n_long = t.schedule.n_long;
   const int64_t* order = t.schedule.order.defined() ? t.schedule.order.data_ptr<int64_t>() : nullptr;
-  const bool by_order = order && length_ordered_rows();
+  // Few destination rows computed: most source rows read none (spmm_rows_hits, index order).
+  const bool hits = pos.defined() && rows.numel() * 8 < num_dst_rows && scan_for_hits();
+  const bool by_order = order && length_ordered_rows() && !hits;
   AT_DISPATCH_FLOATING_TYPES(grad_out.scalar_type(), "aggregate_backward_x_cuda", [&] {
     launch_spmm<scalar_t>(t.rowptr.data_ptr<int64_t>(), t.row.data_ptr<int32_t>(),
                           t.entry.data_ptr<int64_t>(), w.defined() ? w.data_ptr<scalar_t>() : nullptr,
@@ -487,7 +552,7 @@ at::Tensor aggregate_backward_x_cuda(const Transposed& t, const at::Tensor& w,
                           by_order ? order + n_long : nullptr,
                           by_order ? num_src - n_long : num_src,
                           self_w.defined() ? self_w.data_ptr<scalar_t>() : nullptr, true, num_dst_rows, grad_x,
-                          order, n_long, nullptr, by_order);
+                          order, n_long, nullptr, by_order, hits);
   });
   return grad_x;
 }

@@ -248,6 +248,10 @@ bool& length_ordered_rows() {
   static bool on = true;
   return on;
 }
+bool& scan_for_hits() {
+  static bool on = true;
+  return on;
+}
 }  // namespace kernels
 
 GraphTensors to_tensors(const Graph& g, c10::Device device) {

@@ -82,6 +82,10 @@ inline void prefetch_row(const T* row, int64_t f) {
 // Whether the CUDA kernels sum a call over every row in the schedule's order (default on; tests
 // compare it with the index order).
 bool& length_ordered_rows();
+// Whether the CUDA backward over a transpose, when few destination rows were computed, first
+// finds the source rows that read one (a lane per row) and sums only those (default on; tests
+// compare it with the plain scan; docs/performance.md v80).
+bool& scan_for_hits();
 
 // find_long: also the transpose's row_schedule, for the CUDA backward.
 Transposed transpose_entries(const at::Tensor& rowptr, const at::Tensor& col, int64_t num_src,

@@ -278,6 +278,66 @@ TEST(Cuda, LengthOrderEqualsTheIndexOrder) {
   EXPECT_EQ(std::get<0>(order.sort()).equal(torch::arange(n, torch::kInt64)), true);
 }
 
+// v80: the backward over the transpose when few rows were computed (< 1/8: AD's deeper layers)
+// first finds the source rows that read one, a lane per row, then sums only those. The same bits
+// as the plain scan (a warp per row): computed rows with and without the hubs (rows of 5000, 1024
+// and 1023 entries; column 7 read by 5000 rows, a long row of the transpose), every width path,
+// both precisions, with and without the self term, the rows' positions given or not; and the
+// gradient against float64 on the CPU.
+TEST(Cuda, HitScanEqualsThePlainScan) {
+  REQUIRE_GPU();
+  const int64_t n = 6000;
+  const HubCsr h = hub_csr(n, {5000, 1024, 1023}, 11, 5000, 7);
+  const auto d = c10::Device("cuda");
+  const at::Tensor rowptr = h.rowptr.to(d), col = h.col.to(d);
+  const at::Tensor hubs = std::get<0>(torch::cat({torch::tensor({0, 1, 2, 7}, torch::kInt64),
+                                                  torch::arange(3000, 3400, torch::kInt64)}).sort());
+  const at::Tensor no_hubs = torch::arange(100, 600, torch::kInt64);
+  for (const int64_t width : {1, 47, 128}) {
+    for (const bool dbl : {false, true}) {
+      const auto dtype = dbl ? torch::kFloat64 : torch::kFloat32;
+      const at::Tensor x = torch::randn({n, width}, dtype).to(d);
+      const at::Tensor w = torch::rand({col.numel()}, dtype).to(d);
+      for (const bool with_hubs : {true, false}) {
+        const at::Tensor rows = (with_hubs ? hubs : no_hubs).to(d);
+        const int64_t m = rows.numel();
+        ASSERT_LT(m * 8, n);
+        const at::Tensor pos =
+            torch::full({n}, -1, torch::kInt32).index_put_({rows.cpu()}, torch::arange(m, torch::kInt32)).to(d);
+        const at::Tensor probe = torch::randn({m, width}, dtype).to(d);
+        const at::Tensor sw = torch::rand({m}, dtype).to(d);
+        for (const bool self : {false, true}) {
+          for (const bool given_pos : {false, true}) {
+            SCOPED_TRACE("width " + std::to_string(width) + (dbl ? " double" : " float") +
+                         (with_hubs ? ", hubs computed" : ", no hubs") + (self ? ", self term" : "") +
+                         (given_pos ? ", rows_pos given" : ""));
+            at::Tensor grad[2];
+            for (int hits = 0; hits < 2; ++hits) {
+              adgnn::kernels::scan_for_hits() = hits == 1;
+              at::Tensor xx = x.detach().clone().requires_grad_(true);
+              const at::Tensor out = adgnn::csr_aggregate(rowptr, col, w, xx, rows, self ? sw : at::Tensor(), -1,
+                                                          given_pos ? pos : at::Tensor());
+              (out * probe).sum().backward();
+              grad[hits] = xx.grad();
+            }
+            adgnn::kernels::scan_for_hits() = true;
+            EXPECT_TRUE(torch::equal(grad[0], grad[1])) << (grad[0] - grad[1]).abs().max();
+            // Against float64 on the CPU: rows that read no computed row have a zero gradient.
+            at::Tensor x64 = x.cpu().to(torch::kFloat64).requires_grad_(true);
+            const at::Tensor out64 =
+                adgnn::csr_aggregate(h.rowptr, h.col, w.cpu().to(torch::kFloat64), x64, rows.cpu(),
+                                     self ? sw.cpu().to(torch::kFloat64) : at::Tensor());
+            (out64 * probe.cpu().to(torch::kFloat64)).sum().backward();
+            EXPECT_TRUE(torch::allclose(grad[1].cpu().to(torch::kFloat64), x64.grad(), dbl ? 1e-12 : 1e-5,
+                                        dbl ? 1e-12 : 1e-5));
+            EXPECT_GT(x64.grad().abs().sum(1).eq(0).sum().item<int64_t>(), 0);
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(Cuda, AggregateIsDeterministicAndEqualsTheCpuKernels) {
   REQUIRE_GPU();
   const auto g = graph(3000, 1);
