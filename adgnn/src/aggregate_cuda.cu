@@ -143,7 +143,8 @@ __global__ void __launch_bounds__(kRowsThreads, kRowsMinBlocks)
 spmm_rows(const int64_t* __restrict__ ptr, const int32_t* __restrict__ idx, const int64_t* __restrict__ eid,
           const T* __restrict__ w, const int32_t* __restrict__ pos, const T* __restrict__ x,
           const int64_t* __restrict__ rows, int64_t n_out, int64_t vecs, int tpr, const T* __restrict__ self_w,
-          bool backward, int64_t n_self, int64_t long_min, bool out_by_row, T* __restrict__ out) {
+          bool backward, int64_t n_self, int64_t long_min, bool out_by_row, const uint8_t* __restrict__ flags,
+          T* __restrict__ out) {
   using P = Pack<T, V>;
   using VT = typename P::type;
   const int64_t thread = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -153,7 +154,10 @@ spmm_rows(const int64_t* __restrict__ ptr, const int32_t* __restrict__ idx, cons
   bool valid = o < n_out;
   const int64_t r = valid ? (rows ? rows[o] : o) : 0;
   const int64_t oo = out_by_row ? r : o;  // rows as a processing order: row r's output is row r
-  int64_t begin = valid ? ptr[r] : 0, end = valid ? ptr[r + 1] : 0;
+  // flags (the backward over a transpose when few rows were computed, v80): a row flagged 0 reads
+  // no computed row, and is written as zeros without loading its bounds or entries.
+  const bool zero = valid && flags && flags[r] == 0;
+  int64_t begin = valid && !zero ? ptr[r] : 0, end = valid && !zero ? ptr[r + 1] : 0;
   if (end - begin >= long_min) {  // spmm_long_rows writes this row (the lanes still shuffle)
     valid = false;
     begin = end = 0;
@@ -163,62 +167,8 @@ spmm_rows(const int64_t* __restrict__ ptr, const int32_t* __restrict__ idx, cons
     const int64_t v = v0 + lane;
     VT acc = P::zero();
     add_entries<T, V>(acc, begin, end, lane, tpr, mask, idx, eid, w, pos, xv, v, vecs);
-    if (self_w && valid && v < vecs) add_self<T, V>(acc, self_w, backward, n_self, pos, r, oo, xv, v, vecs);
+    if (self_w && valid && !zero && v < vecs) add_self<T, V>(acc, self_w, backward, n_self, pos, r, oo, xv, v, vecs);
     if (valid && v < vecs) reinterpret_cast<VT*>(out)[oo * vecs + v] = acc;
-  }
-}
-
-// The backward over a transpose when few destination rows were computed (pos; AD's deeper
-// layers): most source rows read none of them, and spmm_rows found that out a warp per row, with
-// the row's bounds, entries and their pos each a dependent load (~145 us per arxiv-scale layer on
-// an H200, for 23 computed rows). Here a warp takes 32 consecutive source rows, a lane each: it
-// walks its row's entries (four loads in flight) until one maps to a computed row (or the row is
-// one itself: the self term). The warp then writes the rows without one as zeros, and sums the
-// others one at a time with all its lanes as spmm_rows does (add_entries, add_self): the same sum
-// in the same order (v80). Rows with >= long_min entries are left to spmm_long_rows.
-template <typename T, int V>
-__global__ void __launch_bounds__(kRowsThreads, kRowsMinBlocks)
-spmm_rows_hits(const int64_t* __restrict__ ptr, const int32_t* __restrict__ idx, const int64_t* __restrict__ eid,
-               const T* __restrict__ w, const int32_t* __restrict__ pos, const T* __restrict__ x, int64_t n_rows,
-               int64_t vecs, const T* __restrict__ self_w, int64_t n_self, int64_t long_min, T* __restrict__ out) {
-  using P = Pack<T, V>;
-  using VT = typename P::type;
-  const int lane = threadIdx.x % 32;
-  const int64_t base = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32 * 32;
-  if (base >= n_rows) return;  // the whole warp
-  const int64_t r = base + lane;
-  const bool valid = r < n_rows;
-  const int64_t begin = valid ? ptr[r] : 0, end = valid ? ptr[r + 1] : 0;
-  const bool mine = valid && end - begin < long_min;
-  bool hit = mine && self_w && r < n_self && pos[r] >= 0;
-  if (mine) {
-    constexpr int K = 4;
-    for (int64_t p = begin; p < end && !hit; p += K) {
-      int32_t c[K];
-#pragma unroll
-      for (int k = 0; k < K; ++k) c[k] = p + k < end ? idx[p + k] : -1;
-#pragma unroll
-      for (int k = 0; k < K; ++k) hit = hit || (c[k] >= 0 && pos[c[k]] >= 0);
-    }
-  }
-  const unsigned hits = __ballot_sync(0xffffffffu, hit), zeros = __ballot_sync(0xffffffffu, mine && !hit);
-  VT* ov = reinterpret_cast<VT*>(out);
-  for (unsigned m = zeros; m != 0; m &= m - 1) {
-    const int64_t o = base + __ffs(m) - 1;
-    for (int64_t v = lane; v < vecs; v += 32) ov[o * vecs + v] = P::zero();
-  }
-  const VT* xv = reinterpret_cast<const VT*>(x);
-  for (unsigned m = hits; m != 0; m &= m - 1) {
-    const int bit = __ffs(m) - 1;
-    const int64_t o = base + bit;
-    const int64_t b = __shfl_sync(0xffffffffu, begin, bit), e = __shfl_sync(0xffffffffu, end, bit);
-    for (int64_t v0 = 0; v0 < vecs; v0 += 32) {
-      const int64_t v = v0 + lane;
-      VT acc = P::zero();
-      add_entries<T, V>(acc, b, e, lane, 32, 0xffffffffu, idx, eid, w, pos, xv, v, vecs);
-      if (self_w && v < vecs) add_self<T, V>(acc, self_w, true, n_self, pos, o, o, xv, v, vecs);
-      if (v < vecs) ov[o * vecs + v] = acc;
-    }
   }
 }
 
@@ -360,7 +310,7 @@ void launch_spmm(const int64_t* ptr, const int32_t* idx, const int64_t* eid, con
                  const int32_t* pos, const at::Tensor& x, const int64_t* rows, int64_t n_out,
                  const T* self_w, bool backward, int64_t n_self, at::Tensor& out,
                  const int64_t* long_rows = nullptr, int64_t n_long = 0, const int32_t* slot = nullptr,
-                 bool out_by_row = false, bool hits = false) {
+                 bool out_by_row = false, const uint8_t* flags = nullptr) {
   const int64_t f = x.size(1);
   // With out_by_row, n_out counts the rows besides the long ones, which may be every row (a
   // dense graph): the long-row kernel still has to run.
@@ -381,7 +331,7 @@ void launch_spmm(const int64_t* ptr, const int32_t* idx, const int64_t* eid, con
     xp.slice(1, 0, f).copy_(x);
     at::Tensor outp = at::empty({out.size(0), fp}, out.options());
     launch_spmm<T>(ptr, idx, eid, w, pos, xp, rows, n_out, self_w, backward, n_self, outp, long_rows, n_long,
-                   slot, out_by_row, hits);
+                   slot, out_by_row, flags);
     out.copy_(outp.slice(1, 0, f));
     return;
   }
@@ -390,24 +340,15 @@ void launch_spmm(const int64_t* ptr, const int32_t* idx, const int64_t* eid, con
   const int64_t blocks = (n_out * tpr + kRowsThreads - 1) / kRowsThreads;
   auto stream = at::cuda::getCurrentCUDAStream();
   const int64_t long_min = n_long > 0 ? kLongRow : INT64_MAX;
-  if (hits) {  // every source row in index order (rows: null), a warp per 32 of them
-    const int64_t hit_blocks = (n_out + kRowsThreads - 1) / kRowsThreads;
-    if (vec_ok)
-      spmm_rows_hits<T, kVec><<<hit_blocks, kRowsThreads, 0, stream>>>(ptr, idx, eid, w, pos, x.data_ptr<T>(), n_out,
-                                                                       vecs, self_w, n_self, long_min, out.data_ptr<T>());
-    else
-      spmm_rows_hits<T, 1><<<hit_blocks, kRowsThreads, 0, stream>>>(ptr, idx, eid, w, pos, x.data_ptr<T>(), n_out,
-                                                                    vecs, self_w, n_self, long_min, out.data_ptr<T>());
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
-  } else if (n_out > 0) {  // (none when every row is long)
+  if (n_out > 0) {  // (none when every row is long)
     if (vec_ok)
       spmm_rows<T, kVec><<<blocks, kRowsThreads, 0, stream>>>(ptr, idx, eid, w, pos, x.data_ptr<T>(), rows, n_out,
                                                               vecs, tpr, self_w, backward, n_self, long_min,
-                                                              out_by_row, out.data_ptr<T>());
+                                                              out_by_row, flags, out.data_ptr<T>());
     else
       spmm_rows<T, 1><<<blocks, kRowsThreads, 0, stream>>>(ptr, idx, eid, w, pos, x.data_ptr<T>(), rows, n_out,
                                                            vecs, tpr, self_w, backward, n_self, long_min,
-                                                           out_by_row, out.data_ptr<T>());
+                                                           out_by_row, flags, out.data_ptr<T>());
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   }
   if (n_long == 0) return;
@@ -530,7 +471,7 @@ at::Tensor aggregate_entries_cuda(const at::Tensor& ptr, const at::Tensor& idx, 
 at::Tensor aggregate_backward_x_cuda(const Transposed& t, const at::Tensor& w,
                                      const at::Tensor& grad_out, const at::Tensor& rows,
                                      int64_t num_dst_rows, const at::Tensor& self_w,
-                                     const at::Tensor& rows_pos) {
+                                     const at::Tensor& rows_pos, const at::Tensor& read_flags) {
   const int64_t num_src = t.rowptr.numel() - 1;
   at::Tensor pos = rows.defined() ? rows_pos : at::Tensor();
   if (rows.defined() && !pos.defined()) {
@@ -542,9 +483,14 @@ at::Tensor aggregate_backward_x_cuda(const Transposed& t, const at::Tensor& w,
   // Every source row, in length order (as aggregate_cuda).
   const int64_t n_long = t.schedule.n_long;
   const int64_t* order = t.schedule.order.defined() ? t.schedule.order.data_ptr<int64_t>() : nullptr;
-  // Few destination rows computed: most source rows read none (spmm_rows_hits, index order).
-  const bool hits = pos.defined() && rows.numel() * 8 < num_dst_rows && scan_for_hits();
-  const bool by_order = order && length_ordered_rows() && !hits;
+  // Few destination rows computed (read_flags given): the source rows flagged 0 read none of
+  // them and are written as zeros at once; the rows in index order (the order's extra load per
+  // row would cost the many skipped rows more than it saves the few summed).
+  const bool flagged = read_flags.defined();
+  TORCH_CHECK(!flagged || (read_flags.scalar_type() == at::kByte && read_flags.is_contiguous() &&
+                           read_flags.numel() == num_src),
+              "aggregate_backward_x_cuda: read_flags must be contiguous uint8, one per source row");
+  const bool by_order = order && length_ordered_rows() && !flagged;
   AT_DISPATCH_FLOATING_TYPES(grad_out.scalar_type(), "aggregate_backward_x_cuda", [&] {
     launch_spmm<scalar_t>(t.rowptr.data_ptr<int64_t>(), t.row.data_ptr<int32_t>(),
                           t.entry.data_ptr<int64_t>(), w.defined() ? w.data_ptr<scalar_t>() : nullptr,
@@ -552,7 +498,7 @@ at::Tensor aggregate_backward_x_cuda(const Transposed& t, const at::Tensor& w,
                           by_order ? order + n_long : nullptr,
                           by_order ? num_src - n_long : num_src,
                           self_w.defined() ? self_w.data_ptr<scalar_t>() : nullptr, true, num_dst_rows, grad_x,
-                          order, n_long, nullptr, by_order, hits);
+                          order, n_long, nullptr, by_order, flagged ? read_flags.data_ptr<uint8_t>() : nullptr);
   });
   return grad_x;
 }

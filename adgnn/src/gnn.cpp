@@ -155,9 +155,17 @@ class CsrAggregate : public torch::autograd::Function<CsrAggregate> {
 #ifdef ADGNN_HAVE_CUDA_KERNELS
       if (ctx->needs_input_grad(3) && self_adjoint())
         grad_x = kernels::aggregate_cuda(rowptr, col, weight, g, rows, self_w, cached_schedule(rowptr));
-      else if (ctx->needs_input_grad(3))
-        grad_x = kernels::aggregate_backward_x_cuda(transposed(), weight,
-                                                    g, rows, rowptr.numel() - 1, self_w, rows_pos);
+      else if (ctx->needs_input_grad(3)) {
+        // Few rows computed: only the source rows their entries read (and the rows themselves,
+        // for the self term) have a nonzero gradient; flagged in one launch over those entries.
+        at::Tensor read_flags;
+        if (few_rows && kernels::scan_for_hits()) {
+          read_flags = kernels::zeroed_cuda({x.size(0)}, rowptr.options().dtype(torch::kUInt8));
+          kernels::mark_rows_read_cuda(rowptr, col, rows, read_flags);
+        }
+        grad_x = kernels::aggregate_backward_x_cuda(transposed(), weight, g, rows, rowptr.numel() - 1, self_w,
+                                                    rows_pos, read_flags);
+      }
       if (weight.defined() && ctx->needs_input_grad(2))
         grad_w = kernels::aggregate_backward_w_cuda(rowptr, col, x, g, rows);
 #endif

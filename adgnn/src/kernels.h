@@ -83,8 +83,8 @@ inline void prefetch_row(const T* row, int64_t f) {
 // compare it with the index order).
 bool& length_ordered_rows();
 // Whether the CUDA backward over a transpose, when few destination rows were computed, first
-// finds the source rows that read one (a lane per row) and sums only those (default on; tests
-// compare it with the plain scan; docs/performance.md v80).
+// flags the source rows that read one (the computed rows' columns) and sums only those (default
+// on; tests compare it with the plain scan; docs/performance.md v80).
 bool& scan_for_hits();
 
 // find_long: also the transpose's row_schedule, for the CUDA backward.
@@ -172,10 +172,12 @@ at::Tensor aggregate_entries_cuda(const at::Tensor& ptr, const at::Tensor& idx, 
                                   const at::Tensor& w, const at::Tensor& x);
 // The same on the GPU: grad_x[s] = sum of w[entry] grad_out[pos(row)] over s's
 // entries whose destination row was computed (rows undefined: all rows, pos = identity).
+// read_flags (uint8 per source row, or undefined): 0 where s reads no computed row (its gradient
+// is then written as zeros at once; mark_rows_read_cuda over the computed rows builds them).
 at::Tensor aggregate_backward_x_cuda(const Transposed& t, const at::Tensor& w,
                                      const at::Tensor& grad_out, const at::Tensor& rows,
                                      int64_t num_dst_rows, const at::Tensor& self_w,
-                                     const at::Tensor& rows_pos = {});
+                                     const at::Tensor& rows_pos = {}, const at::Tensor& read_flags = {});
 at::Tensor aggregate_backward_w_cuda(const at::Tensor& rowptr, const at::Tensor& col,
                                      const at::Tensor& x, const at::Tensor& grad_out,
                                      const at::Tensor& rows);
