@@ -184,13 +184,18 @@ spmm_long_rows(const int64_t* __restrict__ ptr, const int32_t* __restrict__ idx,
                const int64_t* __restrict__ eid, const T* __restrict__ w,
                const int32_t* __restrict__ pos, const T* __restrict__ x,
                const int64_t* __restrict__ long_rows, const int32_t* __restrict__ slot, int64_t vecs,
-               const T* __restrict__ self_w, bool backward, int64_t n_self, T* __restrict__ out) {
+               const T* __restrict__ self_w, bool backward, int64_t n_self, const uint8_t* __restrict__ flags,
+               T* __restrict__ out) {
   using P = Pack<T, V>;
   using VT = typename P::type;
   __shared__ VT part[kLongWarps * 32];
   const int64_t r = long_rows[blockIdx.x];
   const int64_t o = slot ? slot[r] : r;
   if (o < 0) return;  // the whole block: r is not computed in this call
+  if (flags && flags[r] == 0) {  // (as spmm_rows) r reads no computed row: zeros
+    for (int64_t v = threadIdx.x; v < vecs; v += blockDim.x) reinterpret_cast<VT*>(out)[o * vecs + v] = P::zero();
+    return;  // the whole block
+  }
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t begin = ptr[r], end = ptr[r + 1];
   const int64_t chunk = (end - begin + kLongWarps - 1) / kLongWarps;
@@ -310,7 +315,7 @@ void launch_spmm(const int64_t* ptr, const int32_t* idx, const int64_t* eid, con
                  const int32_t* pos, const at::Tensor& x, const int64_t* rows, int64_t n_out,
                  const T* self_w, bool backward, int64_t n_self, at::Tensor& out,
                  const int64_t* long_rows = nullptr, int64_t n_long = 0, const int32_t* slot = nullptr,
-                 bool out_by_row = false, const uint8_t* flags = nullptr) {
+                 bool out_by_row = false, const uint8_t* flags = nullptr, int64_t block_min = kLongRow) {
   const int64_t f = x.size(1);
   // With out_by_row, n_out counts the rows besides the long ones, which may be every row (a
   // dense graph): the long-row kernel still has to run.
@@ -331,7 +336,7 @@ void launch_spmm(const int64_t* ptr, const int32_t* idx, const int64_t* eid, con
     xp.slice(1, 0, f).copy_(x);
     at::Tensor outp = at::empty({out.size(0), fp}, out.options());
     launch_spmm<T>(ptr, idx, eid, w, pos, xp, rows, n_out, self_w, backward, n_self, outp, long_rows, n_long,
-                   slot, out_by_row, flags);
+                   slot, out_by_row, flags, block_min);
     out.copy_(outp.slice(1, 0, f));
     return;
   }
@@ -339,7 +344,7 @@ void launch_spmm(const int64_t* ptr, const int32_t* idx, const int64_t* eid, con
   const int tpr = lanes_for(vecs);
   const int64_t blocks = (n_out * tpr + kRowsThreads - 1) / kRowsThreads;
   auto stream = at::cuda::getCurrentCUDAStream();
-  const int64_t long_min = n_long > 0 ? kLongRow : INT64_MAX;
+  const int64_t long_min = n_long > 0 ? block_min : INT64_MAX;
   if (n_out > 0) {  // (none when every row is long)
     if (vec_ok)
       spmm_rows<T, kVec><<<blocks, kRowsThreads, 0, stream>>>(ptr, idx, eid, w, pos, x.data_ptr<T>(), rows, n_out,
@@ -353,11 +358,13 @@ void launch_spmm(const int64_t* ptr, const int32_t* idx, const int64_t* eid, con
   }
   if (n_long == 0) return;
   if (vec_ok)
-    spmm_long_rows<T, kVec><<<n_long, kLongWarps * 32, 0, stream>>>(
-        ptr, idx, eid, w, pos, x.data_ptr<T>(), long_rows, slot, vecs, self_w, backward, n_self, out.data_ptr<T>());
+    spmm_long_rows<T, kVec><<<n_long, kLongWarps * 32, 0, stream>>>(ptr, idx, eid, w, pos, x.data_ptr<T>(), long_rows,
+                                                                   slot, vecs, self_w, backward, n_self, flags,
+                                                                   out.data_ptr<T>());
   else
-    spmm_long_rows<T, 1><<<n_long, kLongWarps * 32, 0, stream>>>(
-        ptr, idx, eid, w, pos, x.data_ptr<T>(), long_rows, slot, vecs, self_w, backward, n_self, out.data_ptr<T>());
+    spmm_long_rows<T, 1><<<n_long, kLongWarps * 32, 0, stream>>>(ptr, idx, eid, w, pos, x.data_ptr<T>(), long_rows,
+                                                                slot, vecs, self_w, backward, n_self, flags,
+                                                                out.data_ptr<T>());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
@@ -433,8 +440,12 @@ at::Tensor aggregate_cuda(const at::Tensor& rowptr, const at::Tensor& col, const
                           const RowSchedule& schedule, const at::Tensor& rows_pos) {
   const int64_t n_out = rows.defined() ? rows.numel() : rowptr.numel() - 1;
   at::Tensor out = at::empty({n_out, x.size(1)}, x.options());
-  const int64_t n_long = schedule.n_long;
   const int64_t* order = schedule.order.defined() ? schedule.order.data_ptr<int64_t>() : nullptr;
+  // The rows summed by a block each: the order's first n_long (>= kLongRow entries), or in a
+  // call over few rows its first n_mid (>= kMidRow).
+  const bool mid = order && rows.defined() && n_out * 8 < rowptr.numel() - 1 && block_mid_rows() &&
+                   schedule.n_mid <= kMaxMidRows;
+  const int64_t n_long = mid ? schedule.n_mid : schedule.n_long;
   at::Tensor slot;  // output row of each CSR row (-1: not computed), when rows select some
   if (n_long > 0 && rows.defined() && rows_pos.defined()) {
     slot = rows_pos;
@@ -451,7 +462,8 @@ at::Tensor aggregate_cuda(const at::Tensor& rowptr, const at::Tensor& col, const
                           w.defined() ? w.data_ptr<scalar_t>() : nullptr, nullptr, x, row_list,
                           by_order ? n_out - n_long : n_out,
                           self_w.defined() ? self_w.data_ptr<scalar_t>() : nullptr, false, 0, out,
-                          order, n_long, slot.defined() ? slot.data_ptr<int32_t>() : nullptr, by_order);
+                          order, n_long, slot.defined() ? slot.data_ptr<int32_t>() : nullptr, by_order, nullptr,
+                          mid ? kMidRow : kLongRow);
   });
   return out;
 }
@@ -480,9 +492,12 @@ at::Tensor aggregate_backward_x_cuda(const Transposed& t, const at::Tensor& w,
     pos.index_put_({rows}, at::arange(rows.numel(), rows.options().dtype(at::kInt)));
   }
   at::Tensor grad_x = at::empty({num_src, grad_out.size(1)}, grad_out.options());
-  // Every source row, in length order (as aggregate_cuda).
-  const int64_t n_long = t.schedule.n_long;
+  // Every source row, in length order (as aggregate_cuda); when few destination rows were
+  // computed, the rows with >= kMidRow entries on a block each (as aggregate_cuda's few-row calls).
   const int64_t* order = t.schedule.order.defined() ? t.schedule.order.data_ptr<int64_t>() : nullptr;
+  const bool mid = order && pos.defined() && rows.numel() * 8 < num_dst_rows && block_mid_rows() &&
+                   t.schedule.n_mid <= kMaxMidRows;
+  const int64_t n_long = mid ? t.schedule.n_mid : t.schedule.n_long;
   // Few destination rows computed (read_flags given): the source rows flagged 0 read none of
   // them and are written as zeros at once; the rows in index order (the order's extra load per
   // row would cost the many skipped rows more than it saves the few summed).
@@ -498,7 +513,8 @@ at::Tensor aggregate_backward_x_cuda(const Transposed& t, const at::Tensor& w,
                           by_order ? order + n_long : nullptr,
                           by_order ? num_src - n_long : num_src,
                           self_w.defined() ? self_w.data_ptr<scalar_t>() : nullptr, true, num_dst_rows, grad_x,
-                          order, n_long, nullptr, by_order, flagged ? read_flags.data_ptr<uint8_t>() : nullptr);
+                          order, n_long, nullptr, by_order, flagged ? read_flags.data_ptr<uint8_t>() : nullptr,
+                          mid ? kMidRow : kLongRow);
   });
   return grad_x;
 }

@@ -232,8 +232,9 @@ int64_t& regroup_min_entries() {
 
 RowSchedule row_schedule(const at::Tensor& rowptr) {
   const at::Tensor counts = rowptr.slice(0, 1) - rowptr.slice(0, 0, -1);
-  return {std::get<1>(counts.sort(/*stable=*/true, /*dim=*/0, /*descending=*/true)),
-          (counts >= kLongRow).sum().item<int64_t>()};
+  const at::Tensor n = torch::stack({(counts >= kLongRow).sum(), (counts >= kMidRow).sum()}).cpu();
+  return {std::get<1>(counts.sort(/*stable=*/true, /*dim=*/0, /*descending=*/true)), n[0].item<int64_t>(),
+          n[1].item<int64_t>()};
 }
 
 Transposed transpose_entries(const at::Tensor& rowptr, const at::Tensor& col, int64_t num_src,
@@ -257,6 +258,10 @@ bool& length_ordered_rows() {
   return on;
 }
 bool& scan_for_hits() {
+  static bool on = true;
+  return on;
+}
+bool& block_mid_rows() {
   static bool on = true;
   return on;
 }

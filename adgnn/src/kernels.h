@@ -40,11 +40,18 @@ uint64_t mix64(uint64_t z) {
 // (docs/performance.md, v76). The likely reason: a block holds its SM slot until its longest row
 // is done, and rows of equal length side by side finish together. Each row's sum is the same
 // either way (bit for bit).
+// In a call over few rows (under 1/8 of the CSR's: AD's deeper layers, forward and backward), the
+// rows with >= kMidRow entries get a block each too: one warp walked a row of hundreds of entries
+// while the rest of the call had long finished (v81). Only where the CSR has at most kMaxMidRows
+// such rows: each launches a block, and most of those find their row not computed and exit.
+constexpr int64_t kMidRow = 128;
+constexpr int64_t kMaxMidRows = int64_t(1) << 16;
 struct RowSchedule {
   at::Tensor order;    // undefined: none (every row on one warp, in index order)
   int64_t n_long = 0;
+  int64_t n_mid = 0;   // the rows with >= kMidRow entries: the order's first n_mid (>= n_long)
 };
-// The schedule of a CSR (waits for the device once, for n_long).
+// The schedule of a CSR (waits for the device once, for n_long and n_mid).
 RowSchedule row_schedule(const at::Tensor& rowptr);
 
 // A CSR's transpose, prepared once per graph for the backward: row s lists, in increasing
@@ -86,6 +93,9 @@ bool& length_ordered_rows();
 // flags the source rows that read one (the computed rows' columns) and sums only those (default
 // on; tests compare it with the plain scan; docs/performance.md v80).
 bool& scan_for_hits();
+// Whether few-row calls give the rows with >= kMidRow entries a block each (default on; tests
+// compare it with one warp per row below kLongRow).
+bool& block_mid_rows();
 
 // find_long: also the transpose's row_schedule, for the CUDA backward.
 Transposed transpose_entries(const at::Tensor& rowptr, const at::Tensor& col, int64_t num_src,

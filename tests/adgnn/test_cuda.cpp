@@ -338,6 +338,73 @@ TEST(Cuda, HitScanEqualsThePlainScan) {
   }
 }
 
+// v81: in a call over few rows (< 1/8), rows with >= kMidRow (128) entries are summed by a block
+// each, forward and backward (over the transpose, with and without the flags of v80). On a CSR
+// with rows of 1-400 entries, hubs of 5000 and 700, and column 7 read by 3000 rows: the same
+// bits twice; close to one warp per row (block_mid_rows off; the block groups the sum
+// differently); and to float64 on the CPU. Computed rows with and without the mid-length ones,
+// both precisions, widths on the vector and the scalar path, the self term.
+TEST(Cuda, MidRowsOnBlocksEqualTheReference) {
+  REQUIRE_GPU();
+  const int64_t n = 6000;
+  const HubCsr h = hub_csr(n, {5000, 700, 130}, 400, 3000, 13);
+  const at::Tensor len = h.rowptr.slice(0, 1) - h.rowptr.slice(0, 0, -1);
+  const at::Tensor mid_rows = ((len >= adgnn::kernels::kMidRow) & (len < adgnn::kernels::kLongRow)).nonzero().squeeze(1);
+  ASSERT_GT(mid_rows.numel(), 100);
+  const auto d = c10::Device("cuda");
+  const at::Tensor rowptr = h.rowptr.to(d), col = h.col.to(d);
+  const at::Tensor short_rows = (len < 64).nonzero().squeeze(1).slice(0, 0, 500);
+  const at::Tensor with_mid = std::get<0>(torch::_unique(
+      torch::cat({torch::tensor({0, 1, 2}, torch::kInt64), mid_rows.slice(0, 0, 300), short_rows.slice(0, 0, 200)}), true));
+  for (const int64_t width : {128, 47}) {
+    for (const bool dbl : {false, true}) {
+      const auto dtype = dbl ? torch::kFloat64 : torch::kFloat32;
+      const at::Tensor x = torch::randn({n, width}, dtype).to(d);
+      const at::Tensor w = torch::rand({col.numel()}, dtype).to(d);
+      for (const bool mid : {true, false}) {
+        const at::Tensor rows = (mid ? with_mid : short_rows).to(d);
+        const int64_t m = rows.numel();
+        ASSERT_LT(m * 8, n);
+        const at::Tensor probe = torch::randn({m, width}, dtype).to(d), sw = torch::rand({m}, dtype).to(d);
+        for (const bool self : {false, true}) {
+          for (const bool hits : {true, false}) {
+            SCOPED_TRACE("width " + std::to_string(width) + (dbl ? " double" : " float") +
+                         (mid ? ", mid-length rows computed" : ", short rows") + (self ? ", self term" : "") +
+                         (hits ? ", flags" : ", plain scan"));
+            adgnn::kernels::scan_for_hits() = hits;
+            at::Tensor out[3], grad[3];
+            for (int k = 0; k < 3; ++k) {  // blocks twice, then one warp per row
+              adgnn::kernels::block_mid_rows() = k < 2;
+              at::Tensor xx = x.detach().clone().requires_grad_(true);
+              out[k] = adgnn::csr_aggregate(rowptr, col, w, xx, rows, self ? sw : at::Tensor());
+              (out[k] * probe).sum().backward();
+              grad[k] = xx.grad();
+            }
+            adgnn::kernels::block_mid_rows() = true;
+            adgnn::kernels::scan_for_hits() = true;
+            EXPECT_TRUE(torch::equal(out[0], out[1]));
+            EXPECT_TRUE(torch::equal(grad[0], grad[1]));
+            const double tol = dbl ? 1e-11 : 2e-4;
+            EXPECT_TRUE(torch::allclose(out[0], out[2], tol, tol));
+            EXPECT_TRUE(torch::allclose(grad[0], grad[2], tol, tol));
+            at::Tensor x64 = x.cpu().to(torch::kFloat64).requires_grad_(true);
+            const at::Tensor out64 = adgnn::csr_aggregate(h.rowptr, h.col, w.cpu().to(torch::kFloat64), x64, rows.cpu(),
+                                                          self ? sw.cpu().to(torch::kFloat64) : at::Tensor());
+            (out64 * probe.cpu().to(torch::kFloat64)).sum().backward();
+            EXPECT_TRUE(torch::allclose(out[0].cpu().to(torch::kFloat64), out64, tol, tol));
+            EXPECT_TRUE(torch::allclose(grad[0].cpu().to(torch::kFloat64), x64.grad(), tol, tol));
+          }
+        }
+      }
+    }
+  }
+  // The schedule's counts: the order's first n_mid rows are those with >= kMidRow entries.
+  const adgnn::kernels::RowSchedule schedule = adgnn::kernels::row_schedule(h.rowptr);
+  EXPECT_EQ(schedule.n_long, 1);
+  EXPECT_EQ(schedule.n_mid, (len >= adgnn::kernels::kMidRow).sum().item<int64_t>());
+  EXPECT_TRUE((len.index_select(0, schedule.order.slice(0, 0, schedule.n_mid)) >= adgnn::kernels::kMidRow).all().item<bool>());
+}
+
 TEST(Cuda, AggregateIsDeterministicAndEqualsTheCpuKernels) {
   REQUIRE_GPU();
   const auto g = graph(3000, 1);
