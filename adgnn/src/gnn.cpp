@@ -157,9 +157,10 @@ class CsrAggregate : public torch::autograd::Function<CsrAggregate> {
         grad_x = kernels::aggregate_cuda(rowptr, col, weight, g, rows, self_w, cached_schedule(rowptr));
       else if (ctx->needs_input_grad(3)) {
         // Few rows computed: only the source rows their entries read (and the rows themselves,
-        // for the self term) have a nonzero gradient; flagged in one launch over those entries.
+        // for the self term: source and destination rows share the first indices) have a
+        // nonzero gradient; flagged in one launch over those entries.
         at::Tensor read_flags;
-        if (few_rows && kernels::scan_for_hits()) {
+        if (few_rows && kernels::skip_unread_rows() && x.size(0) >= rowptr.numel() - 1) {
           read_flags = kernels::zeroed_cuda({x.size(0)}, rowptr.options().dtype(torch::kUInt8));
           kernels::mark_rows_read_cuda(rowptr, col, rows, read_flags);
         }
@@ -257,7 +258,7 @@ bool& length_ordered_rows() {
   static bool on = true;
   return on;
 }
-bool& scan_for_hits() {
+bool& skip_unread_rows() {
   static bool on = true;
   return on;
 }

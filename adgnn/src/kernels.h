@@ -92,7 +92,7 @@ bool& length_ordered_rows();
 // Whether the CUDA backward over a transpose, when few destination rows were computed, first
 // flags the source rows that read one (the computed rows' columns) and sums only those (default
 // on; tests compare it with the plain scan; docs/performance.md v80).
-bool& scan_for_hits();
+bool& skip_unread_rows();
 // Whether few-row calls give the rows with >= kMidRow entries a block each (default on; tests
 // compare it with one warp per row below kLongRow).
 bool& block_mid_rows();

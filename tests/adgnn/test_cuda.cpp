@@ -284,7 +284,7 @@ TEST(Cuda, LengthOrderEqualsTheIndexOrder) {
 // and 1023 entries; column 7 read by 5000 rows, a long row of the transpose), every width path,
 // both precisions, with and without the self term, the rows' positions given or not; and the
 // gradient against float64 on the CPU.
-TEST(Cuda, HitScanEqualsThePlainScan) {
+TEST(Cuda, SkippingUnreadRowsEqualsThePlainScan) {
   REQUIRE_GPU();
   const int64_t n = 6000;
   const HubCsr h = hub_csr(n, {5000, 1024, 1023}, 11, 5000, 7);
@@ -312,15 +312,15 @@ TEST(Cuda, HitScanEqualsThePlainScan) {
                          (with_hubs ? ", hubs computed" : ", no hubs") + (self ? ", self term" : "") +
                          (given_pos ? ", rows_pos given" : ""));
             at::Tensor grad[2];
-            for (int hits = 0; hits < 2; ++hits) {
-              adgnn::kernels::scan_for_hits() = hits == 1;
+            for (int skip = 0; skip < 2; ++skip) {
+              adgnn::kernels::skip_unread_rows() = skip == 1;
               at::Tensor xx = x.detach().clone().requires_grad_(true);
               const at::Tensor out = adgnn::csr_aggregate(rowptr, col, w, xx, rows, self ? sw : at::Tensor(), -1,
                                                           given_pos ? pos : at::Tensor());
               (out * probe).sum().backward();
-              grad[hits] = xx.grad();
+              grad[skip] = xx.grad();
             }
-            adgnn::kernels::scan_for_hits() = true;
+            adgnn::kernels::skip_unread_rows() = true;
             EXPECT_TRUE(torch::equal(grad[0], grad[1])) << (grad[0] - grad[1]).abs().max();
             // Against float64 on the CPU: rows that read no computed row have a zero gradient.
             at::Tensor x64 = x.cpu().to(torch::kFloat64).requires_grad_(true);
@@ -367,11 +367,11 @@ TEST(Cuda, MidRowsOnBlocksEqualTheReference) {
         ASSERT_LT(m * 8, n);
         const at::Tensor probe = torch::randn({m, width}, dtype).to(d), sw = torch::rand({m}, dtype).to(d);
         for (const bool self : {false, true}) {
-          for (const bool hits : {true, false}) {
+          for (const bool skip : {true, false}) {
             SCOPED_TRACE("width " + std::to_string(width) + (dbl ? " double" : " float") +
                          (mid ? ", mid-length rows computed" : ", short rows") + (self ? ", self term" : "") +
-                         (hits ? ", flags" : ", plain scan"));
-            adgnn::kernels::scan_for_hits() = hits;
+                         (skip ? ", flags" : ", plain scan"));
+            adgnn::kernels::skip_unread_rows() = skip;
             at::Tensor out[3], grad[3];
             for (int k = 0; k < 3; ++k) {  // blocks twice, then one warp per row
               adgnn::kernels::block_mid_rows() = k < 2;
@@ -381,7 +381,7 @@ TEST(Cuda, MidRowsOnBlocksEqualTheReference) {
               grad[k] = xx.grad();
             }
             adgnn::kernels::block_mid_rows() = true;
-            adgnn::kernels::scan_for_hits() = true;
+            adgnn::kernels::skip_unread_rows() = true;
             EXPECT_TRUE(torch::equal(out[0], out[1]));
             EXPECT_TRUE(torch::equal(grad[0], grad[1]));
             const double tol = dbl ? 1e-11 : 2e-4;
