@@ -268,6 +268,15 @@ bool& block_mid_rows() {
 }
 }  // namespace kernels
 
+KernelOptions kernel_options() {
+  return {kernels::length_ordered_rows(), kernels::skip_unread_rows(), kernels::block_mid_rows()};
+}
+void set_kernel_options(const KernelOptions& options) {
+  kernels::length_ordered_rows() = options.length_order;
+  kernels::skip_unread_rows() = options.skip_unread_rows;
+  kernels::block_mid_rows() = options.mid_row_blocks;
+}
+
 GraphTensors to_tensors(const Graph& g, c10::Device device) {
   GraphTensors t;
   t.num_nodes = g.num_nodes;

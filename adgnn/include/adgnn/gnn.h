@@ -55,6 +55,18 @@ at::Tensor cross_entropy_sum(const at::Tensor& logits, const at::Tensor& rows, c
 
 // Whether this build has the CUDA kernels (ADGNN_CUDA=ON).
 bool cuda_kernels_built();
+// How the CUDA aggregation kernels schedule their rows (docs/performance.md), all on by default;
+// switched off one at a time for A/B measurements (adgnn bench --kernel-off). Each gives the same
+// results, except mid_row_blocks, which groups the sums of some rows differently (float rounding).
+// length_order: a call over every row takes the rows by descending length (v76);
+// skip_unread_rows: the backward of a few computed rows writes the source rows that read none of
+// them as zeros without walking their entries (v80);
+// mid_row_blocks: a call over few rows sums rows of >= 128 entries with a block each (v81).
+struct KernelOptions {
+  bool length_order = true, skip_unread_rows = true, mid_row_blocks = true;
+};
+KernelOptions kernel_options();
+void set_kernel_options(const KernelOptions& options);
 // Peak bytes allocated by PyTorch's CUDA allocator on `device` since the last reset (0 for the
 // CPU or a build without CUDA), and its reset.
 int64_t peak_device_memory(c10::Device device);
