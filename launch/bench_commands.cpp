@@ -307,7 +307,7 @@ int run_bench(const BenchFlags& f) {
     KernelOptions saved = kernel_options();
     ~RestoreKernelOptions() { set_kernel_options(saved); }
   } restore;
-  set_kernel_options(ko);
+  if (!f.kernel_off.empty()) set_kernel_options(ko);
   BenchFlags fl = f;
   fl.device = dev.str();
 

@@ -78,7 +78,7 @@ __global__ void band_diff_kernel(const T* __restrict__ prev, const T* __restrict
     }
     if (relu) {
 #pragma unroll
-      for (int k = 0; k < V; ++k) p.v[k] = p.v[k] > T(0) ? p.v[k] : T(0);
+      for (int k = 0; k < V; ++k) p.v[k] = p.v[k] < T(0) ? T(0) : p.v[k];  // NaN stays NaN, as torch::relu
     }
     VT d;
 #pragma unroll

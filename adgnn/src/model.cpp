@@ -1450,6 +1450,7 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
         }
       }
     }
+    if (t == 1) z = at::Tensor();  // (the learned variant's f_delta input: its last reader was layer 1)
     if (pending) continue;  // h_dst and this layer's output come with the next exchange
     h_dst = next;
     out.layer_outputs.push_back(h_dst);

@@ -366,6 +366,8 @@ TEST(Cuda, MidRowsOnBlocksEqualTheReference) {
         const int64_t m = rows.numel();
         ASSERT_LT(m * 8, n);
         const at::Tensor probe = torch::randn({m, width}, dtype).to(d), sw = torch::rand({m}, dtype).to(d);
+        const at::Tensor pos =
+            torch::full({n}, -1, torch::kInt32).index_put_({rows.cpu()}, torch::arange(m, torch::kInt32)).to(d);
         for (const bool self : {false, true}) {
           for (const bool skip : {true, false}) {
             SCOPED_TRACE("width " + std::to_string(width) + (dbl ? " double" : " float") +
@@ -373,10 +375,11 @@ TEST(Cuda, MidRowsOnBlocksEqualTheReference) {
                          (skip ? ", flags" : ", plain scan"));
             adgnn::kernels::skip_unread_rows() = skip;
             at::Tensor out[3], grad[3];
-            for (int k = 0; k < 3; ++k) {  // blocks twice, then one warp per row
+            for (int k = 0; k < 3; ++k) {  // blocks twice (the second with rows_pos, as the model), then a warp per row
               adgnn::kernels::block_mid_rows() = k < 2;
               at::Tensor xx = x.detach().clone().requires_grad_(true);
-              out[k] = adgnn::csr_aggregate(rowptr, col, w, xx, rows, self ? sw : at::Tensor());
+              out[k] = adgnn::csr_aggregate(rowptr, col, w, xx, rows, self ? sw : at::Tensor(), -1,
+                                            k == 1 ? pos : at::Tensor());
               (out[k] * probe).sum().backward();
               grad[k] = xx.grad();
             }
@@ -398,7 +401,11 @@ TEST(Cuda, MidRowsOnBlocksEqualTheReference) {
       }
     }
   }
-  // The schedule's counts: the order's first n_mid rows are those with >= kMidRow entries.
+  // The schedule's counts: the order's first n_mid rows are those with >= kMidRow entries; the
+  // transpose (the backward's) has mid rows too, and few enough for the block path.
+  const adgnn::kernels::RowSchedule t_schedule = adgnn::kernels::transpose_entries(h.rowptr, h.col, n, true).schedule;
+  EXPECT_GT(t_schedule.n_mid, t_schedule.n_long);
+  EXPECT_LE(t_schedule.n_mid, adgnn::kernels::kMaxMidRows);
   const adgnn::kernels::RowSchedule schedule = adgnn::kernels::row_schedule(h.rowptr);
   EXPECT_EQ(schedule.n_long, 1);
   EXPECT_EQ(schedule.n_mid, (len >= adgnn::kernels::kMidRow).sum().item<int64_t>());
@@ -654,10 +661,15 @@ TEST(Cuda, FDeltaBf16KernelsEqualTheirDefinitions) {
     EXPECT_EQ(logit.scalar_type(), torch::kFloat32);
     EXPECT_TRUE(torch::allclose(logit.to(torch::kFloat64), relu64.mv(w2.to(torch::kFloat64)) + b2.to(torch::kFloat64),
                                 1e-5, 1e-5));
-    // Rows are taken R at a time (v79): a count that is not a multiple, each row's sum unchanged.
+    // Rows are taken R at a time (v79): a count that is not a multiple, each row's sum unchanged;
+    // and more rows than one pass of the grid covers (the loop's later iterations).
     for (const int64_t cut : {1, 2, 3, 5})
       EXPECT_TRUE(torch::equal(adgnn::kernels::fdelta_relu_dot_cuda(hidden.narrow(0, 0, P - cut).contiguous(), w2, b2),
                                logit.narrow(0, 0, P - cut)));
+    const at::Tensor many = torch::randn({300001, H}).to(d).to(torch::kBFloat16);
+    EXPECT_TRUE(torch::allclose(adgnn::kernels::fdelta_relu_dot_cuda(many, w2, b2).to(torch::kFloat64),
+                                many.to(torch::kFloat64).clamp_min(0).mv(w2.to(torch::kFloat64)) + b2.to(torch::kFloat64),
+                                1e-5, 1e-5));
     const adgnn::kernels::FDeltaHiddenGrad hg = adgnn::kernels::fdelta_hidden_grad_cuda(g, w2, hidden);
     ASSERT_EQ(hg.out.scalar_type(), torch::kBFloat16);
     const at::Tensor out32 = (g.unsqueeze(1) * w2.unsqueeze(0)) * (hidden.to(torch::kFloat32) > 0);

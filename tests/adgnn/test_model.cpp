@@ -421,7 +421,7 @@ TEST(AdGradients, MergeRowsAndBandDiffByHand) {
   const at::Tensor diff = adgnn::detail::band_diff(prev, upd, pos, band);
   EXPECT_FALSE(diff.requires_grad());
   EXPECT_TRUE(torch::equal(diff, torch::stack({upd0[1] - prev0[3], upd0[3] - prev0[6]}))) << diff;
-  // The previous value as act(prev + bias): here the bias makes some of row 3's entries negative.
+  // The previous value as act(prev + bias): here the bias makes one of row 3's entries negative.
   const at::Tensor bias = torch::tensor(std::vector<double>{-10.0, -9.5, 0.25}, f64);
   const at::Tensor shifted = adgnn::detail::band_diff(prev, upd, pos, band, bias, false);
   EXPECT_TRUE(torch::equal(shifted, torch::stack({upd0[1] - (prev0[3] + bias), upd0[3] - (prev0[6] + bias)})));
