@@ -21,7 +21,8 @@
 # GRAPH=arxiv: the `adgnn train` runs on the arxiv-scale graph instead (e.g. RANKS=1: a
 # host-bound step). OLD_FLAGS="--flag value" instead of build-ab/old: the old runs are this tree's
 # build with those flags added to EXTRA_FLAGS (one build with every core: a switch's A/B, e.g.
-# OLD_FLAGS="--compact-halo off").
+# OLD_FLAGS="--compact-halo off"); with WORKLOAD=arxiv, added to the old runs' bench (e.g.
+# OLD_FLAGS="--kernel-off mid-row-blocks": v81 against its absence).
 # Time on a cold 2 x H200 machine (32 cores): both builds 160-270 s (give a call >= 300 s),
 # products-scale METIS partition 125 s, a one-GPU run ~45 s (loading the 2.45 M-node graph), a
 # 2-GPU run ~22 s: more than one 600 s call. Run RANKS=1 first, then RANKS=<P> in a second call
@@ -30,8 +31,6 @@
 # ~330 s of device time before the first products run.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
-[ -n "${OLD_FLAGS:-}" ] && [ "${WORKLOAD:-products}" = arxiv ] &&
-  { echo "device_ab.sh: OLD_FLAGS applies to the products workload only" >&2; exit 2; }
 [ -n "${OLD_FLAGS:-}" ] || [ -f build-ab/old/CMakeLists.txt ] ||
   { echo "device_ab.sh: no build-ab/old and no OLD_FLAGS (see the header)" >&2; exit 2; }
 # shellcheck source=device_env.sh
@@ -57,12 +56,16 @@ fi
 if [ "${WORKLOAD:-products}" = arxiv ]; then
   [ -f /tmp/arxiv.h5 ] || build-gpu/adgnn data generate --preset arxiv-scale -o /tmp/arxiv.h5 >/dev/null
   for run in old1 new1 new2 old2; do
-    bin=build-gpu/adgnn
-    [ "${run#old}" != "$run" ] && bin=build-gpu-old/adgnn
+    bin=build-gpu/adgnn old_flags=
+    if [ "${run#old}" != "$run" ]; then
+      if [ -n "${OLD_FLAGS:-}" ]; then old_flags=$OLD_FLAGS; else bin=build-gpu-old/adgnn; fi
+    fi
     fdelta=${FDELTA:-}
     [ "${run#old}" != "$run" ] && fdelta=${OLD_FDELTA:-$fdelta}
+    # shellcheck disable=SC2086
     "$bin" bench --dataset /tmp/arxiv.h5 --variants "${VARIANTS:-plain,ad_fast}" --depths 4,8 \
-      ${fdelta:+--fdelta-precision "$fdelta"} --steps "${STEPS:-30}" ${BENCH_FLAGS:-} --json "$OUT/$run.json" >"$OUT/${run}_arxiv.md" 2>&1
+      ${fdelta:+--fdelta-precision "$fdelta"} --steps "${STEPS:-30}" ${BENCH_FLAGS:-} $old_flags \
+      --json "$OUT/$run.json" >"$OUT/${run}_arxiv.md" 2>&1
     elapsed "$run: $(grep -E '^\| (GCN|AD-GCN|SpMM (forward|backward).*all rows)' "$OUT/${run}_arxiv.md" | cut -d'|' -f2-4 | tr '\n' ' ')"
   done
   if [ -n "${TESTS:-}" ] && [ "$ngpu" -gt 1 ]; then
