@@ -435,17 +435,27 @@ at::Tensor dropout_apply_cuda(const at::Tensor& x, const at::Tensor& gid, uint64
   return out;
 }
 
+namespace {
+// The rows a call sums with a block each: the schedule's first `count`, those with >= min_entries
+// (kLongRow), or in a call over few rows (AD's deeper layers) >= kMidRow (kernels.h, v81).
+struct BlockRows {
+  int64_t count, min_entries;
+};
+BlockRows block_rows(const RowSchedule& schedule, bool few_rows) {
+  if (few_rows && schedule.order.defined() && block_mid_rows() && schedule.n_mid <= kMaxMidRows)
+    return {schedule.n_mid, kMidRow};
+  return {schedule.n_long, kLongRow};
+}
+}  // namespace
+
 at::Tensor aggregate_cuda(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& w,
                           const at::Tensor& x, const at::Tensor& rows, const at::Tensor& self_w,
                           const RowSchedule& schedule, const at::Tensor& rows_pos) {
   const int64_t n_out = rows.defined() ? rows.numel() : rowptr.numel() - 1;
   at::Tensor out = at::empty({n_out, x.size(1)}, x.options());
   const int64_t* order = schedule.order.defined() ? schedule.order.data_ptr<int64_t>() : nullptr;
-  // The rows summed by a block each: the order's first n_long (>= kLongRow entries), or in a
-  // call over few rows its first n_mid (>= kMidRow).
-  const bool mid = order && rows.defined() && n_out * 8 < rowptr.numel() - 1 && block_mid_rows() &&
-                   schedule.n_mid <= kMaxMidRows;
-  const int64_t n_long = mid ? schedule.n_mid : schedule.n_long;
+  const BlockRows blocked = block_rows(schedule, rows.defined() && n_out * 8 < rowptr.numel() - 1);
+  const int64_t n_long = blocked.count;
   at::Tensor slot;  // output row of each CSR row (-1: not computed), when rows select some
   if (n_long > 0 && rows.defined() && rows_pos.defined()) {
     slot = rows_pos;
@@ -463,7 +473,7 @@ at::Tensor aggregate_cuda(const at::Tensor& rowptr, const at::Tensor& col, const
                           by_order ? n_out - n_long : n_out,
                           self_w.defined() ? self_w.data_ptr<scalar_t>() : nullptr, false, 0, out,
                           order, n_long, slot.defined() ? slot.data_ptr<int32_t>() : nullptr, by_order, nullptr,
-                          mid ? kMidRow : kLongRow);
+                          blocked.min_entries);
   });
   return out;
 }
@@ -492,12 +502,10 @@ at::Tensor aggregate_backward_x_cuda(const Transposed& t, const at::Tensor& w,
     pos.index_put_({rows}, at::arange(rows.numel(), rows.options().dtype(at::kInt)));
   }
   at::Tensor grad_x = at::empty({num_src, grad_out.size(1)}, grad_out.options());
-  // Every source row, in length order (as aggregate_cuda); when few destination rows were
-  // computed, the rows with >= kMidRow entries on a block each (as aggregate_cuda's few-row calls).
+  // Every source row, in length order (as aggregate_cuda), with aggregate_cuda's blocked rows.
   const int64_t* order = t.schedule.order.defined() ? t.schedule.order.data_ptr<int64_t>() : nullptr;
-  const bool mid = order && pos.defined() && rows.numel() * 8 < num_dst_rows && block_mid_rows() &&
-                   t.schedule.n_mid <= kMaxMidRows;
-  const int64_t n_long = mid ? t.schedule.n_mid : t.schedule.n_long;
+  const BlockRows blocked = block_rows(t.schedule, pos.defined() && rows.numel() * 8 < num_dst_rows);
+  const int64_t n_long = blocked.count;
   // Few destination rows computed (read_flags given): the source rows flagged 0 read none of
   // them and are written as zeros at once; the rows in index order (the order's extra load per
   // row would cost the many skipped rows more than it saves the few summed).
@@ -514,7 +522,7 @@ at::Tensor aggregate_backward_x_cuda(const Transposed& t, const at::Tensor& w,
                           by_order ? num_src - n_long : num_src,
                           self_w.defined() ? self_w.data_ptr<scalar_t>() : nullptr, true, num_dst_rows, grad_x,
                           order, n_long, nullptr, by_order, flagged ? read_flags.data_ptr<uint8_t>() : nullptr,
-                          mid ? kMidRow : kLongRow);
+                          blocked.min_entries);
   });
   return grad_x;
 }

@@ -775,7 +775,7 @@ struct Model::Impl {
       // p_uv = d_u d_v / max d_i d_j: d+_v = d_v * sum_u d_u / max.
       if (!cached_for(g)) {
         const at::Tensor nb =
-            csr_aggregate(g.rowptr, g.col, {}, g.degree.unsqueeze(1), torch::arange(n, g.rowptr.options())).squeeze(1);
+            csr_aggregate(g.rowptr, g.col, {}, g.degree.unsqueeze(1), row_ids(n, g.rowptr.options())).squeeze(1);
         heuristic_d_plus = deg.to(torch::kFloat64) * nb / g.max_degree_product;
         heuristic_rowptr = g.rowptr;
       }
@@ -1364,10 +1364,11 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
       if (all_active) {
         upd = post(upd);
         next = upd;
-        if (has_band && width_change && band_rows.numel() * 2 >= n && (last || !c.batchnorm)) {
+        if (has_band && width_change && band_rows.numel() * 2 >= n) {
           // Most rows in the band (layer 1 of the learned variant: every node whose eps is near
           // tau(1) = 0): their difference in one pass over the rows, without gathering hin's and
-          // the update's band rows. Its self term (post: a ReLU unless last) from f_delta's
+          // the update's band rows (no BatchNorm here: all_active excludes it with a band). Its
+          // self term (post: a ReLU unless last) from f_delta's
           // input z = input_transform(hin) where the layer's self term is z + bias (GCN), instead
           // of another product over every row (v78).
           at::NoGradGuard no_grad;

@@ -23,6 +23,25 @@ constexpr int kTile = 64;     // output tile (rows and columns) of a block
 constexpr int kStep = 16;     // reduction elements staged per step
 constexpr int kThreads = 256; // 16 x 16 threads, each 4 x 4 outputs (strided by 16)
 
+// acc[i][j] += sum over the staged k of as[k][ty + 16 i] bs[k][tx + 16 j]: a thread's 4 x 4
+// outputs, strided by 16, from one staged step of both operands (k in order).
+template <typename T>
+__device__ __forceinline__ void add_staged_products(const T (&as)[kStep][kTile + 1], const T (&bs)[kStep][kTile + 1],
+                                                    int tx, int ty, T (&acc)[4][4]) {
+#pragma unroll
+  for (int k = 0; k < kStep; ++k) {
+    T av[4], bv[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) av[i] = as[k][ty + 16 * i];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) bv[j] = bs[k][tx + 16 * j];
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) acc[i][j] += av[i] * bv[j];
+  }
+}
+
 // c[m, n] = a[m, kdim] b (+ bias) (ReLU), b(k, j) = b[k * b_row + j * b_col] (w: b_row = n,
 // b_col = 1; w's transpose: b_row = 1, b_col = kdim), a and c row-major. The ReLU keeps NaN.
 template <typename T, bool Bias, bool Relu>
@@ -48,18 +67,7 @@ __global__ void __launch_bounds__(kThreads)
       bs[kb][cc] = kk < kdim && col < n ? b[kk * b_row + col * b_col] : T(0);
     }
     __syncthreads();
-#pragma unroll
-    for (int k = 0; k < kStep; ++k) {
-      T av[4], bv[4];
-#pragma unroll
-      for (int i = 0; i < 4; ++i) av[i] = as[k][ty + 16 * i];
-#pragma unroll
-      for (int j = 0; j < 4; ++j) bv[j] = bs[k][tx + 16 * j];
-#pragma unroll
-      for (int i = 0; i < 4; ++i)
-#pragma unroll
-        for (int j = 0; j < 4; ++j) acc[i][j] += av[i] * bv[j];
-    }
+    add_staged_products(as, bs, tx, ty, acc);
     __syncthreads();
   }
 #pragma unroll
@@ -106,18 +114,7 @@ __global__ void __launch_bounds__(kThreads)
       gs[rr][cc] = r < end && j0 + cc < n ? g[r * n + j0 + cc] : T(0);
     }
     __syncthreads();
-#pragma unroll
-    for (int k = 0; k < kStep; ++k) {
-      T av[4], gv[4];
-#pragma unroll
-      for (int i = 0; i < 4; ++i) av[i] = as[k][ty + 16 * i];
-#pragma unroll
-      for (int j = 0; j < 4; ++j) gv[j] = gs[k][tx + 16 * j];
-#pragma unroll
-      for (int i = 0; i < 4; ++i)
-#pragma unroll
-        for (int j = 0; j < 4; ++j) acc[i][j] += av[i] * gv[j];
-    }
+    add_staged_products(as, gs, tx, ty, acc);
     __syncthreads();
   }
   const int64_t chunks = gridDim.z;
