@@ -379,6 +379,117 @@ __global__ void mark_rows_read_rows(const int64_t* __restrict__ rowptr, const in
   for (int64_t k = rowptr[r] + threadIdx.x; k < rowptr[r + 1]; k += blockDim.x) flags[col[k]] = 1;
 }
 
+// v82: the backward of very few computed rows (AD's deeper layers: 31, 17 and 7 hubs of
+// arxiv-scale) by reader lists. The transpose scan walks every entry of each source row that a
+// computed row reads, and those are neighbours of hubs, long themselves: ~128 us a layer for 40 K
+// entries that matter. Here each computed entry k (of row rows[i], column j) links itself into
+// j's list (link_readers: link[k] = {previous head of j, i}); the list heads are then compacted
+// into a list of owners (list_owners), and one warp per owner sums its list in entry order, the
+// order of the transpose's row (sum_reader_lists). The atomics only decide the lists' order in
+// memory; the sums sort it away: deterministic, and the same additions as one warp walking the
+// transpose (spmm_rows), so the same bits.
+constexpr int kListThreads = 256;
+__global__ void link_readers(const int64_t* __restrict__ rowptr, const int32_t* __restrict__ col,
+                             const int64_t* __restrict__ rows, int32_t* __restrict__ head, int2* __restrict__ link) {
+  const int64_t r = rows[blockIdx.x];
+  for (int64_t k = rowptr[r] + threadIdx.x; k < rowptr[r + 1]; k += blockDim.x)
+    link[k] = make_int2(atomicExch(&head[col[k]], int32_t(k)), int32_t(blockIdx.x));
+}
+
+// owners[0, count): the entries that head their column's list (its last link), and -1 - i for a
+// computed row rows[i] that no computed row reads but that has a self term of its own.
+__global__ void list_owners(const int64_t* __restrict__ rowptr, const int32_t* __restrict__ col,
+                            const int64_t* __restrict__ rows, const int32_t* __restrict__ head, bool self_terms,
+                            int32_t* __restrict__ count, int32_t* __restrict__ owners) {
+  const int64_t r = rows[blockIdx.x];
+  for (int64_t k = rowptr[r] + threadIdx.x; k < rowptr[r + 1]; k += blockDim.x)
+    if (head[col[k]] == int32_t(k)) owners[atomicAdd(count, 1)] = int32_t(k);
+  if (threadIdx.x == 0 && self_terms && head[r] < 0) owners[atomicAdd(count, 1)] = -1 - int32_t(blockIdx.x);
+}
+
+// One warp per owner: source row j = col[k] gets the sum of w[k'] g[i(k')] over its list, in
+// increasing k' (lists of at most 32: one per lane, ranked by shuffles), then its self term when
+// it is a computed row (spmm_rows' order). A longer list (a source row that more than 32 computed
+// rows read) walks j's row of the transpose instead, skipping the rows not computed, as spmm_rows.
+template <typename T, int V>
+__global__ void __launch_bounds__(kListThreads)
+sum_reader_lists(const int32_t* __restrict__ count, const int32_t* __restrict__ owners,
+                 const int32_t* __restrict__ col, const int2* __restrict__ link, const int64_t* __restrict__ rows,
+                 const T* __restrict__ w, const T* __restrict__ g, const T* __restrict__ self_w,
+                 const int32_t* __restrict__ pos, int64_t n_dst, const int64_t* __restrict__ t_ptr,
+                 const int32_t* __restrict__ t_row, const int64_t* __restrict__ t_entry, int64_t vecs,
+                 T* __restrict__ out) {
+  using P = Pack<T, V>;
+  using VT = typename P::type;
+  const int64_t warp = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  if (warp >= *count) return;  // the whole warp
+  const VT* gv = reinterpret_cast<const VT*>(g);
+  VT* ov = reinterpret_cast<VT*>(out);
+  const int32_t owner = owners[warp];
+  if (owner < 0) {  // a computed row that nobody reads: its self term alone
+    const int64_t i = -1 - int64_t(owner), r = rows[i];
+    for (int64_t v = lane; v < vecs; v += 32) {
+      VT acc = P::zero();
+      P::fma(acc, self_w[i], gv[i * vecs + v]);
+      ov[r * vecs + v] = acc;
+    }
+    return;
+  }
+  const int64_t j = col[owner];
+  // The list, one link per lane (the walk is warp-uniform: every lane loads the same links).
+  int32_t item = -1, k = owner;
+  int m = 0;
+  for (; k >= 0 && m < 32; ++m) {
+    if (lane == m) item = k;
+    k = link[k].x;
+  }
+  const bool listed = k < 0;  // else longer than 32: the transpose's row below
+  int32_t sorted_i = 0;
+  T sorted_a = T(0);
+  if (listed) {
+    int rank = 0;  // this lane's item among the list's, in increasing entry order
+    for (int s = 0; s < m; ++s) rank += __shfl_sync(0xffffffffu, item, s) < item;
+    const int32_t my_i = lane < m ? link[item].y : 0;
+    const T my_a = lane < m ? (w ? w[item] : T(1)) : T(0);
+    int src = 0;  // on lane s: the lane holding the item of rank s
+    for (int s = 0; s < m; ++s) {
+      const unsigned b = __ballot_sync(0xffffffffu, lane < m && rank == s);
+      if (lane == s) src = __ffs(b) - 1;
+    }
+    sorted_i = __shfl_sync(0xffffffffu, my_i, src);
+    sorted_a = __shfl_sync(0xffffffffu, my_a, src);
+  }
+  const int32_t self_at = j < n_dst ? pos[j] : -1;
+  for (int64_t v0 = 0; v0 < vecs; v0 += 32) {
+    const int64_t v = v0 + lane;
+    VT acc = P::zero();
+    if (listed) {
+      // Eight gathers in flight before their FMAs (in list order: the sum of one at a time).
+      constexpr int U = 8;
+      for (int s = 0; s < m; s += U) {
+        VT vals[U];
+        T as[U];
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+          const int32_t i = __shfl_sync(0xffffffffu, sorted_i, (s + u) & 31);
+          as[u] = __shfl_sync(0xffffffffu, sorted_a, (s + u) & 31);
+          vals[u] = s + u < m && v < vecs ? gv[int64_t(i) * vecs + v] : P::zero();
+        }
+#pragma unroll
+        for (int u = 0; u < U; ++u)
+          if (s + u < m) P::fma(acc, as[u], vals[u]);
+      }
+    } else {
+      add_entries<T, V>(acc, t_ptr[j], t_ptr[j + 1], lane, 32, 0xffffffffu, t_row, t_entry, w, pos, gv, v, vecs);
+    }
+    if (v < vecs) {
+      if (self_w && self_at >= 0) P::fma(acc, self_w[self_at], gv[int64_t(self_at) * vecs + v]);
+      ov[j * vecs + v] = acc;
+    }
+  }
+}
+
 }  // namespace
 
 void mark_rows_read_cuda(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& rows, at::Tensor& flags) {
@@ -524,6 +635,64 @@ at::Tensor aggregate_backward_x_cuda(const Transposed& t, const at::Tensor& w,
                           order, n_long, nullptr, by_order, flagged ? read_flags.data_ptr<uint8_t>() : nullptr,
                           blocked.min_entries);
   });
+  return grad_x;
+}
+
+at::Tensor aggregate_backward_x_lists_cuda(const at::Tensor& rowptr, const at::Tensor& col, const Transposed& t,
+                                           const at::Tensor& w, const at::Tensor& grad_out, const at::Tensor& rows,
+                                           const at::Tensor& rows_pos, int64_t num_src, const at::Tensor& self_w,
+                                           int64_t entries) {
+  const int64_t n_dst = rowptr.numel() - 1, n_rows = rows.numel();
+  TORCH_CHECK(rowptr.is_cuda() && rowptr.scalar_type() == at::kLong && col.scalar_type() == at::kInt &&
+                  rows.scalar_type() == at::kLong && grad_out.size(0) == n_rows && num_src >= n_dst &&
+                  col.numel() < (int64_t(1) << 31) && n_rows < (int64_t(1) << 31) && entries >= 0,
+              "aggregate_backward_x_lists_cuda: int64 rowptr and rows, int32 col (< 2^31 entries) on the GPU, one "
+              "gradient row per computed row, num_src >= the destination rows and the rows' entry count");
+  at::Tensor pos = rows_pos;
+  if (!pos.defined()) {
+    pos = at::full({n_dst}, -1, rows.options().dtype(at::kInt));
+    pos.index_put_({rows}, at::arange(n_rows, rows.options().dtype(at::kInt)));
+  }
+  const at::Tensor g = grad_out.contiguous(), rc = rows.contiguous(), cc = col.contiguous();
+  at::Tensor grad_x = zeroed_cuda({num_src, g.size(1)}, g.options());
+  if (n_rows == 0 || g.size(1) == 0) return grad_x;
+  // head[s] (-1: empty list), then the owners' count: one memset.
+  at::Tensor head = at::empty({num_src + 1}, rows.options().dtype(at::kInt));
+  auto stream = at::cuda::getCurrentCUDAStream();
+  C10_CUDA_CHECK(cudaMemsetAsync(head.data_ptr<int32_t>(), 0xff, num_src * sizeof(int32_t), stream));
+  C10_CUDA_CHECK(cudaMemsetAsync(head.data_ptr<int32_t>() + num_src, 0, sizeof(int32_t), stream));
+  // link: two int32 per CSR entry, written at the computed rows' entries only.
+  at::Tensor link = at::empty({std::max<int64_t>(col.numel(), 1), 2}, head.options());
+  at::Tensor owners = at::empty({entries + n_rows}, head.options());
+  int2* links = reinterpret_cast<int2*>(link.data_ptr<int32_t>());
+  const unsigned grid_rows = unsigned(n_rows);
+  link_readers<<<grid_rows, kListThreads, 0, stream>>>(rowptr.data_ptr<int64_t>(), cc.data_ptr<int32_t>(),
+                                                      rc.data_ptr<int64_t>(), head.data_ptr<int32_t>(), links);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  list_owners<<<grid_rows, kListThreads, 0, stream>>>(rowptr.data_ptr<int64_t>(), cc.data_ptr<int32_t>(),
+                                                     rc.data_ptr<int64_t>(), head.data_ptr<int32_t>(),
+                                                     self_w.defined(), head.data_ptr<int32_t>() + num_src,
+                                                     owners.data_ptr<int32_t>());
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  const int64_t f = g.size(1);
+  const int64_t blocks = (owners.numel() * 32 + kListThreads - 1) / kListThreads;
+  AT_DISPATCH_FLOATING_TYPES(g.scalar_type(), "aggregate_backward_x_lists_cuda", [&] {
+    using T = scalar_t;
+    constexpr int kVec = sizeof(T) == 4 ? 4 : 2;
+    const bool vec_ok = f % kVec == 0 && reinterpret_cast<uintptr_t>(g.data_ptr<T>()) % (kVec * sizeof(T)) == 0 &&
+                        reinterpret_cast<uintptr_t>(grad_x.data_ptr<T>()) % (kVec * sizeof(T)) == 0;
+    auto launch = [&](auto kernel, int64_t vecs) {
+      kernel<<<blocks, kListThreads, 0, stream>>>(
+          head.data_ptr<int32_t>() + num_src, owners.data_ptr<int32_t>(), cc.data_ptr<int32_t>(), links,
+          rc.data_ptr<int64_t>(), w.defined() ? w.data_ptr<T>() : nullptr, g.data_ptr<T>(),
+          self_w.defined() ? self_w.data_ptr<T>() : nullptr, pos.data_ptr<int32_t>(), n_dst,
+          t.rowptr.data_ptr<int64_t>(), t.row.data_ptr<int32_t>(), t.entry.data_ptr<int64_t>(), vecs,
+          grad_x.data_ptr<T>());
+    };
+    if (vec_ok) launch(sum_reader_lists<T, kVec>, f / kVec);
+    else launch(sum_reader_lists<T, 1>, f);
+  });
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
   return grad_x;
 }
 

@@ -159,13 +159,20 @@ class CsrAggregate : public torch::autograd::Function<CsrAggregate> {
         // Few rows computed: only the source rows their entries read (and the rows themselves,
         // for the self term: source and destination rows share the first indices) have a
         // nonzero gradient; flagged in one launch over those entries.
+        // Very few (AD's deeper layers: tens of hubs), with their entry count: lists of the
+        // entries that read each source row instead (v82).
+        const bool lists = few_rows && kernels::reader_lists() && entries >= 0 &&
+                           rows.numel() <= kernels::kMaxListRows && x.size(0) >= rowptr.numel() - 1 &&
+                           col.numel() < (int64_t(1) << 31);
         at::Tensor read_flags;
-        if (few_rows && kernels::skip_unread_rows() && x.size(0) >= rowptr.numel() - 1) {
+        if (!lists && few_rows && kernels::skip_unread_rows() && x.size(0) >= rowptr.numel() - 1) {
           read_flags = kernels::zeroed_cuda({x.size(0)}, rowptr.options().dtype(torch::kUInt8));
           kernels::mark_rows_read_cuda(rowptr, col, rows, read_flags);
         }
-        grad_x = kernels::aggregate_backward_x_cuda(transposed(), weight, g, rows, rowptr.numel() - 1, self_w,
-                                                    rows_pos, read_flags);
+        grad_x = lists ? kernels::aggregate_backward_x_lists_cuda(rowptr, col, transposed(), weight, g, rows,
+                                                                  rows_pos, x.size(0), self_w, entries)
+                       : kernels::aggregate_backward_x_cuda(transposed(), weight, g, rows, rowptr.numel() - 1,
+                                                            self_w, rows_pos, read_flags);
       }
       if (weight.defined() && ctx->needs_input_grad(2))
         grad_w = kernels::aggregate_backward_w_cuda(rowptr, col, x, g, rows);
@@ -266,15 +273,21 @@ bool& block_mid_rows() {
   static bool on = true;
   return on;
 }
+bool& reader_lists() {
+  static bool on = true;
+  return on;
+}
 }  // namespace kernels
 
 KernelOptions kernel_options() {
-  return {kernels::length_ordered_rows(), kernels::skip_unread_rows(), kernels::block_mid_rows()};
+  return {kernels::length_ordered_rows(), kernels::skip_unread_rows(), kernels::block_mid_rows(),
+          kernels::reader_lists()};
 }
 void set_kernel_options(const KernelOptions& options) {
   kernels::length_ordered_rows() = options.length_order;
   kernels::skip_unread_rows() = options.skip_unread_rows;
   kernels::block_mid_rows() = options.mid_row_blocks;
+  kernels::reader_lists() = options.reader_lists;
 }
 
 GraphTensors to_tensors(const Graph& g, c10::Device device) {

@@ -96,6 +96,13 @@ bool& skip_unread_rows();
 // Whether few-row calls give the rows with >= kMidRow entries a block each (default on; tests
 // compare it with one warp per row below kLongRow).
 bool& block_mid_rows();
+// Whether the CUDA backward of at most kMaxListRows computed rows (fewer than 1/8 of the CSR's)
+// sums each source row's gradient from a list of the computed entries that read it, instead of
+// scanning the transpose (default on; tests compare it with the scan; docs/performance.md v82).
+bool& reader_lists();
+// A source row read by more than 32 computed rows walks its row of the transpose, one warp for
+// it all: with at most this many computed rows, few do.
+constexpr int64_t kMaxListRows = 256;
 
 // find_long: also the transpose's row_schedule, for the CUDA backward.
 Transposed transpose_entries(const at::Tensor& rowptr, const at::Tensor& col, int64_t num_src,
@@ -188,6 +195,13 @@ at::Tensor aggregate_backward_x_cuda(const Transposed& t, const at::Tensor& w,
                                      const at::Tensor& grad_out, const at::Tensor& rows,
                                      int64_t num_dst_rows, const at::Tensor& self_w,
                                      const at::Tensor& rows_pos = {}, const at::Tensor& read_flags = {});
+// The same for a few computed rows (reader_lists): entries = their CSR entries (sizes the lists
+// without a wait for the device); t (the transpose) serves the source rows with more than 32
+// computed readers. Same sums as aggregate_backward_x_cuda's one warp per row, bit for bit.
+at::Tensor aggregate_backward_x_lists_cuda(const at::Tensor& rowptr, const at::Tensor& col, const Transposed& t,
+                                           const at::Tensor& w, const at::Tensor& grad_out, const at::Tensor& rows,
+                                           const at::Tensor& rows_pos, int64_t num_src, const at::Tensor& self_w,
+                                           int64_t entries);
 at::Tensor aggregate_backward_w_cuda(const at::Tensor& rowptr, const at::Tensor& col,
                                      const at::Tensor& x, const at::Tensor& grad_out,
                                      const at::Tensor& rows);

@@ -412,6 +412,98 @@ TEST(Cuda, MidRowsOnBlocksEqualTheReference) {
   EXPECT_TRUE((len.index_select(0, schedule.order.slice(0, 0, schedule.n_mid)) >= adgnn::kernels::kMidRow).all().item<bool>());
 }
 
+// v82: the backward of at most kMaxListRows computed rows sums each source row's gradient from a
+// list of the computed entries that read it. The same additions as one warp walking the
+// transpose (skip_unread_rows on, block_mid_rows off), so the same values; the same bits on a
+// second run (the lists' order in memory comes from atomics); and float64 on the CPU. Computed
+// rows with the hubs (5000, 1024 and 1023 entries; column 7, read by 200 of them: a list longer
+// than 32, which walks the transpose) and without; a hand-made CSR with a column repeated in one
+// row, an empty computed row and computed rows that no computed row reads (their self term
+// alone); every width path, both precisions, with and without the self term and the positions.
+TEST(Cuda, ReaderListsEqualTheWarpScan) {
+  REQUIRE_GPU();
+  struct Case {
+    std::string name;
+    at::Tensor rowptr, col, rows;
+  };
+  std::vector<Case> cases;
+  const int64_t n = 6000;
+  const HubCsr h = hub_csr(n, {5000, 1024, 1023}, 11, 5000, 17);
+  cases.push_back({"hubs and 200 readers of column 7", h.rowptr, h.col,
+                   torch::cat({torch::tensor({0, 1, 2}, torch::kInt64), torch::arange(3000, 3200, torch::kInt64)})});
+  cases.push_back({"short rows", h.rowptr, h.col, torch::arange(5500, 5700, torch::kInt64)});
+  // 64 rows: row 0 reads 5 three times and 9; row 3 reads 0, 5 and 3 (itself); row 10 is empty;
+  // row 20 reads 30; the others read (r + 1) % 64. Computed: 0, 3, 10, 20 (0 and 3 read by row 3
+  // and row 0 is not read by row 0; 10 and 20 read by none of them).
+  {
+    std::vector<int64_t> ptr{0};
+    std::vector<int32_t> cols;
+    for (int32_t r = 0; r < 64; ++r) {
+      const std::vector<int32_t> c = r == 0 ? std::vector<int32_t>{5, 5, 5, 9}
+                                     : r == 3 ? std::vector<int32_t>{0, 3, 5}
+                                     : r == 10 ? std::vector<int32_t>{}
+                                     : r == 20 ? std::vector<int32_t>{30}
+                                               : std::vector<int32_t>{(r + 1) % 64};
+      cols.insert(cols.end(), c.begin(), c.end());
+      ptr.push_back(int64_t(cols.size()));
+    }
+    cases.push_back({"repeated columns, an empty row, unread rows", torch::tensor(ptr, torch::kInt64),
+                     torch::tensor(cols, torch::kInt32), torch::tensor({0, 3, 10, 20}, torch::kInt64)});
+  }
+  const auto d = c10::Device("cuda");
+  for (const Case& c : cases) {
+    const int64_t rows_n = c.rowptr.numel() - 1, m = c.rows.numel();
+    ASSERT_LT(m * 8, rows_n);
+    ASSERT_LE(m, adgnn::kernels::kMaxListRows);
+    const int64_t entries =
+        (c.rowptr.index_select(0, c.rows + 1) - c.rowptr.index_select(0, c.rows)).sum().item<int64_t>();
+    const at::Tensor rowptr = c.rowptr.to(d), col = c.col.to(d), rows = c.rows.to(d);
+    const at::Tensor pos =
+        torch::full({rows_n}, -1, torch::kInt32).index_put_({c.rows}, torch::arange(m, torch::kInt32)).to(d);
+    const at::Tensor short_t =
+        (torch::bincount(c.col.to(torch::kInt64), {}, rows_n) < adgnn::kernels::kLongRow).to(d);
+    for (const int64_t width : {1, 47, 128, 260}) {
+      for (const bool dbl : {false, true}) {
+        const auto dtype = dbl ? torch::kFloat64 : torch::kFloat32;
+        const at::Tensor x = torch::randn({rows_n, width}, dtype).to(d);
+        const at::Tensor w = torch::rand({col.numel()}, dtype).to(d);
+        const at::Tensor probe = torch::randn({m, width}, dtype).to(d), sw = torch::rand({m}, dtype).to(d);
+        for (const bool self : {false, true}) {
+          for (const bool given_pos : {false, true}) {
+            SCOPED_TRACE(c.name + ", width " + std::to_string(width) + (dbl ? " double" : " float") +
+                         (self ? ", self term" : "") + (given_pos ? ", rows_pos given" : ""));
+            at::Tensor grad[3];
+            for (int k = 0; k < 3; ++k) {  // lists twice, then the scan with one warp per row
+              adgnn::kernels::reader_lists() = k < 2;
+              adgnn::kernels::block_mid_rows() = k < 2;
+              at::Tensor xx = x.detach().clone().requires_grad_(true);
+              const at::Tensor out = adgnn::csr_aggregate(rowptr, col, w, xx, rows, self ? sw : at::Tensor(),
+                                                          entries, given_pos ? pos : at::Tensor());
+              (out * probe).sum().backward();
+              grad[k] = xx.grad();
+            }
+            adgnn::kernels::reader_lists() = true;
+            adgnn::kernels::block_mid_rows() = true;
+            EXPECT_TRUE(torch::equal(grad[0], grad[1]));
+            // (Rows of >= kLongRow entries in the transpose, column 7, are summed by a block in
+            // the scan: grouped differently, close.)
+            EXPECT_TRUE(torch::equal(grad[0].index({short_t}), grad[2].index({short_t})))
+                << (grad[0] - grad[2]).abs().max();
+            EXPECT_TRUE(torch::allclose(grad[0], grad[2], dbl ? 1e-12 : 1e-5, dbl ? 1e-12 : 1e-5));
+            at::Tensor x64 = x.cpu().to(torch::kFloat64).requires_grad_(true);
+            const at::Tensor out64 = adgnn::csr_aggregate(c.rowptr, c.col, w.cpu().to(torch::kFloat64), x64, c.rows,
+                                                          self ? sw.cpu().to(torch::kFloat64) : at::Tensor());
+            (out64 * probe.cpu().to(torch::kFloat64)).sum().backward();
+            const double tol = dbl ? 1e-12 : 1e-5;
+            EXPECT_TRUE(torch::allclose(grad[0].cpu().to(torch::kFloat64), x64.grad(), tol, tol));
+            EXPECT_GT(x64.grad().abs().sum(1).eq(0).sum().item<int64_t>(), 0);
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(Cuda, AggregateIsDeterministicAndEqualsTheCpuKernels) {
   REQUIRE_GPU();
   const auto g = graph(3000, 1);

@@ -61,9 +61,11 @@ bool cuda_kernels_built();
 // length_order: a call over every row takes the rows by descending length (v76);
 // skip_unread_rows: the backward of a few computed rows writes the source rows that read none of
 // them as zeros without walking their entries (v80);
-// mid_row_blocks: a call over few rows sums rows of >= 128 entries with a block each (v81).
+// mid_row_blocks: a call over few rows sums rows of >= 128 entries with a block each (v81);
+// reader_lists: the backward of at most 256 computed rows sums each source row's gradient from a
+// list of the entries that read it, without the transpose's other entries (v82).
 struct KernelOptions {
-  bool length_order = true, skip_unread_rows = true, mid_row_blocks = true;
+  bool length_order = true, skip_unread_rows = true, mid_row_blocks = true, reader_lists = true;
 };
 KernelOptions kernel_options();
 void set_kernel_options(const KernelOptions& options);
