@@ -17,7 +17,7 @@ int64_t rows_count(const at::Tensor& rowptr, const at::Tensor& rows) {
 }  // namespace
 
 at::Tensor aggregate_cpu(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& w,
-                         const at::Tensor& x, const at::Tensor& rows, const at::Tensor& self_w) {
+                         const at::Tensor& x, const at::Tensor& rows, const at::Tensor& self_w, bool self_by_row) {
   const int64_t n_out = rows_count(rowptr, rows);
   const int64_t f = x.size(1);
   at::Tensor out = at::zeros({n_out, f}, x.options());
@@ -42,7 +42,8 @@ at::Tensor aggregate_cpu(const at::Tensor& rowptr, const at::Tensor& col, const 
         }
         if (sp) {
           const scalar_t* self = xp + r * f;
-          for (int64_t j = 0; j < f; ++j) o[j] += sp[i] * self[j];
+          const scalar_t a = sp[self_by_row ? r : i];
+          for (int64_t j = 0; j < f; ++j) o[j] += a * self[j];
         }
       }
     });
@@ -52,7 +53,7 @@ at::Tensor aggregate_cpu(const at::Tensor& rowptr, const at::Tensor& col, const 
 
 at::Tensor aggregate_backward_x_cpu(const Transposed& t, const at::Tensor& w,
                                     const at::Tensor& grad_out, const at::Tensor& rows,
-                                    int64_t num_dst_rows, const at::Tensor& self_w) {
+                                    int64_t num_dst_rows, const at::Tensor& self_w, bool self_by_row) {
   const int64_t num_src = t.rowptr.numel() - 1;
   const int64_t f = grad_out.size(1);
   // Output position of each computed destination row (-1: not computed, its entries skipped).
@@ -89,7 +90,7 @@ at::Tensor aggregate_backward_x_cpu(const Transposed& t, const at::Tensor& w,
         if (sp && s < num_dst_rows) {
           const int64_t i = pos.empty() ? s : pos[static_cast<size_t>(s)];
           if (i >= 0)
-            for (int64_t j = 0; j < f; ++j) dst[j] += sp[i] * gp[i * f + j];
+            for (int64_t j = 0; j < f; ++j) dst[j] += sp[self_by_row ? s : i] * gp[i * f + j];
         }
       }
     });

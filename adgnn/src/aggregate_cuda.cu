@@ -110,17 +110,18 @@ __device__ void add_entries(typename Pack<T, V>::type& acc, int64_t begin, int64
 
 // acc += the self term of output row o (CSR row r): forward (pos null) self_w[o] x[r]; backward,
 // for a source row o < n_self that was computed (q = pos ? pos[o] : o >= 0), self_w[q] x[q].
+// by_row: self_w holds one weight per CSR row (self_w[r] forward, self_w[o] backward).
 template <typename T, int V>
 __device__ void add_self(typename Pack<T, V>::type& acc, const T* __restrict__ self_w, bool backward,
                          int64_t n_self, const int32_t* __restrict__ pos, int64_t r, int64_t o,
-                         const typename Pack<T, V>::type* __restrict__ xv, int64_t v, int64_t vecs) {
+                         const typename Pack<T, V>::type* __restrict__ xv, int64_t v, int64_t vecs, bool by_row) {
   int64_t q = -1, wi = -1;
   if (!backward) {
     q = r;
-    wi = o;
+    wi = by_row ? r : o;
   } else if (o < n_self) {
     q = pos ? pos[o] : o;
-    wi = q;
+    wi = by_row ? o : q;
   }
   if (q >= 0) Pack<T, V>::fma(acc, self_w[wi], xv[q * vecs + v]);
 }
@@ -144,7 +145,7 @@ spmm_rows(const int64_t* __restrict__ ptr, const int32_t* __restrict__ idx, cons
           const T* __restrict__ w, const int32_t* __restrict__ pos, const T* __restrict__ x,
           const int64_t* __restrict__ rows, int64_t n_out, int64_t vecs, int tpr, const T* __restrict__ self_w,
           bool backward, int64_t n_self, int64_t long_min, bool out_by_row, const uint8_t* __restrict__ flags,
-          T* __restrict__ out) {
+          bool self_by_row, T* __restrict__ out) {
   using P = Pack<T, V>;
   using VT = typename P::type;
   const int64_t thread = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -167,7 +168,8 @@ spmm_rows(const int64_t* __restrict__ ptr, const int32_t* __restrict__ idx, cons
     const int64_t v = v0 + lane;
     VT acc = P::zero();
     add_entries<T, V>(acc, begin, end, lane, tpr, mask, idx, eid, w, pos, xv, v, vecs);
-    if (self_w && valid && !zero && v < vecs) add_self<T, V>(acc, self_w, backward, n_self, pos, r, oo, xv, v, vecs);
+    if (self_w && valid && !zero && v < vecs)
+      add_self<T, V>(acc, self_w, backward, n_self, pos, r, oo, xv, v, vecs, self_by_row);
     if (valid && v < vecs) reinterpret_cast<VT*>(out)[oo * vecs + v] = acc;
   }
 }
@@ -185,7 +187,7 @@ spmm_long_rows(const int64_t* __restrict__ ptr, const int32_t* __restrict__ idx,
                const int32_t* __restrict__ pos, const T* __restrict__ x,
                const int64_t* __restrict__ long_rows, const int32_t* __restrict__ slot, int64_t vecs,
                const T* __restrict__ self_w, bool backward, int64_t n_self, const uint8_t* __restrict__ flags,
-               T* __restrict__ out) {
+               bool self_by_row, T* __restrict__ out) {
   using P = Pack<T, V>;
   using VT = typename P::type;
   __shared__ VT part[kLongWarps * 32];
@@ -211,7 +213,7 @@ spmm_long_rows(const int64_t* __restrict__ ptr, const int32_t* __restrict__ idx,
     if (warp == 0 && v < vecs) {
       VT sum = part[lane];
       for (int k = 1; k < kLongWarps; ++k) P::fma(sum, T(1), part[k * 32 + lane]);  // exact adds
-      if (self_w) add_self<T, V>(sum, self_w, backward, n_self, pos, r, o, xv, v, vecs);
+      if (self_w) add_self<T, V>(sum, self_w, backward, n_self, pos, r, o, xv, v, vecs, self_by_row);
       reinterpret_cast<VT*>(out)[o * vecs + v] = sum;
     }
     __syncthreads();
@@ -315,7 +317,8 @@ void launch_spmm(const int64_t* ptr, const int32_t* idx, const int64_t* eid, con
                  const int32_t* pos, const at::Tensor& x, const int64_t* rows, int64_t n_out,
                  const T* self_w, bool backward, int64_t n_self, at::Tensor& out,
                  const int64_t* long_rows = nullptr, int64_t n_long = 0, const int32_t* slot = nullptr,
-                 bool out_by_row = false, const uint8_t* flags = nullptr, int64_t block_min = kLongRow) {
+                 bool out_by_row = false, const uint8_t* flags = nullptr, int64_t block_min = kLongRow,
+                 bool self_by_row = false) {
   const int64_t f = x.size(1);
   // With out_by_row, n_out counts the rows besides the long ones, which may be every row (a
   // dense graph): the long-row kernel still has to run.
@@ -336,7 +339,7 @@ void launch_spmm(const int64_t* ptr, const int32_t* idx, const int64_t* eid, con
     xp.slice(1, 0, f).copy_(x);
     at::Tensor outp = at::empty({out.size(0), fp}, out.options());
     launch_spmm<T>(ptr, idx, eid, w, pos, xp, rows, n_out, self_w, backward, n_self, outp, long_rows, n_long,
-                   slot, out_by_row, flags, block_min);
+                   slot, out_by_row, flags, block_min, self_by_row);
     out.copy_(outp.slice(1, 0, f));
     return;
   }
@@ -349,22 +352,22 @@ void launch_spmm(const int64_t* ptr, const int32_t* idx, const int64_t* eid, con
     if (vec_ok)
       spmm_rows<T, kVec><<<blocks, kRowsThreads, 0, stream>>>(ptr, idx, eid, w, pos, x.data_ptr<T>(), rows, n_out,
                                                               vecs, tpr, self_w, backward, n_self, long_min,
-                                                              out_by_row, flags, out.data_ptr<T>());
+                                                              out_by_row, flags, self_by_row, out.data_ptr<T>());
     else
       spmm_rows<T, 1><<<blocks, kRowsThreads, 0, stream>>>(ptr, idx, eid, w, pos, x.data_ptr<T>(), rows, n_out,
                                                            vecs, tpr, self_w, backward, n_self, long_min,
-                                                           out_by_row, flags, out.data_ptr<T>());
+                                                           out_by_row, flags, self_by_row, out.data_ptr<T>());
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   }
   if (n_long == 0) return;
   if (vec_ok)
     spmm_long_rows<T, kVec><<<n_long, kLongWarps * 32, 0, stream>>>(ptr, idx, eid, w, pos, x.data_ptr<T>(), long_rows,
                                                                    slot, vecs, self_w, backward, n_self, flags,
-                                                                   out.data_ptr<T>());
+                                                                   self_by_row, out.data_ptr<T>());
   else
     spmm_long_rows<T, 1><<<n_long, kLongWarps * 32, 0, stream>>>(ptr, idx, eid, w, pos, x.data_ptr<T>(), long_rows,
                                                                 slot, vecs, self_w, backward, n_self, flags,
-                                                                out.data_ptr<T>());
+                                                                self_by_row, out.data_ptr<T>());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
@@ -400,11 +403,11 @@ __global__ void link_readers(const int64_t* __restrict__ rowptr, const int32_t* 
 // computed row rows[i] that no computed row reads but that has a self term of its own.
 __global__ void list_owners(const int64_t* __restrict__ rowptr, const int32_t* __restrict__ col,
                             const int64_t* __restrict__ rows, const int32_t* __restrict__ head, bool self_terms,
-                            int32_t* __restrict__ count, int32_t* __restrict__ owners) {
+                            int32_t* __restrict__ count_less_one, int32_t* __restrict__ owners) {
   const int64_t r = rows[blockIdx.x];
   for (int64_t k = rowptr[r] + threadIdx.x; k < rowptr[r + 1]; k += blockDim.x)
-    if (head[col[k]] == int32_t(k)) owners[atomicAdd(count, 1)] = int32_t(k);
-  if (threadIdx.x == 0 && self_terms && head[r] < 0) owners[atomicAdd(count, 1)] = -1 - int32_t(blockIdx.x);
+    if (head[col[k]] == int32_t(k)) owners[atomicAdd(count_less_one, 1) + 1] = int32_t(k);
+  if (threadIdx.x == 0 && self_terms && head[r] < 0) owners[atomicAdd(count_less_one, 1) + 1] = -1 - int32_t(blockIdx.x);
 }
 
 // One warp per owner: source row j = col[k] gets the sum of w[k'] g[i(k')] over its list, in
@@ -413,17 +416,17 @@ __global__ void list_owners(const int64_t* __restrict__ rowptr, const int32_t* _
 // rows read) walks j's row of the transpose instead, skipping the rows not computed, as spmm_rows.
 template <typename T, int V>
 __global__ void __launch_bounds__(kListThreads)
-sum_reader_lists(const int32_t* __restrict__ count, const int32_t* __restrict__ owners,
+sum_reader_lists(const int32_t* __restrict__ count_less_one, const int32_t* __restrict__ owners,
                  const int32_t* __restrict__ col, const int2* __restrict__ link, const int64_t* __restrict__ rows,
                  const T* __restrict__ w, const T* __restrict__ g, const T* __restrict__ self_w,
                  const int32_t* __restrict__ pos, int64_t n_dst, const int64_t* __restrict__ t_ptr,
                  const int32_t* __restrict__ t_row, const int64_t* __restrict__ t_entry, int64_t vecs,
-                 T* __restrict__ out) {
+                 bool self_by_row, T* __restrict__ out) {
   using P = Pack<T, V>;
   using VT = typename P::type;
   const int64_t warp = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
-  if (warp >= *count) return;  // the whole warp
+  if (warp > *count_less_one) return;  // the whole warp
   const VT* gv = reinterpret_cast<const VT*>(g);
   VT* ov = reinterpret_cast<VT*>(out);
   const int32_t owner = owners[warp];
@@ -431,7 +434,7 @@ sum_reader_lists(const int32_t* __restrict__ count, const int32_t* __restrict__ 
     const int64_t i = -1 - int64_t(owner), r = rows[i];
     for (int64_t v = lane; v < vecs; v += 32) {
       VT acc = P::zero();
-      P::fma(acc, self_w[i], gv[i * vecs + v]);
+      P::fma(acc, self_w[self_by_row ? r : i], gv[i * vecs + v]);
       ov[r * vecs + v] = acc;
     }
     return;
@@ -484,7 +487,7 @@ sum_reader_lists(const int32_t* __restrict__ count, const int32_t* __restrict__ 
       add_entries<T, V>(acc, t_ptr[j], t_ptr[j + 1], lane, 32, 0xffffffffu, t_row, t_entry, w, pos, gv, v, vecs);
     }
     if (v < vecs) {
-      if (self_w && self_at >= 0) P::fma(acc, self_w[self_at], gv[int64_t(self_at) * vecs + v]);
+      if (self_w && self_at >= 0) P::fma(acc, self_w[self_by_row ? j : self_at], gv[int64_t(self_at) * vecs + v]);
       ov[j * vecs + v] = acc;
     }
   }
@@ -561,7 +564,7 @@ BlockRows block_rows(const RowSchedule& schedule, bool few_rows) {
 
 at::Tensor aggregate_cuda(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& w,
                           const at::Tensor& x, const at::Tensor& rows, const at::Tensor& self_w,
-                          const RowSchedule& schedule, const at::Tensor& rows_pos) {
+                          const RowSchedule& schedule, const at::Tensor& rows_pos, bool self_by_row) {
   const int64_t n_out = rows.defined() ? rows.numel() : rowptr.numel() - 1;
   at::Tensor out = at::empty({n_out, x.size(1)}, x.options());
   const int64_t* order = schedule.order.defined() ? schedule.order.data_ptr<int64_t>() : nullptr;
@@ -584,7 +587,7 @@ at::Tensor aggregate_cuda(const at::Tensor& rowptr, const at::Tensor& col, const
                           by_order ? n_out - n_long : n_out,
                           self_w.defined() ? self_w.data_ptr<scalar_t>() : nullptr, false, 0, out,
                           order, n_long, slot.defined() ? slot.data_ptr<int32_t>() : nullptr, by_order, nullptr,
-                          blocked.min_entries);
+                          blocked.min_entries, self_by_row);
   });
   return out;
 }
@@ -604,7 +607,7 @@ at::Tensor aggregate_entries_cuda(const at::Tensor& ptr, const at::Tensor& idx, 
 at::Tensor aggregate_backward_x_cuda(const Transposed& t, const at::Tensor& w,
                                      const at::Tensor& grad_out, const at::Tensor& rows,
                                      int64_t num_dst_rows, const at::Tensor& self_w,
-                                     const at::Tensor& rows_pos, const at::Tensor& read_flags) {
+                                     const at::Tensor& rows_pos, const at::Tensor& read_flags, bool self_by_row) {
   const int64_t num_src = t.rowptr.numel() - 1;
   at::Tensor pos = rows.defined() ? rows_pos : at::Tensor();
   if (rows.defined() && !pos.defined()) {
@@ -633,7 +636,7 @@ at::Tensor aggregate_backward_x_cuda(const Transposed& t, const at::Tensor& w,
                           by_order ? num_src - n_long : num_src,
                           self_w.defined() ? self_w.data_ptr<scalar_t>() : nullptr, true, num_dst_rows, grad_x,
                           order, n_long, nullptr, by_order, flagged ? read_flags.data_ptr<uint8_t>() : nullptr,
-                          blocked.min_entries);
+                          blocked.min_entries, self_by_row);
   });
   return grad_x;
 }
@@ -641,7 +644,7 @@ at::Tensor aggregate_backward_x_cuda(const Transposed& t, const at::Tensor& w,
 at::Tensor aggregate_backward_x_lists_cuda(const at::Tensor& rowptr, const at::Tensor& col, const Transposed& t,
                                            const at::Tensor& w, const at::Tensor& grad_out, const at::Tensor& rows,
                                            const at::Tensor& rows_pos, int64_t num_src, const at::Tensor& self_w,
-                                           int64_t entries) {
+                                           int64_t entries, bool self_by_row) {
   const int64_t n_dst = rowptr.numel() - 1, n_rows = rows.numel();
   TORCH_CHECK(rowptr.is_cuda() && rowptr.scalar_type() == at::kLong && col.scalar_type() == at::kInt &&
                   rows.scalar_type() == at::kLong && grad_out.size(0) == n_rows && num_src >= n_dst &&
@@ -656,11 +659,10 @@ at::Tensor aggregate_backward_x_lists_cuda(const at::Tensor& rowptr, const at::T
   const at::Tensor g = grad_out.contiguous(), rc = rows.contiguous(), cc = col.contiguous();
   at::Tensor grad_x = zeroed_cuda({num_src, g.size(1)}, g.options());
   if (n_rows == 0 || g.size(1) == 0) return grad_x;
-  // head[s] (-1: empty list), then the owners' count: one memset.
+  // head[s] (-1: an empty list), then the owners' count less one: all -1, one memset.
   at::Tensor head = at::empty({num_src + 1}, rows.options().dtype(at::kInt));
   auto stream = at::cuda::getCurrentCUDAStream();
-  C10_CUDA_CHECK(cudaMemsetAsync(head.data_ptr<int32_t>(), 0xff, num_src * sizeof(int32_t), stream));
-  C10_CUDA_CHECK(cudaMemsetAsync(head.data_ptr<int32_t>() + num_src, 0, sizeof(int32_t), stream));
+  C10_CUDA_CHECK(cudaMemsetAsync(head.data_ptr<int32_t>(), 0xff, (num_src + 1) * sizeof(int32_t), stream));
   // link: two int32 per CSR entry, written at the computed rows' entries only.
   at::Tensor link = at::empty({std::max<int64_t>(col.numel(), 1), 2}, head.options());
   at::Tensor owners = at::empty({entries + n_rows}, head.options());
@@ -686,7 +688,7 @@ at::Tensor aggregate_backward_x_lists_cuda(const at::Tensor& rowptr, const at::T
           head.data_ptr<int32_t>() + num_src, owners.data_ptr<int32_t>(), cc.data_ptr<int32_t>(), links,
           rc.data_ptr<int64_t>(), w.defined() ? w.data_ptr<T>() : nullptr, g.data_ptr<T>(),
           self_w.defined() ? self_w.data_ptr<T>() : nullptr, pos.data_ptr<int32_t>(), n_dst,
-          t.rowptr.data_ptr<int64_t>(), t.row.data_ptr<int32_t>(), t.entry.data_ptr<int64_t>(), vecs,
+          t.rowptr.data_ptr<int64_t>(), t.row.data_ptr<int32_t>(), t.entry.data_ptr<int64_t>(), vecs, self_by_row,
           grad_x.data_ptr<T>());
     };
     if (vec_ok) launch(sum_reader_lists<T, kVec>, f / kVec);

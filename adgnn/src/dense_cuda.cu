@@ -7,6 +7,9 @@
 #include <c10/cuda/CUDAException.h>
 
 #include <algorithm>
+#include <map>
+#include <mutex>
+#include <utility>
 #include <vector>
 
 #include "cuda_rows.cuh"
@@ -76,7 +79,7 @@ bool launch_column_sums(const at::Tensor& x, const at::Tensor& relu_out, at::Ten
   const int64_t blocks = std::min<int64_t>((rows + kWarps - 1) / kWarps, few ? kFinishBlocks : int64_t(sms) * 8);
   if (few) sums = at::empty({C}, x.options());
   const auto stream = at::cuda::getCurrentCUDAStream();
-  const BlockSums part = block_sums(blocks, C, x.options(), few, stream);
+  const BlockSums part = block_sums(blocks, C, x.options(), few);
   bool launched = false;
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "column_sums_cuda", [&] {
     constexpr int V = 16 / sizeof(scalar_t);
@@ -300,7 +303,7 @@ BandTermGrads band_term_grads_cuda(const at::Tensor& eps, const at::Tensor& tau_
   const int64_t blocks = std::min<int64_t>((B + kWarps - 1) / kWarps, few ? kFinishBlocks : int64_t(INT32_MAX));
   if (few) out.tau = at::empty({}, grad.options());
   const auto stream = at::cuda::getCurrentCUDAStream();
-  const BlockSums part = block_sums(blocks, 1, grad.options(), few, stream);
+  const BlockSums part = block_sums(blocks, 1, grad.options(), few);
   AT_DISPATCH_FLOATING_TYPES(grad.scalar_type(), "band_term_grads_cuda", [&] {
     band_term_kernel<scalar_t><<<unsigned(blocks), kThreads, 0, stream>>>(
         e.data_ptr<scalar_t>(), tau.data_ptr<scalar_t>(), rows.data_ptr<int64_t>(), B, grad.data_ptr<scalar_t>(),
@@ -375,5 +378,23 @@ at::Tensor tau_thresholds_backward_cuda(const at::Tensor& a_in, double lambda, c
 }
 
 at::Tensor zeroed_cuda(at::IntArrayRef size, const at::TensorOptions& options) { return zeroed(size, options); }
+
+unsigned* stream_counters(int64_t count) {
+  const auto stream = at::cuda::getCurrentCUDAStream();
+  const auto key = std::make_pair(int(stream.device_index()), stream.stream());
+  static std::mutex mutex;
+  // Never freed: CUDA tensors destroyed at exit, after the driver, would fail.
+  static auto* held = new std::map<std::pair<int, cudaStream_t>, at::Tensor>();
+  std::lock_guard<std::mutex> lock(mutex);
+  at::Tensor& t = (*held)[key];
+  if (!t.defined() || t.numel() < count) {
+    // A larger buffer; the old one goes back to the allocator, which reuses it only in this
+    // stream's order (after the kernels that still count in it).
+    t = at::empty({std::max<int64_t>(count, 64)}, at::TensorOptions().dtype(at::kInt).device(at::kCUDA,
+                                                                                           stream.device_index()));
+    C10_CUDA_CHECK(cudaMemsetAsync(t.data_ptr(), 0, t.nbytes(), stream));
+  }
+  return reinterpret_cast<unsigned*>(t.data_ptr<int32_t>());
+}
 
 }  // namespace adgnn::kernels

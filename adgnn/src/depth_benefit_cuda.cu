@@ -280,7 +280,7 @@ at::Tensor pair_bce_sum_cuda(const at::Tensor& pair_logit_in, const at::Tensor& 
   // At most kFinishBlocks blocks: the last one adds the blocks' sums (no launch for ATen's sum).
   const int64_t blocks = std::min<int64_t>((S + kThreads - 1) / kThreads, kFinishBlocks);
   const auto stream = at::cuda::getCurrentCUDAStream();
-  const BlockSums part = block_sums(blocks, 1, logit.options(), true, stream);
+  const BlockSums part = block_sums(blocks, 1, logit.options(), true);
   at::Tensor out = at::empty({}, logit.options());
   AT_DISPATCH_FLOATING_TYPES(logit.scalar_type(), "pair_bce_sum_cuda", [&] {
     pair_bce_sum_kernel<scalar_t><<<unsigned(blocks), kThreads, 0, stream>>>(
@@ -317,7 +317,7 @@ at::Tensor depth_benefit_range_cuda(const at::Tensor& d_plus_in, const at::Tenso
   at::Tensor range = at::empty({2}, dp.options().dtype(at::kDouble));
   const int64_t blocks = std::max<int64_t>(1, std::min<int64_t>((n + kThreads - 1) / kThreads, kFinishBlocks));
   const auto stream = at::cuda::getCurrentCUDAStream();
-  const BlockSums part = block_sums(blocks, 2, dp.options(), true, stream);
+  const BlockSums part = block_sums(blocks, 2, dp.options(), true);
   AT_DISPATCH_FLOATING_TYPES(dp.scalar_type(), "depth_benefit_range_cuda", [&] {
     depth_benefit_range_kernel<scalar_t><<<unsigned(blocks), kThreads, 0, stream>>>(
         dp.data_ptr<scalar_t>(), d.data_ptr<scalar_t>(), offset.defined() ? offset.data_ptr<scalar_t>() : nullptr, n,

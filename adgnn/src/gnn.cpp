@@ -74,7 +74,8 @@ at::Tensor backward_x_few_rows(const at::Tensor& rowptr, const at::Tensor& col, 
     grad_x = kernels::aggregate_entries_cpu(ptr, idx, eid, w, g);
   }
   // Rows are unique: one addition per row, a deterministic order.
-  if (self_w.defined()) grad_x.index_add_(0, rows, g * self_w.unsqueeze(1));
+  if (self_w.defined())
+    grad_x.index_add_(0, rows, g * (self_w.numel() == rows.numel() ? self_w : self_w.index_select(0, rows)).unsqueeze(1));
   return grad_x;
 }
 
@@ -96,18 +97,19 @@ class CsrAggregate : public torch::autograd::Function<CsrAggregate> {
     const at::Tensor weight = has_weight ? weight_in : at::Tensor();
     const at::Tensor rows = has_rows ? rows_in : at::Tensor();
     const at::Tensor self_w = has_self ? self_in : at::Tensor();
+    const bool self_by_row = has_self && has_rows && self_in.numel() != rows_in.numel();  // (csr_aggregate)
     if (x.is_cuda()) {
 #ifdef ADGNN_HAVE_CUDA_KERNELS
       // A CSR built for this call only is not searched for long rows (that would wait for the
       // device every call); its rows are all summed by single warps.
       return kernels::aggregate_cuda(rowptr, col, weight, x, rows, self_w,
                                      cache_csr ? cached_schedule(rowptr) : kernels::RowSchedule{},
-                                     pos_in.numel() > 0 ? pos_in : at::Tensor());
+                                     pos_in.numel() > 0 ? pos_in : at::Tensor(), self_by_row);
 #else
       TORCH_CHECK(false, "csr_aggregate: this build has no CUDA kernels (configure with -DADGNN_CUDA=ON)");
 #endif
     }
-    return kernels::aggregate_cpu(rowptr, col, weight, x, rows, self_w);
+    return kernels::aggregate_cpu(rowptr, col, weight, x, rows, self_w, self_by_row);
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
@@ -118,6 +120,7 @@ class CsrAggregate : public torch::autograd::Function<CsrAggregate> {
     const at::Tensor rows = ctx->saved_data["has_rows"].toBool() ? saved[4] : at::Tensor();
     const at::Tensor self_w = ctx->saved_data["has_self"].toBool() ? saved[5] : at::Tensor();
     const at::Tensor rows_pos = saved[6].numel() > 0 ? saved[6] : at::Tensor();
+    const bool self_by_row = self_w.defined() && rows.defined() && self_w.numel() != rows.numel();
     const at::Tensor g = grads[0].contiguous();
     // A CSR built for one call (attention over some rows) would only push the graph's own
     // transposes out of the cache: its transpose is built here and dropped.
@@ -170,9 +173,9 @@ class CsrAggregate : public torch::autograd::Function<CsrAggregate> {
           kernels::mark_rows_read_cuda(rowptr, col, rows, read_flags);
         }
         grad_x = lists ? kernels::aggregate_backward_x_lists_cuda(rowptr, col, transposed(), weight, g, rows,
-                                                                  rows_pos, x.size(0), self_w, entries)
+                                                                  rows_pos, x.size(0), self_w, entries, self_by_row)
                        : kernels::aggregate_backward_x_cuda(transposed(), weight, g, rows, rowptr.numel() - 1,
-                                                            self_w, rows_pos, read_flags);
+                                                            self_w, rows_pos, read_flags, self_by_row);
       }
       if (weight.defined() && ctx->needs_input_grad(2))
         grad_w = kernels::aggregate_backward_w_cuda(rowptr, col, x, g, rows);
@@ -182,7 +185,7 @@ class CsrAggregate : public torch::autograd::Function<CsrAggregate> {
         grad_x = kernels::aggregate_cpu(rowptr, col, weight, g, rows, self_w);
       else if (ctx->needs_input_grad(3))
         grad_x = kernels::aggregate_backward_x_cpu(transposed(), weight,
-                                                   g, rows, rowptr.numel() - 1, self_w);
+                                                   g, rows, rowptr.numel() - 1, self_w, self_by_row);
       if (weight.defined() && ctx->needs_input_grad(2))
         grad_w = kernels::aggregate_backward_w_cpu(rowptr, col, x, g, rows);
     }
@@ -335,8 +338,11 @@ at::Tensor csr_aggregate(const at::Tensor& rowptr, const at::Tensor& col, const 
   TORCH_CHECK(!rows.defined() || rows.scalar_type() == torch::kInt64,
               "csr_aggregate: rows must be int64");
   const int64_t n_out = rows.defined() ? rows.numel() : rowptr.numel() - 1;
-  TORCH_CHECK(!self_weight.defined() || (self_weight.numel() == n_out && !self_weight.requires_grad()),
-              "csr_aggregate: self_weight needs one constant value per output row");
+  // (One per CSR row while rows are listed: each output row's is the weight of its row.)
+  TORCH_CHECK(!self_weight.defined() ||
+                  ((self_weight.numel() == n_out || (rows.defined() && self_weight.numel() == rowptr.numel() - 1)) &&
+                   !self_weight.requires_grad()),
+              "csr_aggregate: self_weight needs one constant value per output row or per CSR row");
   TORCH_CHECK(!self_weight.defined() || rowptr.numel() - 1 <= x.size(0),
               "csr_aggregate: a self term needs every destination row among the source rows");
   TORCH_CHECK(!rows_pos.defined() || (rows.defined() && rows_pos.scalar_type() == torch::kInt32 &&

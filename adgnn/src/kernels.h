@@ -12,9 +12,11 @@
 namespace adgnn::kernels {
 
 // Forward: out[i] = sum_k w[k] x[col[k]] over row r = rows[i] (rows undefined: row i), plus
-// self_w[i] x[r] when self_w (one per output row) is defined.
+// self_w[i] x[r] when self_w (one per output row) is defined; self_by_row: self_w[r] x[r] (one
+// weight per CSR row: the same in every call, no gather of the rows' own).
 at::Tensor aggregate_cpu(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& w,
-                         const at::Tensor& x, const at::Tensor& rows, const at::Tensor& self_w);
+                         const at::Tensor& x, const at::Tensor& rows, const at::Tensor& self_w,
+                         bool self_by_row = false);
 // Backward to w: grad_w[k] = <grad_out[i], x[col[k]]> for the edges of the computed rows.
 at::Tensor aggregate_backward_w_cpu(const at::Tensor& rowptr, const at::Tensor& col,
                                     const at::Tensor& x, const at::Tensor& grad_out,
@@ -110,11 +112,11 @@ Transposed transpose_entries(const at::Tensor& rowptr, const at::Tensor& col, in
 
 // Backward to x over the transpose: grad_x[s] = sum of w[entry] grad_out[pos(row)] over s's
 // entries whose destination row was computed (rows undefined: all rows, pos = identity), plus
-// self_w[pos(s)] grad_out[pos(s)] when s is itself a computed row. The sum runs in a fixed order
-// (deterministic).
+// self_w[pos(s)] grad_out[pos(s)] when s is itself a computed row (self_by_row: self_w[s]). The
+// sum runs in a fixed order (deterministic).
 at::Tensor aggregate_backward_x_cpu(const Transposed& t, const at::Tensor& w,
                                     const at::Tensor& grad_out, const at::Tensor& rows,
-                                    int64_t num_dst_rows, const at::Tensor& self_w);
+                                    int64_t num_dst_rows, const at::Tensor& self_w, bool self_by_row = false);
 
 // out[i] = sum over k in [ptr[i], ptr[i+1]) of w[eid[k]] x[idx[k]] (w undefined: ones), rows in
 // a fixed order: the backward's sum over a few computed rows' entries regrouped by source.
@@ -194,14 +196,15 @@ at::Tensor aggregate_entries_cuda(const at::Tensor& ptr, const at::Tensor& idx, 
 at::Tensor aggregate_backward_x_cuda(const Transposed& t, const at::Tensor& w,
                                      const at::Tensor& grad_out, const at::Tensor& rows,
                                      int64_t num_dst_rows, const at::Tensor& self_w,
-                                     const at::Tensor& rows_pos = {}, const at::Tensor& read_flags = {});
+                                     const at::Tensor& rows_pos = {}, const at::Tensor& read_flags = {},
+                                     bool self_by_row = false);
 // The same for a few computed rows (reader_lists): entries = their CSR entries (sizes the lists
 // without a wait for the device); t (the transpose) serves the source rows with more than 32
 // computed readers. Same sums as aggregate_backward_x_cuda's one warp per row, bit for bit.
 at::Tensor aggregate_backward_x_lists_cuda(const at::Tensor& rowptr, const at::Tensor& col, const Transposed& t,
                                            const at::Tensor& w, const at::Tensor& grad_out, const at::Tensor& rows,
                                            const at::Tensor& rows_pos, int64_t num_src, const at::Tensor& self_w,
-                                           int64_t entries);
+                                           int64_t entries, bool self_by_row = false);
 at::Tensor aggregate_backward_w_cuda(const at::Tensor& rowptr, const at::Tensor& col,
                                      const at::Tensor& x, const at::Tensor& grad_out,
                                      const at::Tensor& rows);
@@ -209,7 +212,8 @@ at::Tensor aggregate_backward_w_cuda(const at::Tensor& rowptr, const at::Tensor&
 // distinct (undefined: every row, in the schedule's order).
 at::Tensor aggregate_cuda(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& w,
                           const at::Tensor& x, const at::Tensor& rows, const at::Tensor& self_w,
-                          const RowSchedule& schedule = {}, const at::Tensor& rows_pos = {});
+                          const RowSchedule& schedule = {}, const at::Tensor& rows_pos = {},
+                          bool self_by_row = false);
 // x[r, c] * (scale when mix64(mix64(key ^ gid[r]) + c) >= threshold, else 0); gid on x's device.
 // row_flags (uint8, one per row; undefined: every row): rows flagged 0 are left unwritten, or
 // zeroed with zero_unflagged. accumulate_into (contiguous, x's shape; no zeroing): added to in

@@ -271,12 +271,14 @@ namespace {
 at::Tensor self_rows(const MessageGraph& g, const at::Tensor& h, const at::Tensor& rows) {
   return rows.numel() == g.num_dst ? h.slice(0, 0, g.num_dst) : h.index_select(0, rows);
 }
-// GCN's self-loop weight 1 / (d_v + 1) of each of `rows`: the graph's, computed once (a graph
-// built without it, or in another precision: computed here).
+// GCN's self-loop weight 1 / (d_v + 1) of each of `rows`, for csr_aggregate over them: the
+// graph's, computed once, one per destination row (csr_aggregate reads the listed rows' own: no
+// gather, a launch per layer on the host-bound AD steps); a graph built without it, or in another
+// precision: computed here for `rows`.
 at::Tensor gcn_self_weight(const MessageGraph& g, const at::Tensor& rows, c10::ScalarType dt) {
   const bool all = rows.numel() == g.num_dst;
   if (g.gcn_self_weight.defined() && g.gcn_self_weight.scalar_type() == dt)
-    return all ? g.gcn_self_weight.slice(0, 0, g.num_dst) : g.gcn_self_weight.index_select(0, rows);
+    return g.gcn_self_weight.slice(0, 0, g.num_dst);
   const at::Tensor d = all ? g.degree.slice(0, 0, g.num_dst) : g.degree.index_select(0, rows);
   return (d.to(dt) + 1).reciprocal();
 }

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 
+#include "cuda_rows.cuh"
 #include "kernels.h"
 
 namespace adgnn::kernels {
@@ -129,7 +130,11 @@ __global__ void __launch_bounds__(kThreads)
   if (chunks == 1) return;
   __threadfence();  // this block's partial tile, visible before it counts itself done
   __syncthreads();
-  if (threadIdx.x == 0) last = atomicAdd(done + blockIdx.y * gridDim.x + blockIdx.x, 1u) == unsigned(chunks - 1);
+  if (threadIdx.x == 0) {
+    unsigned* tile_done = done + blockIdx.y * gridDim.x + blockIdx.x;
+    last = atomicAdd(tile_done, 1u) == unsigned(chunks - 1);
+    if (last) *tile_done = 0;  // (stream_counters: zero for the next grid)
+  }
   __syncthreads();
   if (!last) return;
   __threadfence();
@@ -231,12 +236,9 @@ at::Tensor small_linear_grad_w_cuda(const at::Tensor& x, const at::Tensor& g) {
   at::Tensor partial;
   unsigned* done = nullptr;
   if (chunks > 1) {
-    // The chunks' tiles, then one counter per output tile (zeroed here).
-    const int64_t counters = int64_t(grid.x) * grid.y;
-    const int64_t counter_elems = (counters * int64_t(sizeof(unsigned)) + x.element_size() - 1) / x.element_size();
-    partial = at::empty({chunks * k * n + counter_elems}, x.options());
-    done = reinterpret_cast<unsigned*>(static_cast<char*>(partial.data_ptr()) + chunks * k * n * x.element_size());
-    C10_CUDA_CHECK(cudaMemsetAsync(done, 0, counters * sizeof(unsigned), stream));
+    // The chunks' tiles, and one counter per output tile.
+    partial = at::empty({chunks * k * n}, x.options());
+    done = stream_counters(int64_t(grid.x) * grid.y);
   }
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "small_linear_grad_w_cuda", [&] {
     small_gemm_tn_kernel<scalar_t><<<grid, kThreads, 0, stream>>>(

@@ -121,6 +121,17 @@ TEST(CsrAggregate, BackwardOfFewAndManyRowsEqualsTheDenseReference) {
         EXPECT_TRUE(torch::equal(outh, out));
         (outh * probe).sum().backward();
         EXPECT_TRUE(torch::equal(xh.grad(), xg.grad()));
+        // One self weight per CSR row instead (GCN's, the graph's): the listed rows' own, the
+        // same bits; the other rows' weights (random here) are never read.
+        if (!self) continue;
+        const at::Tensor per_row = torch::rand({200}, torch::kFloat64).index_put_({rows}, self_w);
+        for (const int64_t e : {int64_t(-1), entries}) {
+          const at::Tensor xr = x.clone().requires_grad_(true);
+          const at::Tensor outr = adgnn::csr_aggregate(c.rowptr, c.col, weight, xr, rows, per_row, e);
+          EXPECT_TRUE(torch::equal(outr, out));
+          (outr * probe).sum().backward();
+          EXPECT_TRUE(torch::equal(xr.grad(), xg.grad())) << rows.numel() << " rows, entries " << e;
+        }
       }
     }
   }

@@ -14,6 +14,11 @@
 #include "layers.h"
 #include "surrogate.h"
 
+#ifdef ADGNN_HAVE_CUDA_KERNELS
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
+
 namespace {
 
 bool have_gpu() { return adgnn::cuda_kernels_built() && at::hasCUDA() && torch::cuda::device_count() > 0; }
@@ -504,6 +509,51 @@ TEST(Cuda, ReaderListsEqualTheWarpScan) {
   }
 }
 
+// A self weight per CSR row (GCN's, read at the listed rows) gives the bits of the same weights
+// gathered per output row, through every CUDA path: forward with and without blocked rows, the
+// backward by reader lists, by the flagged transpose scan, by regrouping, and over many rows.
+TEST(Cuda, SelfWeightsPerRowEqualPerOutputRow) {
+  REQUIRE_GPU();
+  const int64_t n = 6000;
+  const HubCsr h = hub_csr(n, {5000, 1024, 1023}, 400, 3000, 19);
+  const auto d = c10::Device("cuda");
+  const at::Tensor rowptr = h.rowptr.to(d), col = h.col.to(d);
+  const at::Tensor few = std::get<0>(torch::cat({torch::tensor({0, 1, 2}, torch::kInt64),
+                                                 torch::arange(3000, 3200, torch::kInt64)}).sort());
+  const at::Tensor many = torch::arange(0, n, 3, torch::kInt64);
+  const at::Tensor per_row = torch::rand({n}, torch::kFloat64).to(d);
+  const int64_t saved_min = adgnn::kernels::regroup_min_entries();
+  for (const bool dbl : {false, true}) {
+    const auto dtype = dbl ? torch::kFloat64 : torch::kFloat32;
+    const at::Tensor x = torch::randn({n, 128}, dtype).to(d), w = torch::rand({col.numel()}, dtype).to(d);
+    const at::Tensor sw = per_row.to(dtype);
+    for (const at::Tensor& rows_cpu : {few, many}) {
+      const at::Tensor rows = rows_cpu.to(d);
+      const int64_t m = rows.numel();
+      const int64_t entries = (h.rowptr.index_select(0, rows_cpu + 1) - h.rowptr.index_select(0, rows_cpu)).sum().item<int64_t>();
+      const at::Tensor probe = torch::randn({m, 128}, dtype).to(d);
+      // (backward: lists; flagged scan; lists off and no count: flagged scan; regrouping)
+      for (int path = 0; path < 3; ++path) {
+        SCOPED_TRACE(std::string(dbl ? "double" : "float") + ", " + std::to_string(m) + " rows, path " +
+                     std::to_string(path));
+        adgnn::kernels::reader_lists() = path == 0;
+        adgnn::kernels::regroup_min_entries() = path == 2 ? 0 : saved_min;
+        at::Tensor out[2], grad[2];
+        for (int by_row = 0; by_row < 2; ++by_row) {
+          at::Tensor xx = x.detach().clone().requires_grad_(true);
+          out[by_row] = adgnn::csr_aggregate(rowptr, col, w, xx, rows, by_row ? sw : sw.index_select(0, rows), entries);
+          (out[by_row] * probe).sum().backward();
+          grad[by_row] = xx.grad();
+        }
+        adgnn::kernels::reader_lists() = true;
+        adgnn::kernels::regroup_min_entries() = saved_min;
+        EXPECT_TRUE(torch::equal(out[0], out[1]));
+        EXPECT_TRUE(torch::equal(grad[0], grad[1])) << (grad[0] - grad[1]).abs().max();
+      }
+    }
+  }
+}
+
 TEST(Cuda, AggregateIsDeterministicAndEqualsTheCpuKernels) {
   REQUIRE_GPU();
   const auto g = graph(3000, 1);
@@ -833,6 +883,44 @@ TEST(Cuda, BandTermGradientsEqualTheCpu) {
 // (masked); up to 8,192 rows the kernel's last block finishes the sum (8,000: a full grid of 64
 // blocks), above it ATen's sum does; linear()'s gradients equal addmm's, linear_relu()'s
 // relu(addmm)'s.
+#ifdef ADGNN_HAVE_CUDA_KERNELS  // the kernels' own entry points (a CPU build declares none)
+// The grids that finish their sums in their last block count the blocks in per-stream counters
+// that the last block sets back to zero, instead of a memset before each launch: the same call
+// many times in a row, interleaved with the other kernels that count (band term, small GEMM's
+// weight gradient over several row chunks), on the default stream and on another, gives the same
+// bits every time; and the first results equal float64.
+TEST(Cuda, LastBlockCountersResetThemselves) {
+  REQUIRE_GPU();
+  torch::manual_seed(5);
+  const auto o = torch::dtype(torch::kFloat32).device(torch::kCUDA);
+  const at::Tensor x = torch::randn({37, 128}, o);  // few rows: the last block finishes the sum
+  const at::Tensor a = torch::randn({3000, 64}, o), g = torch::randn({3000, 128}, o);  // 12 chunks
+  const at::Tensor eps = torch::randn({500}, o), tau = torch::zeros({}, o);
+  const at::Tensor band = torch::arange(0, 500, 3, o.dtype(torch::kInt64)), grad = torch::randn({500, 16}, o);
+  const at::Tensor diff = torch::randn({band.numel(), 16}, o);
+  auto run = [&] {
+    return std::array<at::Tensor, 3>{
+        adgnn::kernels::column_sums_cuda(x), adgnn::kernels::small_linear_grad_w_cuda(a, g),
+        adgnn::kernels::band_term_grads_cuda(eps, tau, band, grad, diff, 0.5, true, false).tau};
+  };
+  const std::array<at::Tensor, 3> first = run();
+  EXPECT_TRUE(torch::allclose(first[0].cpu().to(torch::kFloat64), x.cpu().to(torch::kFloat64).sum(0), 1e-4, 1e-4));
+  EXPECT_TRUE(torch::allclose(first[1].cpu().to(torch::kFloat64),
+                              a.cpu().to(torch::kFloat64).t().mm(g.cpu().to(torch::kFloat64)), 1e-3, 1e-3));
+  for (int stream = 0; stream < 3; ++stream) {
+    // default, a pool stream, the default again
+    const c10::cuda::CUDAStream s =
+        stream == 1 ? c10::cuda::getStreamFromPool() : c10::cuda::getDefaultCUDAStream();
+    c10::cuda::CUDAStreamGuard guard(s);
+    for (int rep = 0; rep < 5; ++rep) {
+      const std::array<at::Tensor, 3> again = run();
+      for (size_t k = 0; k < 3; ++k)
+        EXPECT_TRUE(torch::equal(again[k], first[k])) << "stream " << stream << ", call " << rep << ", kernel " << k;
+    }
+  }
+}
+#endif
+
 TEST(Cuda, ColumnSumsAndLinearEqualATen) {
   REQUIRE_GPU();
   torch::manual_seed(2);
