@@ -110,18 +110,20 @@ __device__ void add_entries(typename Pack<T, V>::type& acc, int64_t begin, int64
 
 // acc += the self term of output row o (CSR row r): forward (pos null) self_w[o] x[r]; backward,
 // for a source row o < n_self that was computed (q = pos ? pos[o] : o >= 0), self_w[q] x[q].
-// by_row: self_w holds one weight per CSR row (self_w[r] forward, self_w[o] backward).
-template <typename T, int V>
+// ByRow: self_w holds one weight per CSR row (self_w[r] forward, self_w[o] backward). A template
+// argument, not a kernel parameter: one more parameter slowed the every-row SpMM by 2% (v83;
+// the kernel runs at its register cap).
+template <typename T, int V, bool ByRow>
 __device__ void add_self(typename Pack<T, V>::type& acc, const T* __restrict__ self_w, bool backward,
                          int64_t n_self, const int32_t* __restrict__ pos, int64_t r, int64_t o,
-                         const typename Pack<T, V>::type* __restrict__ xv, int64_t v, int64_t vecs, bool by_row) {
+                         const typename Pack<T, V>::type* __restrict__ xv, int64_t v, int64_t vecs) {
   int64_t q = -1, wi = -1;
   if (!backward) {
     q = r;
-    wi = by_row ? r : o;
+    wi = ByRow ? r : o;
   } else if (o < n_self) {
     q = pos ? pos[o] : o;
-    wi = by_row ? o : q;
+    wi = ByRow ? o : q;
   }
   if (q >= 0) Pack<T, V>::fma(acc, self_w[wi], xv[q * vecs + v]);
 }
@@ -139,13 +141,13 @@ __device__ void add_self(typename Pack<T, V>::type& acc, const T* __restrict__ s
 // the arxiv-scale forward still went from 0.84 to 0.46 ms on an H200 (v69, docs/performance.md:
 // 4 blocks of 8 warps took 0.50 ms, 2 of 16 0.63, 5-8 of 8 warps, with more spills, 0.52-0.66).
 constexpr int kRowsThreads = 128, kRowsMinBlocks = 8;
-template <typename T, int V>
+template <typename T, int V, bool SelfByRow>
 __global__ void __launch_bounds__(kRowsThreads, kRowsMinBlocks)
 spmm_rows(const int64_t* __restrict__ ptr, const int32_t* __restrict__ idx, const int64_t* __restrict__ eid,
           const T* __restrict__ w, const int32_t* __restrict__ pos, const T* __restrict__ x,
           const int64_t* __restrict__ rows, int64_t n_out, int64_t vecs, int tpr, const T* __restrict__ self_w,
           bool backward, int64_t n_self, int64_t long_min, bool out_by_row, const uint8_t* __restrict__ flags,
-          bool self_by_row, T* __restrict__ out) {
+          T* __restrict__ out) {
   using P = Pack<T, V>;
   using VT = typename P::type;
   const int64_t thread = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -169,7 +171,7 @@ spmm_rows(const int64_t* __restrict__ ptr, const int32_t* __restrict__ idx, cons
     VT acc = P::zero();
     add_entries<T, V>(acc, begin, end, lane, tpr, mask, idx, eid, w, pos, xv, v, vecs);
     if (self_w && valid && !zero && v < vecs)
-      add_self<T, V>(acc, self_w, backward, n_self, pos, r, oo, xv, v, vecs, self_by_row);
+      add_self<T, V, SelfByRow>(acc, self_w, backward, n_self, pos, r, oo, xv, v, vecs);
     if (valid && v < vecs) reinterpret_cast<VT*>(out)[oo * vecs + v] = acc;
   }
 }
@@ -180,14 +182,14 @@ spmm_rows(const int64_t* __restrict__ ptr, const int32_t* __restrict__ idx, cons
 // deterministic; the sum is grouped differently from spmm_rows' (last bits may differ). slot[r]:
 // the output row of CSR row r, -1 when not computed (null: o = r).
 constexpr int kLongWarps = 32;
-template <typename T, int V>
+template <typename T, int V, bool SelfByRow>
 __global__ void __launch_bounds__(kLongWarps * 32)
 spmm_long_rows(const int64_t* __restrict__ ptr, const int32_t* __restrict__ idx,
                const int64_t* __restrict__ eid, const T* __restrict__ w,
                const int32_t* __restrict__ pos, const T* __restrict__ x,
                const int64_t* __restrict__ long_rows, const int32_t* __restrict__ slot, int64_t vecs,
                const T* __restrict__ self_w, bool backward, int64_t n_self, const uint8_t* __restrict__ flags,
-               bool self_by_row, T* __restrict__ out) {
+               T* __restrict__ out) {
   using P = Pack<T, V>;
   using VT = typename P::type;
   __shared__ VT part[kLongWarps * 32];
@@ -213,7 +215,7 @@ spmm_long_rows(const int64_t* __restrict__ ptr, const int32_t* __restrict__ idx,
     if (warp == 0 && v < vecs) {
       VT sum = part[lane];
       for (int k = 1; k < kLongWarps; ++k) P::fma(sum, T(1), part[k * 32 + lane]);  // exact adds
-      if (self_w) add_self<T, V>(sum, self_w, backward, n_self, pos, r, o, xv, v, vecs, self_by_row);
+      if (self_w) add_self<T, V, SelfByRow>(sum, self_w, backward, n_self, pos, r, o, xv, v, vecs);
       reinterpret_cast<VT*>(out)[o * vecs + v] = sum;
     }
     __syncthreads();
@@ -348,27 +350,23 @@ void launch_spmm(const int64_t* ptr, const int32_t* idx, const int64_t* eid, con
   const int64_t blocks = (n_out * tpr + kRowsThreads - 1) / kRowsThreads;
   auto stream = at::cuda::getCurrentCUDAStream();
   const int64_t long_min = n_long > 0 ? block_min : INT64_MAX;
-  if (n_out > 0) {  // (none when every row is long)
-    if (vec_ok)
-      spmm_rows<T, kVec><<<blocks, kRowsThreads, 0, stream>>>(ptr, idx, eid, w, pos, x.data_ptr<T>(), rows, n_out,
-                                                              vecs, tpr, self_w, backward, n_self, long_min,
-                                                              out_by_row, flags, self_by_row, out.data_ptr<T>());
-    else
-      spmm_rows<T, 1><<<blocks, kRowsThreads, 0, stream>>>(ptr, idx, eid, w, pos, x.data_ptr<T>(), rows, n_out,
-                                                           vecs, tpr, self_w, backward, n_self, long_min,
-                                                           out_by_row, flags, self_by_row, out.data_ptr<T>());
+  const T* xp = x.data_ptr<T>();
+  T* op = out.data_ptr<T>();
+  auto launch = [&](auto rows_kernel, auto long_kernel) {
+    if (n_out > 0) {  // (none when every row is long)
+      rows_kernel<<<blocks, kRowsThreads, 0, stream>>>(ptr, idx, eid, w, pos, xp, rows, n_out, vecs, tpr, self_w,
+                                                       backward, n_self, long_min, out_by_row, flags, op);
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+    }
+    if (n_long == 0) return;
+    long_kernel<<<n_long, kLongWarps * 32, 0, stream>>>(ptr, idx, eid, w, pos, xp, long_rows, slot, vecs, self_w,
+                                                        backward, n_self, flags, op);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
-  }
-  if (n_long == 0) return;
-  if (vec_ok)
-    spmm_long_rows<T, kVec><<<n_long, kLongWarps * 32, 0, stream>>>(ptr, idx, eid, w, pos, x.data_ptr<T>(), long_rows,
-                                                                   slot, vecs, self_w, backward, n_self, flags,
-                                                                   self_by_row, out.data_ptr<T>());
-  else
-    spmm_long_rows<T, 1><<<n_long, kLongWarps * 32, 0, stream>>>(ptr, idx, eid, w, pos, x.data_ptr<T>(), long_rows,
-                                                                slot, vecs, self_w, backward, n_self, flags,
-                                                                self_by_row, out.data_ptr<T>());
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  };
+  if (vec_ok && self_by_row) launch(spmm_rows<T, kVec, true>, spmm_long_rows<T, kVec, true>);
+  else if (vec_ok) launch(spmm_rows<T, kVec, false>, spmm_long_rows<T, kVec, false>);
+  else if (self_by_row) launch(spmm_rows<T, 1, true>, spmm_long_rows<T, 1, true>);
+  else launch(spmm_rows<T, 1, false>, spmm_long_rows<T, 1, false>);
 }
 
 // A block per row: thread 0 flags the row, the threads its entries' columns. Threads that flag
