@@ -398,14 +398,21 @@ __global__ void link_readers(const int64_t* __restrict__ rowptr, const int32_t* 
 }
 
 // owners[0, count): the entries that head their column's list (its last link), and -1 - i for a
-// computed row rows[i] that no computed row reads but that has a self term of its own.
+// computed row rows[i] that no computed row reads but that has a self term of its own. At most
+// `capacity` (the rows' entries and the rows, from the caller's count: a wrong count loses
+// owners, it does not write past the buffer).
+__device__ inline void add_owner(int32_t* count_less_one, int32_t* owners, int64_t capacity, int32_t owner) {
+  const int64_t slot = int64_t(atomicAdd(count_less_one, 1)) + 1;
+  if (slot < capacity) owners[slot] = owner;
+}
 __global__ void list_owners(const int64_t* __restrict__ rowptr, const int32_t* __restrict__ col,
                             const int64_t* __restrict__ rows, const int32_t* __restrict__ head, bool self_terms,
-                            int32_t* __restrict__ count_less_one, int32_t* __restrict__ owners) {
+                            int64_t capacity, int32_t* __restrict__ count_less_one, int32_t* __restrict__ owners) {
   const int64_t r = rows[blockIdx.x];
   for (int64_t k = rowptr[r] + threadIdx.x; k < rowptr[r + 1]; k += blockDim.x)
-    if (head[col[k]] == int32_t(k)) owners[atomicAdd(count_less_one, 1) + 1] = int32_t(k);
-  if (threadIdx.x == 0 && self_terms && head[r] < 0) owners[atomicAdd(count_less_one, 1) + 1] = -1 - int32_t(blockIdx.x);
+    if (head[col[k]] == int32_t(k)) add_owner(count_less_one, owners, capacity, int32_t(k));
+  if (threadIdx.x == 0 && self_terms && head[r] < 0)
+    add_owner(count_less_one, owners, capacity, -1 - int32_t(blockIdx.x));
 }
 
 // One warp per owner: source row j = col[k] gets the sum of w[k'] g[i(k')] over its list, in
@@ -414,7 +421,7 @@ __global__ void list_owners(const int64_t* __restrict__ rowptr, const int32_t* _
 // rows read) walks j's row of the transpose instead, skipping the rows not computed, as spmm_rows.
 template <typename T, int V>
 __global__ void __launch_bounds__(kListThreads)
-sum_reader_lists(const int32_t* __restrict__ count_less_one, const int32_t* __restrict__ owners,
+sum_reader_lists(const int32_t* __restrict__ count_less_one, int64_t max_owners, const int32_t* __restrict__ owners,
                  const int32_t* __restrict__ col, const int2* __restrict__ link, const int64_t* __restrict__ rows,
                  const T* __restrict__ w, const T* __restrict__ g, const T* __restrict__ self_w,
                  const int32_t* __restrict__ pos, int64_t n_dst, const int64_t* __restrict__ t_ptr,
@@ -424,7 +431,7 @@ sum_reader_lists(const int32_t* __restrict__ count_less_one, const int32_t* __re
   using VT = typename P::type;
   const int64_t warp = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
-  if (warp > *count_less_one) return;  // the whole warp
+  if (warp > *count_less_one || warp >= max_owners) return;  // the whole warp
   const VT* gv = reinterpret_cast<const VT*>(g);
   VT* ov = reinterpret_cast<VT*>(out);
   const int32_t owner = owners[warp];
@@ -671,8 +678,8 @@ at::Tensor aggregate_backward_x_lists_cuda(const at::Tensor& rowptr, const at::T
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   list_owners<<<grid_rows, kListThreads, 0, stream>>>(rowptr.data_ptr<int64_t>(), cc.data_ptr<int32_t>(),
                                                      rc.data_ptr<int64_t>(), head.data_ptr<int32_t>(),
-                                                     self_w.defined(), head.data_ptr<int32_t>() + num_src,
-                                                     owners.data_ptr<int32_t>());
+                                                     self_w.defined(), owners.numel(),
+                                                     head.data_ptr<int32_t>() + num_src, owners.data_ptr<int32_t>());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   const int64_t f = g.size(1);
   const int64_t blocks = (owners.numel() * 32 + kListThreads - 1) / kListThreads;
@@ -683,7 +690,7 @@ at::Tensor aggregate_backward_x_lists_cuda(const at::Tensor& rowptr, const at::T
                         reinterpret_cast<uintptr_t>(grad_x.data_ptr<T>()) % (kVec * sizeof(T)) == 0;
     auto launch = [&](auto kernel, int64_t vecs) {
       kernel<<<blocks, kListThreads, 0, stream>>>(
-          head.data_ptr<int32_t>() + num_src, owners.data_ptr<int32_t>(), cc.data_ptr<int32_t>(), links,
+          head.data_ptr<int32_t>() + num_src, owners.numel(), owners.data_ptr<int32_t>(), cc.data_ptr<int32_t>(), links,
           rc.data_ptr<int64_t>(), w.defined() ? w.data_ptr<T>() : nullptr, g.data_ptr<T>(),
           self_w.defined() ? self_w.data_ptr<T>() : nullptr, pos.data_ptr<int32_t>(), n_dst,
           t.rowptr.data_ptr<int64_t>(), t.row.data_ptr<int32_t>(), t.entry.data_ptr<int64_t>(), vecs, self_by_row,
