@@ -182,24 +182,16 @@ spmm_rows(const int64_t* __restrict__ ptr, const int32_t* __restrict__ idx, cons
 // deterministic; the sum is grouped differently from spmm_rows' (last bits may differ). slot[r]:
 // the output row of CSR row r, -1 when not computed (null: o = r).
 constexpr int kLongWarps = 32;
+// One row r (output row o) summed by the whole block (kLongWarps warps), as described above;
+// part: the block's shared scratch.
 template <typename T, int V, bool SelfByRow>
-__global__ void __launch_bounds__(kLongWarps * 32)
-spmm_long_rows(const int64_t* __restrict__ ptr, const int32_t* __restrict__ idx,
-               const int64_t* __restrict__ eid, const T* __restrict__ w,
-               const int32_t* __restrict__ pos, const T* __restrict__ x,
-               const int64_t* __restrict__ long_rows, const int32_t* __restrict__ slot, int64_t vecs,
-               const T* __restrict__ self_w, bool backward, int64_t n_self, const uint8_t* __restrict__ flags,
-               T* __restrict__ out) {
+__device__ void sum_row_on_block(const int64_t* __restrict__ ptr, const int32_t* __restrict__ idx,
+                                 const int64_t* __restrict__ eid, const T* __restrict__ w,
+                                 const int32_t* __restrict__ pos, const T* __restrict__ x, int64_t r, int64_t o,
+                                 int64_t vecs, const T* __restrict__ self_w, bool backward, int64_t n_self,
+                                 T* __restrict__ out, typename Pack<T, V>::type* part) {
   using P = Pack<T, V>;
   using VT = typename P::type;
-  __shared__ VT part[kLongWarps * 32];
-  const int64_t r = long_rows[blockIdx.x];
-  const int64_t o = slot ? slot[r] : r;
-  if (o < 0) return;  // the whole block: r is not computed in this call
-  if (flags && flags[r] == 0) {  // (as spmm_rows) r reads no computed row: zeros
-    for (int64_t v = threadIdx.x; v < vecs; v += blockDim.x) reinterpret_cast<VT*>(out)[o * vecs + v] = P::zero();
-    return;  // the whole block
-  }
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t begin = ptr[r], end = ptr[r + 1];
   const int64_t chunk = (end - begin + kLongWarps - 1) / kLongWarps;
@@ -220,6 +212,26 @@ spmm_long_rows(const int64_t* __restrict__ ptr, const int32_t* __restrict__ idx,
     }
     __syncthreads();
   }
+}
+
+template <typename T, int V, bool SelfByRow>
+__global__ void __launch_bounds__(kLongWarps * 32)
+spmm_long_rows(const int64_t* __restrict__ ptr, const int32_t* __restrict__ idx,
+               const int64_t* __restrict__ eid, const T* __restrict__ w,
+               const int32_t* __restrict__ pos, const T* __restrict__ x,
+               const int64_t* __restrict__ long_rows, const int32_t* __restrict__ slot, int64_t vecs,
+               const T* __restrict__ self_w, bool backward, int64_t n_self, const uint8_t* __restrict__ flags,
+               T* __restrict__ out) {
+  using VT = typename Pack<T, V>::type;
+  __shared__ VT part[kLongWarps * 32];
+  const int64_t r = long_rows[blockIdx.x];
+  const int64_t o = slot ? slot[r] : r;
+  if (o < 0) return;  // the whole block: r is not computed in this call
+  if (flags && flags[r] == 0) {  // (as spmm_rows) r reads no computed row: zeros
+    for (int64_t v = threadIdx.x; v < vecs; v += blockDim.x) reinterpret_cast<VT*>(out)[o * vecs + v] = Pack<T, V>::zero();
+    return;  // the whole block
+  }
+  sum_row_on_block<T, V, SelfByRow>(ptr, idx, eid, w, pos, x, r, o, vecs, self_w, backward, n_self, out, part);
 }
 
 // grad_w[k] = <g[o], x[col[k]]> for the entries k of the computed rows (others stay 0).
@@ -418,7 +430,9 @@ __global__ void list_owners(const int64_t* __restrict__ rowptr, const int32_t* _
 // One warp per owner: source row j = col[k] gets the sum of w[k'] g[i(k')] over its list, in
 // increasing k' (lists of at most 32: one per lane, ranked by shuffles), then its self term when
 // it is a computed row (spmm_rows' order). A longer list (a source row that more than 32 computed
-// rows read) walks j's row of the transpose instead, skipping the rows not computed, as spmm_rows.
+// rows read, or a repeated column) sums j's row of the transpose instead, skipping the rows not
+// computed: with `long_owners` (more than 32 computed rows, where such rows can be many and long)
+// it is listed there for sum_long_reader_lists, a block per row; else this warp walks it.
 template <typename T, int V>
 __global__ void __launch_bounds__(kListThreads)
 sum_reader_lists(const int32_t* __restrict__ count_less_one, int64_t max_owners, const int32_t* __restrict__ owners,
@@ -426,7 +440,8 @@ sum_reader_lists(const int32_t* __restrict__ count_less_one, int64_t max_owners,
                  const T* __restrict__ w, const T* __restrict__ g, const T* __restrict__ self_w,
                  const int32_t* __restrict__ pos, int64_t n_dst, const int64_t* __restrict__ t_ptr,
                  const int32_t* __restrict__ t_row, const int64_t* __restrict__ t_entry, int64_t vecs,
-                 bool self_by_row, T* __restrict__ out) {
+                 bool self_by_row, int32_t* __restrict__ long_count_less_one, int32_t* __restrict__ long_owners,
+                 int64_t long_capacity, T* __restrict__ out) {
   using P = Pack<T, V>;
   using VT = typename P::type;
   const int64_t warp = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
@@ -452,7 +467,11 @@ sum_reader_lists(const int32_t* __restrict__ count_less_one, int64_t max_owners,
     if (lane == m) item = k;
     k = link[k].x;
   }
-  const bool listed = k < 0;  // else longer than 32: the transpose's row below
+  const bool listed = k < 0;  // else longer than 32: the transpose's row
+  if (!listed && long_owners) {
+    if (lane == 0) add_owner(long_count_less_one, long_owners, long_capacity, int32_t(j));
+    return;  // the whole warp
+  }
   int32_t sorted_i = 0;
   T sorted_a = T(0);
   if (listed) {
@@ -495,6 +514,24 @@ sum_reader_lists(const int32_t* __restrict__ count_less_one, int64_t max_owners,
       if (self_w && self_at >= 0) P::fma(acc, self_w[self_by_row ? j : self_at], gv[int64_t(self_at) * vecs + v]);
       ov[j * vecs + v] = acc;
     }
+  }
+}
+
+// The source rows that more than 32 computed rows read (sum_reader_lists' long_owners): each
+// summed over its row of the transpose by a whole block (sum_row_on_block, as spmm_long_rows),
+// blocks striding over them.
+template <typename T, int V, bool SelfByRow>
+__global__ void __launch_bounds__(kLongWarps * 32)
+sum_long_reader_lists(const int32_t* __restrict__ long_count_less_one, int64_t long_capacity,
+                      const int32_t* __restrict__ long_owners, const int64_t* __restrict__ t_ptr,
+                      const int32_t* __restrict__ t_row, const int64_t* __restrict__ t_entry,
+                      const T* __restrict__ w, const int32_t* __restrict__ pos, const T* __restrict__ g, int64_t vecs,
+                      const T* __restrict__ self_w, int64_t n_dst, T* __restrict__ out) {
+  __shared__ typename Pack<T, V>::type part[kLongWarps * 32];
+  const int64_t count = std::min<int64_t>(int64_t(*long_count_less_one) + 1, long_capacity);
+  for (int64_t q = blockIdx.x; q < count; q += gridDim.x) {  // (count: the same for the whole block)
+    const int64_t j = long_owners[q];
+    sum_row_on_block<T, V, SelfByRow>(t_ptr, t_row, t_entry, w, pos, g, j, j, vecs, self_w, true, n_dst, out, part);
   }
 }
 
@@ -664,10 +701,15 @@ at::Tensor aggregate_backward_x_lists_cuda(const at::Tensor& rowptr, const at::T
   const at::Tensor g = grad_out.contiguous(), rc = rows.contiguous(), cc = col.contiguous();
   at::Tensor grad_x = zeroed_cuda({num_src, g.size(1)}, g.options());
   if (n_rows == 0 || g.size(1) == 0) return grad_x;
-  // head[s] (-1: an empty list), then the owners' count less one: all -1, one memset.
-  at::Tensor head = at::empty({num_src + 1}, rows.options().dtype(at::kInt));
+  // head[s] (-1: an empty list), then the owners' and the long lists' counts less one: all -1,
+  // one memset.
+  at::Tensor head = at::empty({num_src + 2}, rows.options().dtype(at::kInt));
   auto stream = at::cuda::getCurrentCUDAStream();
-  C10_CUDA_CHECK(cudaMemsetAsync(head.data_ptr<int32_t>(), 0xff, (num_src + 1) * sizeof(int32_t), stream));
+  C10_CUDA_CHECK(cudaMemsetAsync(head.data_ptr<int32_t>(), 0xff, (num_src + 2) * sizeof(int32_t), stream));
+  // More than 32 computed rows: lists longer than 32 (at most one per 33 of the entries) go to
+  // sum_long_reader_lists. Up to 32, only a repeated column makes one, and its warp walks it.
+  const bool defer_long = n_rows > 32;
+  const at::Tensor long_owners = defer_long ? at::empty({entries / 33 + 1}, head.options()) : at::Tensor();
   // link: two int32 per CSR entry, written at the computed rows' entries only.
   at::Tensor link = at::empty({std::max<int64_t>(col.numel(), 1), 2}, head.options());
   at::Tensor owners = at::empty({entries + n_rows}, head.options());
@@ -694,12 +736,27 @@ at::Tensor aggregate_backward_x_lists_cuda(const at::Tensor& rowptr, const at::T
           rc.data_ptr<int64_t>(), w.defined() ? w.data_ptr<T>() : nullptr, g.data_ptr<T>(),
           self_w.defined() ? self_w.data_ptr<T>() : nullptr, pos.data_ptr<int32_t>(), n_dst,
           t.rowptr.data_ptr<int64_t>(), t.row.data_ptr<int32_t>(), t.entry.data_ptr<int64_t>(), vecs, self_by_row,
-          grad_x.data_ptr<T>());
+          head.data_ptr<int32_t>() + num_src + 1, defer_long ? long_owners.data_ptr<int32_t>() : nullptr,
+          defer_long ? long_owners.numel() : 0, grad_x.data_ptr<T>());
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+    };
+    auto launch_long = [&](auto kernel, int64_t vecs) {
+      const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+      kernel<<<unsigned(std::min<int64_t>(long_owners.numel(), 2 * sms)), kLongWarps * 32, 0, stream>>>(
+          head.data_ptr<int32_t>() + num_src + 1, long_owners.numel(), long_owners.data_ptr<int32_t>(),
+          t.rowptr.data_ptr<int64_t>(), t.row.data_ptr<int32_t>(), t.entry.data_ptr<int64_t>(),
+          w.defined() ? w.data_ptr<T>() : nullptr, pos.data_ptr<int32_t>(), g.data_ptr<T>(), vecs,
+          self_w.defined() ? self_w.data_ptr<T>() : nullptr, n_dst, grad_x.data_ptr<T>());
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
     };
     if (vec_ok) launch(sum_reader_lists<T, kVec>, f / kVec);
     else launch(sum_reader_lists<T, 1>, f);
+    if (!defer_long) return;
+    if (vec_ok && self_by_row) launch_long(sum_long_reader_lists<T, kVec, true>, f / kVec);
+    else if (vec_ok) launch_long(sum_long_reader_lists<T, kVec, false>, f / kVec);
+    else if (self_by_row) launch_long(sum_long_reader_lists<T, 1, true>, f);
+    else launch_long(sum_long_reader_lists<T, 1, false>, f);
   });
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
   return grad_x;
 }
 

@@ -388,13 +388,22 @@ unsigned* stream_counters(int64_t count) {
   std::lock_guard<std::mutex> lock(mutex);
   at::Tensor& t = (*held)[key];
   if (!t.defined() || t.numel() < count) {
-    // A larger buffer; the old one goes back to the allocator, which reuses it only in this
-    // stream's order (after the kernels that still count in it).
+    // A larger buffer. The old one stays allocated: another host thread may hold its pointer
+    // for a launch it has not issued yet (a few hundred bytes, grown a handful of times).
+    static auto* retired = new std::vector<at::Tensor>();
+    if (t.defined()) retired->push_back(t);
     t = at::empty({std::max<int64_t>(count, 64)}, at::TensorOptions().dtype(at::kInt).device(at::kCUDA,
                                                                                            stream.device_index()));
     C10_CUDA_CHECK(cudaMemsetAsync(t.data_ptr(), 0, t.nbytes(), stream));
   }
   return reinterpret_cast<unsigned*>(t.data_ptr<int32_t>());
+}
+
+int64_t nonzero_stream_counters() {
+  const auto stream = at::cuda::getCurrentCUDAStream();
+  const at::Tensor t = at::from_blob(stream_counters(1), {64}, at::TensorOptions().dtype(at::kInt).device(
+                                                                   at::kCUDA, stream.device_index()));
+  return t.ne(0).sum().item<int64_t>();
 }
 
 }  // namespace adgnn::kernels

@@ -199,8 +199,10 @@ at::Tensor aggregate_backward_x_cuda(const Transposed& t, const at::Tensor& w,
                                      const at::Tensor& rows_pos = {}, const at::Tensor& read_flags = {},
                                      bool self_by_row = false);
 // The same for a few computed rows (reader_lists): entries = their CSR entries (sizes the lists
-// without a wait for the device); t (the transpose) serves the source rows with more than 32
-// computed readers. Same sums as aggregate_backward_x_cuda's one warp per row, bit for bit.
+// without a wait for the device; a wrong count gives a wrong gradient); t (the transpose) serves
+// the source rows with more than 32 computed readers, each summed by a block as spmm_long_rows
+// does (or, with at most 32 computed rows, a repeated column's, by one warp). The other rows get
+// the sums of aggregate_backward_x_cuda's one warp per row, bit for bit.
 at::Tensor aggregate_backward_x_lists_cuda(const at::Tensor& rowptr, const at::Tensor& col, const Transposed& t,
                                            const at::Tensor& w, const at::Tensor& grad_out, const at::Tensor& rows,
                                            const at::Tensor& rows_pos, int64_t num_src, const at::Tensor& self_w,
@@ -285,6 +287,9 @@ at::Tensor band_diff_cuda(const at::Tensor& prev, const at::Tensor& upd, const a
                           const at::Tensor& band_rows, const at::Tensor& bias = {}, bool relu = false);
 // at::zeros on the GPU by a memset (cuda_rows.cuh's zeroed): less host time than a fill kernel.
 at::Tensor zeroed_cuda(at::IntArrayRef size, const at::TensorOptions& options);
+// How many of the current stream's first 64 last-block counters are not zero (waits for the
+// device; tests: every grid must leave them zero).
+int64_t nonzero_stream_counters();
 // detail::tau_thresholds on the GPU (dense_cuda.cu), one single-thread kernel each way: tau(t) for
 // t = 1..L from theta's a [L - 1], as [L] and as L separate one-element tensors; and a's gradient
 // from the layers' gradients (undefined: zero).

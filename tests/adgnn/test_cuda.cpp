@@ -419,12 +419,16 @@ TEST(Cuda, MidRowsOnBlocksEqualTheReference) {
 
 // v82: the backward of at most kMaxListRows computed rows sums each source row's gradient from a
 // list of the computed entries that read it. The same additions as one warp walking the
-// transpose (skip_unread_rows on, block_mid_rows off), so the same values; the same bits on a
-// second run (the lists' order in memory comes from atomics); and float64 on the CPU. Computed
-// rows with the hubs (5000, 1024 and 1023 entries; column 7, read by 200 of them: a list longer
-// than 32, which walks the transpose) and without; a hand-made CSR with a column repeated in one
-// row, an empty computed row and computed rows that no computed row reads (their self term
-// alone); every width path, both precisions, with and without the self term and the positions.
+// transpose (skip_unread_rows on, block_mid_rows off), so the same values, except the rows that
+// more than 32 of over 32 computed rows read and the transpose's rows of >= kLongRow entries
+// (summed by blocks, grouped differently: close); the same bits on a second run (the lists'
+// order in memory comes from atomics) and from the kernel called directly (the path taken); and
+// float64 on the CPU. Computed rows with the hubs (5000, 1024 and 1023 entries; column 7, read by
+// 200 of them) and without; 40 computed rows of which 32 read one column and 33 another (the
+// lists' limit); a hand-made CSR with a column repeated in one row, 3 and 40 times (over 32 with
+// 4 computed rows: the warp walks the transpose), an empty computed row and computed rows that no
+// computed row reads (their self term alone); every width path, both precisions, with and
+// without the self term and the positions.
 TEST(Cuda, ReaderListsEqualTheWarpScan) {
   REQUIRE_GPU();
   struct Case {
@@ -437,14 +441,33 @@ TEST(Cuda, ReaderListsEqualTheWarpScan) {
   cases.push_back({"hubs and 200 readers of column 7", h.rowptr, h.col,
                    torch::cat({torch::tensor({0, 1, 2}, torch::kInt64), torch::arange(3000, 3200, torch::kInt64)})});
   cases.push_back({"short rows", h.rowptr, h.col, torch::arange(5500, 5700, torch::kInt64)});
-  // 64 rows: row 0 reads 5 three times and 9; row 3 reads 0, 5 and 3 (itself); row 10 is empty;
+  {  // 2000 rows; rows 0-39 computed: each reads 1000 + r, rows 0-31 read 500, 0-32 read 600, all 700.
+    std::vector<int64_t> ptr{0};
+    std::vector<int32_t> cols;
+    for (int32_t r = 0; r < 2000; ++r) {
+      if (r < 40) {
+        if (r < 32) cols.push_back(500);
+        if (r < 33) cols.push_back(600);
+        cols.push_back(700);
+        cols.push_back(1000 + r);
+      } else {
+        cols.push_back((r + 1) % 2000);
+      }
+      ptr.push_back(int64_t(cols.size()));
+    }
+    cases.push_back({"32, 33 and 40 computed readers", torch::tensor(ptr, torch::kInt64),
+                     torch::tensor(cols, torch::kInt32), torch::arange(40, torch::kInt64)});
+  }
+  // 64 rows: row 0 reads 5 three times and 9 forty times; row 3 reads 0, 5 and 3 (itself); row 10 is empty;
   // row 20 reads 30; the others read (r + 1) % 64. Computed: 0, 3, 10, 20 (0 and 3 read by row 3
   // and row 0 is not read by row 0; 10 and 20 read by none of them).
   {
     std::vector<int64_t> ptr{0};
     std::vector<int32_t> cols;
     for (int32_t r = 0; r < 64; ++r) {
-      const std::vector<int32_t> c = r == 0 ? std::vector<int32_t>{5, 5, 5, 9}
+      std::vector<int32_t> first{5, 5, 5};
+      first.insert(first.end(), 40, 9);
+      const std::vector<int32_t> c = r == 0 ? first
                                      : r == 3 ? std::vector<int32_t>{0, 3, 5}
                                      : r == 10 ? std::vector<int32_t>{}
                                      : r == 20 ? std::vector<int32_t>{30}
@@ -465,8 +488,21 @@ TEST(Cuda, ReaderListsEqualTheWarpScan) {
     const at::Tensor rowptr = c.rowptr.to(d), col = c.col.to(d), rows = c.rows.to(d);
     const at::Tensor pos =
         torch::full({rows_n}, -1, torch::kInt32).index_put_({c.rows}, torch::arange(m, torch::kInt32)).to(d);
+    // The rows summed as one warp walking the transpose sums them: fewer than kLongRow entries in
+    // the transpose, and with over 32 computed rows, at most 32 computed readers.
+    std::vector<at::Tensor> read;
+    for (int64_t i = 0; i < m; ++i) {
+      const int64_t r = c.rows[i].item<int64_t>();
+      read.push_back(c.col.slice(0, c.rowptr[r].item<int64_t>(), c.rowptr[r + 1].item<int64_t>()).to(torch::kInt64));
+    }
+    const at::Tensor readers = torch::bincount(torch::cat(read), {}, rows_n);
     const at::Tensor short_t =
-        (torch::bincount(c.col.to(torch::kInt64), {}, rows_n) < adgnn::kernels::kLongRow).to(d);
+        ((torch::bincount(c.col.to(torch::kInt64), {}, rows_n) < adgnn::kernels::kLongRow) &
+         (readers <= (m <= 32 ? INT64_MAX : int64_t(32))))
+            .to(d);
+    if (c.name.rfind("32", 0) == 0) {
+      EXPECT_EQ((readers > 32).sum().item<int64_t>(), 2);  // columns 600 and 700
+    }
     for (const int64_t width : {1, 47, 128, 260}) {
       for (const bool dbl : {false, true}) {
         const auto dtype = dbl ? torch::kFloat64 : torch::kFloat32;
@@ -490,8 +526,12 @@ TEST(Cuda, ReaderListsEqualTheWarpScan) {
             adgnn::kernels::reader_lists() = true;
             adgnn::kernels::block_mid_rows() = true;
             EXPECT_TRUE(torch::equal(grad[0], grad[1]));
-            // (Rows of >= kLongRow entries in the transpose, column 7, are summed by a block in
-            // the scan: grouped differently, close.)
+#ifdef ADGNN_HAVE_CUDA_KERNELS
+            const at::Tensor direct = adgnn::kernels::aggregate_backward_x_lists_cuda(
+                rowptr, col, adgnn::kernels::transpose_entries(rowptr, col, rows_n), w, probe, rows,
+                given_pos ? pos : at::Tensor(), rows_n, self ? sw : at::Tensor(), entries);
+            EXPECT_TRUE(torch::equal(direct, grad[0]));
+#endif
             EXPECT_TRUE(torch::equal(grad[0].index({short_t}), grad[2].index({short_t})))
                 << (grad[0] - grad[2]).abs().max();
             EXPECT_TRUE(torch::allclose(grad[0], grad[2], dbl ? 1e-12 : 1e-5, dbl ? 1e-12 : 1e-5));
@@ -510,8 +550,9 @@ TEST(Cuda, ReaderListsEqualTheWarpScan) {
 }
 
 // A self weight per CSR row (GCN's, read at the listed rows) gives the bits of the same weights
-// gathered per output row, through every CUDA path: forward with and without blocked rows, the
-// backward by reader lists, by the flagged transpose scan, by regrouping, and over many rows.
+// gathered per output row, through every CUDA path: forward with and without blocked rows; for
+// 203 computed rows the backward by reader lists (with long lists on blocks), by the flagged
+// transpose scan and by regrouping; for 2,000 rows (not few) the plain scan (all three runs).
 TEST(Cuda, SelfWeightsPerRowEqualPerOutputRow) {
   REQUIRE_GPU();
   const int64_t n = 6000;
@@ -877,50 +918,56 @@ TEST(Cuda, BandTermGradientsEqualTheCpu) {
   }
 }
 
-// Column sums (the bias gradients of linear layers): the row-parallel kernel's vectorised paths
-// (one, two and four vectors per lane), its scalar ones (widths 47, 7) and ATen's for wider rows
-// equal a float64 sum on the host, with the same bits on a second call, also through a ReLU
-// (masked); up to 8,192 rows the kernel's last block finishes the sum (8,000: a full grid of 64
-// blocks), above it ATen's sum does; linear()'s gradients equal addmm's, linear_relu()'s
-// relu(addmm)'s.
 #ifdef ADGNN_HAVE_CUDA_KERNELS  // the kernels' own entry points (a CPU build declares none)
 // The grids that finish their sums in their last block count the blocks in per-stream counters
-// that the last block sets back to zero, instead of a memset before each launch: the same call
-// many times in a row, interleaved with the other kernels that count (band term, small GEMM's
-// weight gradient over several row chunks), on the default stream and on another, gives the same
-// bits every time; and the first results equal float64.
+// that the last block sets back to zero, instead of a memset before each launch: the same calls
+// many times in a row, interleaved (column sums, band term, small GEMMs' weight gradients over
+// several row chunks, one of them with more tiles than the first counter buffer holds), on the
+// default stream and on another, give the same bits every time and leave every counter at zero;
+// the first results equal float64.
 TEST(Cuda, LastBlockCountersResetThemselves) {
   REQUIRE_GPU();
   torch::manual_seed(5);
   const auto o = torch::dtype(torch::kFloat32).device(torch::kCUDA);
   const at::Tensor x = torch::randn({37, 128}, o);  // few rows: the last block finishes the sum
   const at::Tensor a = torch::randn({3000, 64}, o), g = torch::randn({3000, 128}, o);  // 12 chunks
+  const at::Tensor a2 = torch::randn({600, 640}, o), g2 = torch::randn({600, 512}, o);  // 80 tiles
   const at::Tensor eps = torch::randn({500}, o), tau = torch::zeros({}, o);
   const at::Tensor band = torch::arange(0, 500, 3, o.dtype(torch::kInt64)), grad = torch::randn({500, 16}, o);
   const at::Tensor diff = torch::randn({band.numel(), 16}, o);
   auto run = [&] {
-    return std::array<at::Tensor, 3>{
+    return std::array<at::Tensor, 4>{
         adgnn::kernels::column_sums_cuda(x), adgnn::kernels::small_linear_grad_w_cuda(a, g),
-        adgnn::kernels::band_term_grads_cuda(eps, tau, band, grad, diff, 0.5, true, false).tau};
+        adgnn::kernels::band_term_grads_cuda(eps, tau, band, grad, diff, 0.5, true, false).tau,
+        adgnn::kernels::small_linear_grad_w_cuda(a2, g2)};
   };
-  const std::array<at::Tensor, 3> first = run();
-  EXPECT_TRUE(torch::allclose(first[0].cpu().to(torch::kFloat64), x.cpu().to(torch::kFloat64).sum(0), 1e-4, 1e-4));
-  EXPECT_TRUE(torch::allclose(first[1].cpu().to(torch::kFloat64),
-                              a.cpu().to(torch::kFloat64).t().mm(g.cpu().to(torch::kFloat64)), 1e-3, 1e-3));
+  const std::array<at::Tensor, 4> first = run();
+  EXPECT_EQ(adgnn::kernels::nonzero_stream_counters(), 0);
+  auto f64 = [](const at::Tensor& t) { return t.cpu().to(torch::kFloat64); };
+  EXPECT_TRUE(torch::allclose(f64(first[0]), f64(x).sum(0), 1e-4, 1e-4));
+  EXPECT_TRUE(torch::allclose(f64(first[1]), f64(a).t().mm(f64(g)), 1e-3, 1e-3));
+  EXPECT_TRUE(torch::allclose(f64(first[3]), f64(a2).t().mm(f64(g2)), 1e-3, 1e-3));
   for (int stream = 0; stream < 3; ++stream) {
     // default, a pool stream, the default again
     const c10::cuda::CUDAStream s =
         stream == 1 ? c10::cuda::getStreamFromPool() : c10::cuda::getDefaultCUDAStream();
     c10::cuda::CUDAStreamGuard guard(s);
     for (int rep = 0; rep < 5; ++rep) {
-      const std::array<at::Tensor, 3> again = run();
-      for (size_t k = 0; k < 3; ++k)
+      const std::array<at::Tensor, 4> again = run();
+      for (size_t k = 0; k < again.size(); ++k)
         EXPECT_TRUE(torch::equal(again[k], first[k])) << "stream " << stream << ", call " << rep << ", kernel " << k;
     }
+    EXPECT_EQ(adgnn::kernels::nonzero_stream_counters(), 0) << "stream " << stream;
   }
 }
 #endif
 
+// Column sums (the bias gradients of linear layers): the row-parallel kernel's vectorised paths
+// (one, two and four vectors per lane), its scalar ones (widths 47, 7) and ATen's for wider rows
+// equal a float64 sum on the host, with the same bits on a second call, also through a ReLU
+// (masked); up to 8,192 rows the kernel's last block finishes the sum (8,000: a full grid of 64
+// blocks), above it ATen's sum does; linear()'s gradients equal addmm's, linear_relu()'s
+// relu(addmm)'s.
 TEST(Cuda, ColumnSumsAndLinearEqualATen) {
   REQUIRE_GPU();
   torch::manual_seed(2);
