@@ -228,7 +228,8 @@ spmm_long_rows(const int64_t* __restrict__ ptr, const int32_t* __restrict__ idx,
   const int64_t o = slot ? slot[r] : r;
   if (o < 0) return;  // the whole block: r is not computed in this call
   if (flags && flags[r] == 0) {  // (as spmm_rows) r reads no computed row: zeros
-    for (int64_t v = threadIdx.x; v < vecs; v += blockDim.x) reinterpret_cast<VT*>(out)[o * vecs + v] = Pack<T, V>::zero();
+    for (int64_t v = threadIdx.x; v < vecs; v += blockDim.x)
+      reinterpret_cast<VT*>(out)[o * vecs + v] = Pack<T, V>::zero();
     return;  // the whole block
   }
   sum_row_on_block<T, V, SelfByRow>(ptr, idx, eid, w, pos, x, r, o, vecs, self_w, backward, n_self, out, part);
@@ -602,6 +603,12 @@ BlockRows block_rows(const RowSchedule& schedule, bool few_rows) {
     return {schedule.n_mid, kMidRow};
   return {schedule.n_long, kLongRow};
 }
+// Each CSR row's position in `rows` (int32, -1: not among them): `given` when the caller has it.
+at::Tensor row_positions(const at::Tensor& rows, int64_t n, const at::Tensor& given) {
+  if (given.defined()) return given;
+  const auto idx = rows.options().dtype(at::kInt);
+  return at::full({n}, -1, idx).index_put_({rows}, at::arange(rows.numel(), idx));
+}
 }  // namespace
 
 at::Tensor aggregate_cuda(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& w,
@@ -612,13 +619,9 @@ at::Tensor aggregate_cuda(const at::Tensor& rowptr, const at::Tensor& col, const
   const int64_t* order = schedule.order.defined() ? schedule.order.data_ptr<int64_t>() : nullptr;
   const BlockRows blocked = block_rows(schedule, rows.defined() && n_out * 8 < rowptr.numel() - 1);
   const int64_t n_long = blocked.count;
-  at::Tensor slot;  // output row of each CSR row (-1: not computed), when rows select some
-  if (n_long > 0 && rows.defined() && rows_pos.defined()) {
-    slot = rows_pos;
-  } else if (n_long > 0 && rows.defined()) {
-    slot = at::full({rowptr.numel() - 1}, -1, rows.options().dtype(at::kInt));
-    slot.index_put_({rows}, at::arange(n_out, rows.options().dtype(at::kInt)));
-  }
+  // output row of each CSR row (-1: not computed), when rows select some
+  const at::Tensor slot =
+      n_long > 0 && rows.defined() ? row_positions(rows, rowptr.numel() - 1, rows_pos) : at::Tensor();
   // Every row, in length order: the long rows lead it and are spmm_long_rows', so the row kernel
   // takes the rest, writing each row's output at its own index.
   const bool by_order = !rows.defined() && order && length_ordered_rows();
@@ -651,12 +654,8 @@ at::Tensor aggregate_backward_x_cuda(const Transposed& t, const at::Tensor& w,
                                      int64_t num_dst_rows, const at::Tensor& self_w,
                                      const at::Tensor& rows_pos, const at::Tensor& read_flags, bool self_by_row) {
   const int64_t num_src = t.rowptr.numel() - 1;
-  at::Tensor pos = rows.defined() ? rows_pos : at::Tensor();
-  if (rows.defined() && !pos.defined()) {
-    // Output position of each computed destination row; -1: not computed, its entries skipped.
-    pos = at::full({num_dst_rows}, -1, rows.options().dtype(at::kInt));
-    pos.index_put_({rows}, at::arange(rows.numel(), rows.options().dtype(at::kInt)));
-  }
+  // Output position of each computed destination row; -1: not computed, its entries skipped.
+  const at::Tensor pos = rows.defined() ? row_positions(rows, num_dst_rows, rows_pos) : at::Tensor();
   at::Tensor grad_x = at::empty({num_src, grad_out.size(1)}, grad_out.options());
   // Every source row, in length order (as aggregate_cuda), with aggregate_cuda's blocked rows.
   const int64_t* order = t.schedule.order.defined() ? t.schedule.order.data_ptr<int64_t>() : nullptr;
@@ -693,11 +692,7 @@ at::Tensor aggregate_backward_x_lists_cuda(const at::Tensor& rowptr, const at::T
                   col.numel() < (int64_t(1) << 31) && n_rows < (int64_t(1) << 31) && entries >= 0,
               "aggregate_backward_x_lists_cuda: int64 rowptr and rows, int32 col (< 2^31 entries) on the GPU, one "
               "gradient row per computed row, num_src >= the destination rows and the rows' entry count");
-  at::Tensor pos = rows_pos;
-  if (!pos.defined()) {
-    pos = at::full({n_dst}, -1, rows.options().dtype(at::kInt));
-    pos.index_put_({rows}, at::arange(n_rows, rows.options().dtype(at::kInt)));
-  }
+  const at::Tensor pos = row_positions(rows, n_dst, rows_pos);
   const at::Tensor g = grad_out.contiguous(), rc = rows.contiguous(), cc = col.contiguous();
   at::Tensor grad_x = zeroed_cuda({num_src, g.size(1)}, g.options());
   if (n_rows == 0 || g.size(1) == 0) return grad_x;

@@ -56,7 +56,7 @@ kernels::RowSchedule cached_schedule(const at::Tensor& rowptr) {
 // depends on the data but the entry count, which `entries` (>= 0) gives from the host.
 at::Tensor backward_x_few_rows(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& w,
                                const at::Tensor& g, const at::Tensor& rows, int64_t num_src,
-                               const at::Tensor& self_w, int64_t entries) {
+                               const at::Tensor& self_w, bool self_by_row, int64_t entries) {
   const detail::EdgeList e = detail::edges_of_rows(rowptr, col, rows, entries);
   const at::Tensor &out_row = e.dst_local, &entry = e.edge, &src = e.src;
   const at::Tensor perm = std::get<1>(torch::sort(src, /*stable=*/true, /*dim=*/0, /*descending=*/false));
@@ -75,8 +75,13 @@ at::Tensor backward_x_few_rows(const at::Tensor& rowptr, const at::Tensor& col, 
   }
   // Rows are unique: one addition per row, a deterministic order.
   if (self_w.defined())
-    grad_x.index_add_(0, rows, g * (self_w.numel() == rows.numel() ? self_w : self_w.index_select(0, rows)).unsqueeze(1));
+    grad_x.index_add_(0, rows, g * (self_by_row ? self_w.index_select(0, rows) : self_w).unsqueeze(1));
   return grad_x;
+}
+
+// csr_aggregate's self weights hold one per CSR row (not one per listed row): read at each row.
+bool self_weight_by_row(const at::Tensor& self_w, const at::Tensor& rows) {
+  return self_w.defined() && rows.defined() && self_w.numel() != rows.numel();
 }
 
 class CsrAggregate : public torch::autograd::Function<CsrAggregate> {
@@ -97,7 +102,7 @@ class CsrAggregate : public torch::autograd::Function<CsrAggregate> {
     const at::Tensor weight = has_weight ? weight_in : at::Tensor();
     const at::Tensor rows = has_rows ? rows_in : at::Tensor();
     const at::Tensor self_w = has_self ? self_in : at::Tensor();
-    const bool self_by_row = has_self && has_rows && self_in.numel() != rows_in.numel();  // (csr_aggregate)
+    const bool self_by_row = self_weight_by_row(self_w, rows);
     if (x.is_cuda()) {
 #ifdef ADGNN_HAVE_CUDA_KERNELS
       // A CSR built for this call only is not searched for long rows (that would wait for the
@@ -120,7 +125,7 @@ class CsrAggregate : public torch::autograd::Function<CsrAggregate> {
     const at::Tensor rows = ctx->saved_data["has_rows"].toBool() ? saved[4] : at::Tensor();
     const at::Tensor self_w = ctx->saved_data["has_self"].toBool() ? saved[5] : at::Tensor();
     const at::Tensor rows_pos = saved[6].numel() > 0 ? saved[6] : at::Tensor();
-    const bool self_by_row = self_w.defined() && rows.defined() && self_w.numel() != rows.numel();
+    const bool self_by_row = self_weight_by_row(self_w, rows);
     const at::Tensor g = grads[0].contiguous();
     // A CSR built for one call (attention over some rows) would only push the graph's own
     // transposes out of the cache: its transpose is built here and dropped.
@@ -147,7 +152,7 @@ class CsrAggregate : public torch::autograd::Function<CsrAggregate> {
     const bool few_rows = rows.defined() && rows.numel() * 8 < rowptr.numel() - 1;
     const bool regroup = !x.is_cuda() || (entries >= 0 && col.numel() >= kernels::regroup_min_entries());
     if (few_rows && regroup && ctx->needs_input_grad(3)) {
-      grad_x = backward_x_few_rows(rowptr, col, weight, g, rows, x.size(0), self_w, entries);
+      grad_x = backward_x_few_rows(rowptr, col, weight, g, rows, x.size(0), self_w, self_by_row, entries);
       if (weight.defined() && ctx->needs_input_grad(2)) {
 #ifdef ADGNN_HAVE_CUDA_KERNELS
         if (x.is_cuda()) grad_w = kernels::aggregate_backward_w_cuda(rowptr, col, x, g, rows);
