@@ -179,8 +179,7 @@ spmm_rows(const int64_t* __restrict__ ptr, const int32_t* __restrict__ idx, cons
 // The rows of long_rows (>= long_min entries) that this call computes: one block per row, its
 // warps take contiguous slices of the entries (the loads of spmm_rows, eight in flight), then
 // warp 0 adds the warps' partial sums in warp order and the self term: a fixed order, so
-// deterministic; the sum is grouped differently from spmm_rows' (last bits may differ). slot[r]:
-// the output row of CSR row r, -1 when not computed (null: o = r).
+// deterministic; the sum is grouped differently from spmm_rows' (last bits may differ).
 constexpr int kLongWarps = 32;
 // One row r (output row o) summed by the whole block (kLongWarps warps), as described above;
 // part: the block's shared scratch.
@@ -219,20 +218,53 @@ __global__ void __launch_bounds__(kLongWarps * 32)
 spmm_long_rows(const int64_t* __restrict__ ptr, const int32_t* __restrict__ idx,
                const int64_t* __restrict__ eid, const T* __restrict__ w,
                const int32_t* __restrict__ pos, const T* __restrict__ x,
-               const int64_t* __restrict__ long_rows, const int32_t* __restrict__ slot, int64_t vecs,
-               const T* __restrict__ self_w, bool backward, int64_t n_self, const uint8_t* __restrict__ flags,
-               T* __restrict__ out) {
+               const int64_t* __restrict__ long_rows, int64_t vecs, const T* __restrict__ self_w, bool backward,
+               int64_t n_self, T* __restrict__ out) {
   using VT = typename Pack<T, V>::type;
   __shared__ VT part[kLongWarps * 32];
   const int64_t r = long_rows[blockIdx.x];
-  const int64_t o = slot ? slot[r] : r;
-  if (o < 0) return;  // the whole block: r is not computed in this call
-  if (flags && flags[r] == 0) {  // (as spmm_rows) r reads no computed row: zeros
-    for (int64_t v = threadIdx.x; v < vecs; v += blockDim.x)
-      reinterpret_cast<VT*>(out)[o * vecs + v] = Pack<T, V>::zero();
-    return;  // the whole block
+  sum_row_on_block<T, V, SelfByRow>(ptr, idx, eid, w, pos, x, r, r, vecs, self_w, backward, n_self, out, part);
+}
+
+// A call that computes some rows only (AD's deeper layers: `rows`, or the backward's source rows
+// flagged as read) gives a block only to those of its blocked rows that it computes. A grid over
+// every blocked row of the CSR, most of whose blocks found their row not computed and exited,
+// cost 0.17-0.5 ms a call on products-scale (61,526 rows of >= kMidRow entries on each of two
+// ranks), more than the rows it summed (v84). list_blocked_rows appends the output rows o of the
+// candidates (rows[0..n) or cand[0..n)) with >= min_entries entries (and flagged, with flags) to
+// list, counting them in count (zero before; spmm_listed_rows sets it back); the order comes
+// from atomics, but each row's sum is one block's, in a fixed order: the same bits.
+__global__ void list_blocked_rows(const int64_t* __restrict__ ptr, const int64_t* __restrict__ rows,
+                                  const int64_t* __restrict__ cand, int64_t n, int64_t min_entries,
+                                  const uint8_t* __restrict__ flags, int64_t* __restrict__ list,
+                                  unsigned* __restrict__ count) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const int64_t o = cand ? cand[i] : i;
+  const int64_t r = rows ? rows[o] : o;
+  if (flags && flags[r] == 0) return;  // (spmm_rows writes its zeros)
+  if (ptr[r + 1] - ptr[r] >= min_entries) list[atomicAdd(count, 1u)] = o;
+}
+
+// The listed rows (counters[0] of them), a block each, on a grid of at most one block per SM (a
+// block of kLongWarps warps fills one): block b sums the list's rows b, b + gridDim.x, ... Its
+// last block sets the count back to zero (counters[1]: is_last_block's).
+template <typename T, int V, bool SelfByRow>
+__global__ void __launch_bounds__(kLongWarps * 32)
+spmm_listed_rows(const int64_t* __restrict__ ptr, const int32_t* __restrict__ idx,
+                 const int64_t* __restrict__ eid, const T* __restrict__ w,
+                 const int32_t* __restrict__ pos, const T* __restrict__ x, const int64_t* __restrict__ rows,
+                 const int64_t* __restrict__ list, unsigned* __restrict__ counters, int64_t vecs,
+                 const T* __restrict__ self_w, bool backward, int64_t n_self, T* __restrict__ out) {
+  using VT = typename Pack<T, V>::type;
+  __shared__ VT part[kLongWarps * 32];
+  const int64_t listed = counters[0];  // the same for every thread of the grid
+  for (int64_t b = blockIdx.x; b < listed; b += gridDim.x) {
+    const int64_t o = list[b];
+    const int64_t r = rows ? rows[o] : o;
+    sum_row_on_block<T, V, SelfByRow>(ptr, idx, eid, w, pos, x, r, o, vecs, self_w, backward, n_self, out, part);
   }
-  sum_row_on_block<T, V, SelfByRow>(ptr, idx, eid, w, pos, x, r, o, vecs, self_w, backward, n_self, out, part);
+  if (is_last_block(counters + 1) && threadIdx.x == 0) counters[0] = 0;  // every block has read it
 }
 
 // grad_w[k] = <g[o], x[col[k]]> for the entries k of the computed rows (others stay 0).
@@ -324,16 +356,17 @@ int lanes_for(int64_t vecs) {
   return t;
 }
 
-// long_rows (n_long of them; null: none) are left to spmm_long_rows, slot[r] giving their output
-// row when `rows` selects the computed ones. out_by_row: `rows` is a processing order whose rows
-// write their own output rows (spmm_rows).
+// The CSR's rows with >= block_min entries (long_rows, n_long of them; null: none) are summed
+// by a block each: every one (spmm_long_rows), or, when `rows` selects the computed ones or flags
+// mark the read ones, those of them that the call computes (list_blocked_rows, then
+// spmm_listed_rows). out_by_row: `rows` is a processing order whose rows write their own output
+// rows (spmm_rows).
 template <typename T>
 void launch_spmm(const int64_t* ptr, const int32_t* idx, const int64_t* eid, const T* w,
                  const int32_t* pos, const at::Tensor& x, const int64_t* rows, int64_t n_out,
                  const T* self_w, bool backward, int64_t n_self, at::Tensor& out,
-                 const int64_t* long_rows = nullptr, int64_t n_long = 0, const int32_t* slot = nullptr,
-                 bool out_by_row = false, const uint8_t* flags = nullptr, int64_t block_min = kLongRow,
-                 bool self_by_row = false) {
+                 const int64_t* long_rows = nullptr, int64_t n_long = 0, bool out_by_row = false,
+                 const uint8_t* flags = nullptr, int64_t block_min = kLongRow, bool self_by_row = false) {
   const int64_t f = x.size(1);
   // With out_by_row, n_out counts the rows besides the long ones, which may be every row (a
   // dense graph): the long-row kernel still has to run.
@@ -354,7 +387,7 @@ void launch_spmm(const int64_t* ptr, const int32_t* idx, const int64_t* eid, con
     xp.slice(1, 0, f).copy_(x);
     at::Tensor outp = at::empty({out.size(0), fp}, out.options());
     launch_spmm<T>(ptr, idx, eid, w, pos, xp, rows, n_out, self_w, backward, n_self, outp, long_rows, n_long,
-                   slot, out_by_row, flags, block_min, self_by_row);
+                   out_by_row, flags, block_min, self_by_row);
     out.copy_(outp.slice(1, 0, f));
     return;
   }
@@ -365,21 +398,44 @@ void launch_spmm(const int64_t* ptr, const int32_t* idx, const int64_t* eid, con
   const int64_t long_min = n_long > 0 ? block_min : INT64_MAX;
   const T* xp = x.data_ptr<T>();
   T* op = out.data_ptr<T>();
-  auto launch = [&](auto rows_kernel, auto long_kernel) {
+  // Some rows computed: the rows (forward) or the flagged blocked rows (backward) are the
+  // candidates for a block (list_blocked_rows).
+  const bool listed = n_long > 0 && ((rows && !out_by_row) || flags);
+  auto launch = [&](auto rows_kernel, auto long_kernel, auto listed_kernel) {
     if (n_out > 0) {  // (none when every row is long)
       rows_kernel<<<blocks, kRowsThreads, 0, stream>>>(ptr, idx, eid, w, pos, xp, rows, n_out, vecs, tpr, self_w,
                                                        backward, n_self, long_min, out_by_row, flags, op);
       C10_CUDA_KERNEL_LAUNCH_CHECK();
     }
     if (n_long == 0) return;
-    long_kernel<<<n_long, kLongWarps * 32, 0, stream>>>(ptr, idx, eid, w, pos, xp, long_rows, slot, vecs, self_w,
-                                                        backward, n_self, flags, op);
+    if (!listed) {
+      long_kernel<<<n_long, kLongWarps * 32, 0, stream>>>(ptr, idx, eid, w, pos, xp, long_rows, vecs, self_w,
+                                                          backward, n_self, op);
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+      return;
+    }
+    const bool by_rows = rows && !out_by_row;
+    const int64_t n_cand = by_rows ? n_out : n_long;
+    at::Tensor list = at::empty({n_cand}, x.options().dtype(at::kLong));
+    unsigned* counters = stream_counters(2);
+    list_blocked_rows<<<(n_cand + 255) / 256, 256, 0, stream>>>(ptr, by_rows ? rows : nullptr,
+                                                                 by_rows ? nullptr : long_rows, n_cand, block_min,
+                                                                 flags, list.data_ptr<int64_t>(), counters);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+    listed_kernel<<<std::min(n_cand, std::min(n_long, sms)), kLongWarps * 32, 0, stream>>>(
+        ptr, idx, eid, w, pos, xp, by_rows ? rows : nullptr, list.data_ptr<int64_t>(), counters, vecs, self_w,
+        backward, n_self, op);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   };
-  if (vec_ok && self_by_row) launch(spmm_rows<T, kVec, true>, spmm_long_rows<T, kVec, true>);
-  else if (vec_ok) launch(spmm_rows<T, kVec, false>, spmm_long_rows<T, kVec, false>);
-  else if (self_by_row) launch(spmm_rows<T, 1, true>, spmm_long_rows<T, 1, true>);
-  else launch(spmm_rows<T, 1, false>, spmm_long_rows<T, 1, false>);
+  if (vec_ok && self_by_row)
+    launch(spmm_rows<T, kVec, true>, spmm_long_rows<T, kVec, true>, spmm_listed_rows<T, kVec, true>);
+  else if (vec_ok)
+    launch(spmm_rows<T, kVec, false>, spmm_long_rows<T, kVec, false>, spmm_listed_rows<T, kVec, false>);
+  else if (self_by_row)
+    launch(spmm_rows<T, 1, true>, spmm_long_rows<T, 1, true>, spmm_listed_rows<T, 1, true>);
+  else
+    launch(spmm_rows<T, 1, false>, spmm_long_rows<T, 1, false>, spmm_listed_rows<T, 1, false>);
 }
 
 // A block per row: thread 0 flags the row, the threads its entries' columns. Threads that flag
@@ -599,7 +655,7 @@ struct BlockRows {
   int64_t count, min_entries;
 };
 BlockRows block_rows(const RowSchedule& schedule, bool few_rows) {
-  if (few_rows && schedule.order.defined() && block_mid_rows() && schedule.n_mid <= kMaxMidRows)
+  if (few_rows && schedule.order.defined() && block_mid_rows())
     return {schedule.n_mid, kMidRow};
   return {schedule.n_long, kLongRow};
 }
@@ -613,15 +669,12 @@ at::Tensor row_positions(const at::Tensor& rows, int64_t n, const at::Tensor& gi
 
 at::Tensor aggregate_cuda(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& w,
                           const at::Tensor& x, const at::Tensor& rows, const at::Tensor& self_w,
-                          const RowSchedule& schedule, const at::Tensor& rows_pos, bool self_by_row) {
+                          const RowSchedule& schedule, bool self_by_row) {
   const int64_t n_out = rows.defined() ? rows.numel() : rowptr.numel() - 1;
   at::Tensor out = at::empty({n_out, x.size(1)}, x.options());
   const int64_t* order = schedule.order.defined() ? schedule.order.data_ptr<int64_t>() : nullptr;
   const BlockRows blocked = block_rows(schedule, rows.defined() && n_out * 8 < rowptr.numel() - 1);
   const int64_t n_long = blocked.count;
-  // output row of each CSR row (-1: not computed), when rows select some
-  const at::Tensor slot =
-      n_long > 0 && rows.defined() ? row_positions(rows, rowptr.numel() - 1, rows_pos) : at::Tensor();
   // Every row, in length order: the long rows lead it and are spmm_long_rows', so the row kernel
   // takes the rest, writing each row's output at its own index.
   const bool by_order = !rows.defined() && order && length_ordered_rows();
@@ -631,8 +684,7 @@ at::Tensor aggregate_cuda(const at::Tensor& rowptr, const at::Tensor& col, const
                           w.defined() ? w.data_ptr<scalar_t>() : nullptr, nullptr, x, row_list,
                           by_order ? n_out - n_long : n_out,
                           self_w.defined() ? self_w.data_ptr<scalar_t>() : nullptr, false, 0, out,
-                          order, n_long, slot.defined() ? slot.data_ptr<int32_t>() : nullptr, by_order, nullptr,
-                          blocked.min_entries, self_by_row);
+                          order, n_long, by_order, nullptr, blocked.min_entries, self_by_row);
   });
   return out;
 }
@@ -676,7 +728,7 @@ at::Tensor aggregate_backward_x_cuda(const Transposed& t, const at::Tensor& w,
                           by_order ? order + n_long : nullptr,
                           by_order ? num_src - n_long : num_src,
                           self_w.defined() ? self_w.data_ptr<scalar_t>() : nullptr, true, num_dst_rows, grad_x,
-                          order, n_long, nullptr, by_order, flagged ? read_flags.data_ptr<uint8_t>() : nullptr,
+                          order, n_long, by_order, flagged ? read_flags.data_ptr<uint8_t>() : nullptr,
                           blocked.min_entries, self_by_row);
   });
   return grad_x;

@@ -108,8 +108,7 @@ class CsrAggregate : public torch::autograd::Function<CsrAggregate> {
       // A CSR built for this call only is not searched for long rows (that would wait for the
       // device every call); its rows are all summed by single warps.
       return kernels::aggregate_cuda(rowptr, col, weight, x, rows, self_w,
-                                     cache_csr ? cached_schedule(rowptr) : kernels::RowSchedule{},
-                                     pos_in.numel() > 0 ? pos_in : at::Tensor(), self_by_row);
+                                     cache_csr ? cached_schedule(rowptr) : kernels::RowSchedule{}, self_by_row);
 #else
       TORCH_CHECK(false, "csr_aggregate: this build has no CUDA kernels (configure with -DADGNN_CUDA=ON)");
 #endif

@@ -44,10 +44,8 @@ uint64_t mix64(uint64_t z) {
 // either way (bit for bit).
 // In a call over few rows (under 1/8 of the CSR's: AD's deeper layers, forward and backward), the
 // rows with >= kMidRow entries get a block each too: one warp walked a row of hundreds of entries
-// while the rest of the call had long finished (v81). Only where the CSR has at most kMaxMidRows
-// such rows: each launches a block, and most of those find their row not computed and exit.
+// while the rest of the call had long finished (v81). Only the computed ones get a block (v84).
 constexpr int64_t kMidRow = 128;
-constexpr int64_t kMaxMidRows = int64_t(1) << 16;
 struct RowSchedule {
   at::Tensor order;    // undefined: none (every row on one warp, in index order)
   int64_t n_long = 0;
@@ -214,8 +212,7 @@ at::Tensor aggregate_backward_w_cuda(const at::Tensor& rowptr, const at::Tensor&
 // distinct (undefined: every row, in the schedule's order).
 at::Tensor aggregate_cuda(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& w,
                           const at::Tensor& x, const at::Tensor& rows, const at::Tensor& self_w,
-                          const RowSchedule& schedule = {}, const at::Tensor& rows_pos = {},
-                          bool self_by_row = false);
+                          const RowSchedule& schedule = {}, bool self_by_row = false);
 // x[r, c] * (scale when mix64(mix64(key ^ gid[r]) + c) >= threshold, else 0); gid on x's device.
 // row_flags (uint8, one per row; undefined: every row): rows flagged 0 are left unwritten, or
 // zeroed with zero_unflagged. accumulate_into (contiguous, x's shape; no zeroing): added to in
