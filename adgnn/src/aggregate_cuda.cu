@@ -230,41 +230,58 @@ spmm_long_rows(const int64_t* __restrict__ ptr, const int32_t* __restrict__ idx,
 // flagged as read) gives a block only to those of its blocked rows that it computes. A grid over
 // every blocked row of the CSR, most of whose blocks found their row not computed and exited,
 // cost 0.17-0.5 ms a call on products-scale (61,526 rows of >= kMidRow entries on each of two
-// ranks), more than the rows it summed (v84). list_blocked_rows appends the output rows o of the
+// ranks: a block of kLongWarps warps fills an SM, so the empty blocks ran one after another),
+// more than the rows it summed (v84). list_blocked_rows appends the output rows o of the
 // candidates (rows[0..n) or cand[0..n)) with >= min_entries entries (and flagged, with flags) to
-// list, counting them in count (zero before; spmm_listed_rows sets it back); the order comes
-// from atomics, but each row's sum is one block's, in a fixed order: the same bits.
+// the list of their length class (kLengthClasses, longest first: the blocks then start the
+// longest rows first, as the length order did), counting them in counts[class] (zero before;
+// spmm_listed_rows sets them back). The order within a class comes from atomics, but each row's
+// sum is one block's, in a fixed order: the same bits.
+constexpr int kLengthClasses = 4;
+constexpr int64_t kListedBlocksPerSm = 4;
+__device__ inline int length_class(int64_t len) { return len >= 8192 ? 0 : len >= 2048 ? 1 : len >= 512 ? 2 : 3; }
 __global__ void list_blocked_rows(const int64_t* __restrict__ ptr, const int64_t* __restrict__ rows,
                                   const int64_t* __restrict__ cand, int64_t n, int64_t min_entries,
-                                  const uint8_t* __restrict__ flags, int64_t* __restrict__ list,
-                                  unsigned* __restrict__ count) {
+                                  const uint8_t* __restrict__ flags, int64_t* __restrict__ lists,
+                                  unsigned* __restrict__ counts) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n) return;
   const int64_t o = cand ? cand[i] : i;
   const int64_t r = rows ? rows[o] : o;
   if (flags && flags[r] == 0) return;  // (spmm_rows writes its zeros)
-  if (ptr[r + 1] - ptr[r] >= min_entries) list[atomicAdd(count, 1u)] = o;
+  const int64_t len = ptr[r + 1] - ptr[r];
+  if (len < min_entries) return;
+  const int c = length_class(len);
+  lists[c * n + atomicAdd(counts + c, 1u)] = o;
 }
 
-// The listed rows (counters[0] of them), a block each, on a grid of at most one block per SM (a
-// block of kLongWarps warps fills one): block b sums the list's rows b, b + gridDim.x, ... Its
-// last block sets the count back to zero (counters[1]: is_last_block's).
+// The listed rows, a block each, class by class: block b sums the b-th listed row, and b +
+// gridDim.x, ... when the list is longer than the grid (the grid is capped: its blocks past the
+// list's length, unknown at launch, exit at once). Its last block sets the counts back to zero
+// (counts[kLengthClasses]: is_last_block's).
 template <typename T, int V, bool SelfByRow>
 __global__ void __launch_bounds__(kLongWarps * 32)
 spmm_listed_rows(const int64_t* __restrict__ ptr, const int32_t* __restrict__ idx,
                  const int64_t* __restrict__ eid, const T* __restrict__ w,
                  const int32_t* __restrict__ pos, const T* __restrict__ x, const int64_t* __restrict__ rows,
-                 const int64_t* __restrict__ list, unsigned* __restrict__ counters, int64_t vecs,
+                 const int64_t* __restrict__ lists, int64_t n, unsigned* __restrict__ counts, int64_t vecs,
                  const T* __restrict__ self_w, bool backward, int64_t n_self, T* __restrict__ out) {
   using VT = typename Pack<T, V>::type;
   __shared__ VT part[kLongWarps * 32];
-  const int64_t listed = counters[0];  // the same for every thread of the grid
+  __shared__ unsigned count[kLengthClasses];
+  if (threadIdx.x < kLengthClasses) count[threadIdx.x] = counts[threadIdx.x];
+  __syncthreads();
+  int64_t listed = 0;  // the same for every thread of the grid
+  for (int c = 0; c < kLengthClasses; ++c) listed += count[c];
   for (int64_t b = blockIdx.x; b < listed; b += gridDim.x) {
-    const int64_t o = list[b];
+    int c = 0;
+    int64_t k = b;
+    while (k >= count[c]) k -= count[c++];
+    const int64_t o = lists[c * n + k];
     const int64_t r = rows ? rows[o] : o;
     sum_row_on_block<T, V, SelfByRow>(ptr, idx, eid, w, pos, x, r, o, vecs, self_w, backward, n_self, out, part);
   }
-  if (is_last_block(counters + 1) && threadIdx.x == 0) counters[0] = 0;  // every block has read it
+  if (is_last_block(counts + kLengthClasses) && threadIdx.x < kLengthClasses) counts[threadIdx.x] = 0;
 }
 
 // grad_w[k] = <g[o], x[col[k]]> for the entries k of the computed rows (others stay 0).
@@ -416,16 +433,17 @@ void launch_spmm(const int64_t* ptr, const int32_t* idx, const int64_t* eid, con
     }
     const bool by_rows = rows && !out_by_row;
     const int64_t n_cand = by_rows ? n_out : n_long;
-    at::Tensor list = at::empty({n_cand}, x.options().dtype(at::kLong));
-    unsigned* counters = stream_counters(2);
+    at::Tensor lists = at::empty({kLengthClasses, n_cand}, x.options().dtype(at::kLong));
+    unsigned* counts = stream_counters(kLengthClasses + 1);
     list_blocked_rows<<<(n_cand + 255) / 256, 256, 0, stream>>>(ptr, by_rows ? rows : nullptr,
                                                                  by_rows ? nullptr : long_rows, n_cand, block_min,
-                                                                 flags, list.data_ptr<int64_t>(), counters);
+                                                                 flags, lists.data_ptr<int64_t>(), counts);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
-    const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
-    listed_kernel<<<std::min(n_cand, std::min(n_long, sms)), kLongWarps * 32, 0, stream>>>(
-        ptr, idx, eid, w, pos, xp, by_rows ? rows : nullptr, list.data_ptr<int64_t>(), counters, vecs, self_w,
-        backward, n_self, op);
+    // At most kListedBlocksPerSm rounds of blocks: the first rows go to SMs as they free up.
+    const int64_t cap = kListedBlocksPerSm * at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+    listed_kernel<<<std::min(std::min(n_cand, n_long), cap), kLongWarps * 32, 0, stream>>>(
+        ptr, idx, eid, w, pos, xp, by_rows ? rows : nullptr, lists.data_ptr<int64_t>(), n_cand, counts, vecs,
+        self_w, backward, n_self, op);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   };
   if (vec_ok && self_by_row)
