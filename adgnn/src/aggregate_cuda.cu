@@ -233,55 +233,69 @@ spmm_long_rows(const int64_t* __restrict__ ptr, const int32_t* __restrict__ idx,
 // ranks: a block of kLongWarps warps fills an SM, so the empty blocks ran one after another),
 // more than the rows it summed (v84). list_blocked_rows appends the output rows o of the
 // candidates (rows[0..n) or cand[0..n)) with >= min_entries entries (and flagged, with flags) to
-// the list of their length class (kLengthClasses, longest first: the blocks then start the
-// longest rows first, as the length order did), counting them in counts[class] (zero before;
-// spmm_listed_rows sets them back). The order within a class comes from atomics, but each row's
-// sum is one block's, in a fixed order: the same bits.
-constexpr int kLengthClasses = 4;
+// list, counting them in counters[0] (zero before; spmm_listed_rows sets it back). The list's
+// order comes from atomics, but each row's sum is one block's, in a fixed order: the same bits.
 constexpr int64_t kListedBlocksPerSm = 4;
-__device__ inline int length_class(int64_t len) { return len >= 8192 ? 0 : len >= 2048 ? 1 : len >= 512 ? 2 : 3; }
 __global__ void list_blocked_rows(const int64_t* __restrict__ ptr, const int64_t* __restrict__ rows,
                                   const int64_t* __restrict__ cand, int64_t n, int64_t min_entries,
-                                  const uint8_t* __restrict__ flags, int64_t* __restrict__ lists,
-                                  unsigned* __restrict__ counts) {
+                                  const uint8_t* __restrict__ flags, int64_t* __restrict__ list,
+                                  unsigned* __restrict__ counters) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n) return;
   const int64_t o = cand ? cand[i] : i;
   const int64_t r = rows ? rows[o] : o;
   if (flags && flags[r] == 0) return;  // (spmm_rows writes its zeros)
-  const int64_t len = ptr[r + 1] - ptr[r];
-  if (len < min_entries) return;
-  const int c = length_class(len);
-  lists[c * n + atomicAdd(counts + c, 1u)] = o;
+  if (ptr[r + 1] - ptr[r] >= min_entries) list[atomicAdd(counters, 1u)] = o;
 }
 
-// The listed rows, a block each, class by class: block b sums the b-th listed row, and b +
-// gridDim.x, ... when the list is longer than the grid (the grid is capped: its blocks past the
-// list's length, unknown at launch, exit at once). Its last block sets the counts back to zero
-// (counts[kLengthClasses]: is_last_block's).
+// The listed rows (counters[0] of them), a block each: block b sums the b-th longest, and the
+// (b + gridDim.x)-th, ... when the list is longer than the grid (the grid is capped: its blocks
+// past the list's length, unknown at launch, exit at once). Longest first, as the length order
+// of the CSR's blocked rows did: the blocks fill the SMs one row each, and a hub started last
+// would end the call late (in atomic order, products-scale's deeper layers took 295-301 us
+// against 192-212). Each block ranks the list itself (at most kLongWarps * 32 rows, a thread
+// each, ties by output row; a longer list is taken as it is). Its last block sets the count
+// back to zero (counters[1]: is_last_block's).
 template <typename T, int V, bool SelfByRow>
 __global__ void __launch_bounds__(kLongWarps * 32)
 spmm_listed_rows(const int64_t* __restrict__ ptr, const int32_t* __restrict__ idx,
                  const int64_t* __restrict__ eid, const T* __restrict__ w,
                  const int32_t* __restrict__ pos, const T* __restrict__ x, const int64_t* __restrict__ rows,
-                 const int64_t* __restrict__ lists, int64_t n, unsigned* __restrict__ counts, int64_t vecs,
+                 const int64_t* __restrict__ list, unsigned* __restrict__ counters, int64_t vecs,
                  const T* __restrict__ self_w, bool backward, int64_t n_self, T* __restrict__ out) {
   using VT = typename Pack<T, V>::type;
+  constexpr int kRanked = kLongWarps * 32;
   __shared__ VT part[kLongWarps * 32];
-  __shared__ unsigned count[kLengthClasses];
-  if (threadIdx.x < kLengthClasses) count[threadIdx.x] = counts[threadIdx.x];
+  __shared__ int64_t len[kRanked], row_o[kRanked];
+  __shared__ int64_t picked;
+  const int64_t listed = counters[0];  // the same for every thread of the grid
+  const bool ranked = listed <= kRanked;
+  int64_t my_rank = -1, my_o = 0;
+  if (ranked && threadIdx.x < listed) {
+    const int64_t o = list[threadIdx.x], r = rows ? rows[o] : o;
+    len[threadIdx.x] = ptr[r + 1] - ptr[r];
+    row_o[threadIdx.x] = my_o = o;
+  }
   __syncthreads();
-  int64_t listed = 0;  // the same for every thread of the grid
-  for (int c = 0; c < kLengthClasses; ++c) listed += count[c];
+  if (ranked && threadIdx.x < listed) {
+    const int64_t l = len[threadIdx.x];
+    my_rank = 0;
+    for (int64_t j = 0; j < listed; ++j) my_rank += len[j] > l || (len[j] == l && row_o[j] < my_o);
+  }
   for (int64_t b = blockIdx.x; b < listed; b += gridDim.x) {
-    int c = 0;
-    int64_t k = b;
-    while (k >= count[c]) k -= count[c++];
-    const int64_t o = lists[c * n + k];
+    int64_t o;
+    if (ranked) {
+      if (my_rank == b) picked = my_o;
+      __syncthreads();
+      o = picked;
+      __syncthreads();  // (every thread has read it before the next row's is written)
+    } else {
+      o = list[b];
+    }
     const int64_t r = rows ? rows[o] : o;
     sum_row_on_block<T, V, SelfByRow>(ptr, idx, eid, w, pos, x, r, o, vecs, self_w, backward, n_self, out, part);
   }
-  if (is_last_block(counts + kLengthClasses) && threadIdx.x < kLengthClasses) counts[threadIdx.x] = 0;
+  if (is_last_block(counters + 1) && threadIdx.x == 0) counters[0] = 0;  // every block has read it
 }
 
 // grad_w[k] = <g[o], x[col[k]]> for the entries k of the computed rows (others stay 0).
@@ -433,17 +447,17 @@ void launch_spmm(const int64_t* ptr, const int32_t* idx, const int64_t* eid, con
     }
     const bool by_rows = rows && !out_by_row;
     const int64_t n_cand = by_rows ? n_out : n_long;
-    at::Tensor lists = at::empty({kLengthClasses, n_cand}, x.options().dtype(at::kLong));
-    unsigned* counts = stream_counters(kLengthClasses + 1);
+    at::Tensor list = at::empty({n_cand}, x.options().dtype(at::kLong));
+    unsigned* counters = stream_counters(2);
     list_blocked_rows<<<(n_cand + 255) / 256, 256, 0, stream>>>(ptr, by_rows ? rows : nullptr,
                                                                  by_rows ? nullptr : long_rows, n_cand, block_min,
-                                                                 flags, lists.data_ptr<int64_t>(), counts);
+                                                                 flags, list.data_ptr<int64_t>(), counters);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     // At most kListedBlocksPerSm rounds of blocks: the first rows go to SMs as they free up.
     const int64_t cap = kListedBlocksPerSm * at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
     listed_kernel<<<std::min(std::min(n_cand, n_long), cap), kLongWarps * 32, 0, stream>>>(
-        ptr, idx, eid, w, pos, xp, by_rows ? rows : nullptr, lists.data_ptr<int64_t>(), n_cand, counts, vecs,
-        self_w, backward, n_self, op);
+        ptr, idx, eid, w, pos, xp, by_rows ? rows : nullptr, list.data_ptr<int64_t>(), counters, vecs, self_w,
+        backward, n_self, op);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   };
   if (vec_ok && self_by_row)

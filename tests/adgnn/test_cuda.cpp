@@ -408,8 +408,8 @@ TEST(Cuda, MidRowsOnBlocksEqualTheReference) {
   }
 #ifdef ADGNN_HAVE_CUDA_KERNELS
   // v84: only the computed (forward) or flagged (backward) rows of the thousands with >= kMidRow
-  // entries got a block, 303 of them on at most one block per SM (each block took several); the
-  // list's counters are zero again for the next grid.
+  // entries got a block (303 computed ones, ranked longest first by each block); the list's
+  // counters are zero again for the next grid.
   EXPECT_EQ(adgnn::kernels::nonzero_stream_counters(), 0);
 #endif
   // The schedule's counts: the order's first n_mid rows are those with >= kMidRow entries; the
@@ -421,6 +421,44 @@ TEST(Cuda, MidRowsOnBlocksEqualTheReference) {
   EXPECT_EQ(schedule.n_long, 1);
   EXPECT_EQ(schedule.n_mid, (len >= adgnn::kernels::kMidRow).sum().item<int64_t>());
   EXPECT_TRUE((len.index_select(0, schedule.order.slice(0, 0, schedule.n_mid)) >= adgnn::kernels::kMidRow).all().item<bool>());
+}
+
+// v84: a call over few rows gives blocks to its computed blocked rows only, longest first when
+// at most 1,024 are listed (each block ranks the list), else in the list's own order: here
+// 1,500 computed rows of 130-299 entries among 20,000 rows (>= kMidRow: a block each) and 100
+// short ones. Forward and backward equal float64 on the CPU, the same bits twice (the list's
+// order comes from atomics), and the list's counters are zero afterwards.
+TEST(Cuda, ListedRowsPastTheRankedLimitEqualTheReference) {
+  REQUIRE_GPU();
+  const int64_t n = 20000, m_mid = 1500;
+  torch::manual_seed(17);
+  const at::Tensor r = torch::arange(n, torch::kInt64);
+  const at::Tensor deg = torch::where(r < m_mid, 130 + r % 170, 1 + r % 20);
+  const at::Tensor rowptr = torch::cat({torch::zeros({1}, torch::kInt64), deg.cumsum(0)});
+  const at::Tensor col = torch::randint(n, {rowptr[-1].item<int64_t>()}, torch::kInt64).to(torch::kInt32);
+  const at::Tensor rows = torch::cat({torch::arange(m_mid, torch::kInt64), torch::arange(5000, 5100, torch::kInt64)});
+  ASSERT_LT(rows.numel() * 8, n);
+  const at::Tensor x = torch::randn({n, 128}, torch::kFloat64), w = torch::rand({col.numel()}, torch::kFloat64);
+  const at::Tensor probe = torch::randn({rows.numel(), 128}, torch::kFloat64);
+  at::Tensor x64 = x.clone().requires_grad_(true);
+  const at::Tensor out64 = adgnn::csr_aggregate(rowptr, col, w, x64, rows, at::Tensor());
+  (out64 * probe).sum().backward();
+  const auto d = c10::Device("cuda");
+  const at::Tensor rowptr_d = rowptr.to(d), col_d = col.to(d);  // one cache entry for both calls
+  at::Tensor out[2], grad[2];
+  for (int k = 0; k < 2; ++k) {
+    at::Tensor xx = x.to(d, torch::kFloat32).requires_grad_(true);
+    out[k] = adgnn::csr_aggregate(rowptr_d, col_d, w.to(d, torch::kFloat32), xx, rows.to(d), at::Tensor());
+    (out[k] * probe.to(d, torch::kFloat32)).sum().backward();
+    grad[k] = xx.grad();
+  }
+  EXPECT_TRUE(torch::equal(out[0], out[1]));
+  EXPECT_TRUE(torch::equal(grad[0], grad[1]));
+  EXPECT_TRUE(torch::allclose(out[0].cpu().to(torch::kFloat64), out64, 2e-4, 2e-4));
+  EXPECT_TRUE(torch::allclose(grad[0].cpu().to(torch::kFloat64), x64.grad(), 2e-4, 2e-4));
+#ifdef ADGNN_HAVE_CUDA_KERNELS
+  EXPECT_EQ(adgnn::kernels::nonzero_stream_counters(), 0);
+#endif
 }
 
 // v82: the backward of at most kMaxListRows computed rows sums each source row's gradient from a
