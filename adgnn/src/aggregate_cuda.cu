@@ -8,6 +8,8 @@
 #include <c10/cuda/CUDAException.h>
 
 #include <algorithm>
+#include <map>
+#include <utility>
 
 #include "cuda_rows.cuh"
 #include "kernels.h"
@@ -133,7 +135,7 @@ __device__ void add_self(typename Pack<T, V>::type& acc, const T* __restrict__ s
 // rows that were not computed) and weight(p) = w[eid ? eid[p] : p] (1 without w), then the self
 // term when self_w is given (add_self); with out_by_row, `rows` is only the order in which the
 // rows are summed and row r's output is out[r]. Rows with >= long_min entries are left to
-// spmm_long_rows.
+// spmm_long_rows or spmm_listed_rows.
 // `tpr` lanes per row (a power of two <= 32); x and out rows are f = vecs * V wide.
 // Occupancy sets this kernel's speed: a warp has at most U gathers in flight, so the SM needs
 // many warps to cover their latency. Left free, the compiler took 80-91 registers a thread, which
@@ -161,7 +163,7 @@ spmm_rows(const int64_t* __restrict__ ptr, const int32_t* __restrict__ idx, cons
   // no computed row, and is written as zeros without loading its bounds or entries.
   const bool zero = valid && flags && flags[r] == 0;
   int64_t begin = valid && !zero ? ptr[r] : 0, end = valid && !zero ? ptr[r + 1] : 0;
-  if (end - begin >= long_min) {  // spmm_long_rows writes this row (the lanes still shuffle)
+  if (end - begin >= long_min) {  // a block of its own writes this row (the lanes still shuffle)
     valid = false;
     begin = end = 0;
   }
@@ -176,7 +178,7 @@ spmm_rows(const int64_t* __restrict__ ptr, const int32_t* __restrict__ idx, cons
   }
 }
 
-// The rows of long_rows (>= long_min entries) that this call computes: one block per row, its
+// The rows of long_rows (>= long_min entries), or the listed ones: one block per row, its
 // warps take contiguous slices of the entries (the loads of spmm_rows, eight in flight), then
 // warp 0 adds the warps' partial sums in warp order and the self term: a fixed order, so
 // deterministic; the sum is grouped differently from spmm_rows' (last bits may differ).
@@ -233,8 +235,9 @@ spmm_long_rows(const int64_t* __restrict__ ptr, const int32_t* __restrict__ idx,
 // ranks: a block of kLongWarps warps fills an SM, so the empty blocks ran one after another),
 // more than the rows it summed (v84). list_blocked_rows appends the output rows o of the
 // candidates (rows[0..n) or cand[0..n)) with >= min_entries entries (and flagged, with flags) to
-// list, counting them in counters[0] (zero before; spmm_listed_rows sets it back). The list's
-// order comes from atomics, but each row's sum is one block's, in a fixed order: the same bits.
+// list, counting them in counters[0] (zero before; spmm_listed_rows sets it back: listed_counters).
+// The list's order comes from atomics, but each row's sum is one block's, in a fixed order: the
+// same bits.
 constexpr int64_t kListedBlocksPerSm = 4;
 __global__ void list_blocked_rows(const int64_t* __restrict__ ptr, const int64_t* __restrict__ rows,
                                   const int64_t* __restrict__ cand, int64_t n, int64_t min_entries,
@@ -387,6 +390,22 @@ int lanes_for(int64_t vecs) {
   return t;
 }
 
+// The two counters of list_blocked_rows and spmm_listed_rows, zero before the first and set back
+// by the second. Not stream_counters': those are zero at every kernel boundary, and another host
+// thread's kernels on the same stream (trainings run as threads, `adgnn train --run-workers`)
+// may run between these two, while the count is not. So per host thread and stream (a few bytes
+// each, never freed: CUDA memory freed at exit, after the driver, would fail).
+unsigned* listed_counters() {
+  const auto stream = at::cuda::getCurrentCUDAStream();
+  thread_local auto* held = new std::map<std::pair<int, cudaStream_t>, at::Tensor>();
+  at::Tensor& t = (*held)[std::make_pair(int(stream.device_index()), stream.stream())];
+  if (!t.defined()) {
+    t = at::empty({2}, at::TensorOptions().dtype(at::kInt).device(at::kCUDA, stream.device_index()));
+    C10_CUDA_CHECK(cudaMemsetAsync(t.data_ptr(), 0, t.nbytes(), stream));
+  }
+  return reinterpret_cast<unsigned*>(t.data_ptr<int32_t>());
+}
+
 // The CSR's rows with >= block_min entries (long_rows, n_long of them; null: none) are summed
 // by a block each: every one (spmm_long_rows), or, when `rows` selects the computed ones or flags
 // mark the read ones, those of them that the call computes (list_blocked_rows, then
@@ -448,17 +467,22 @@ void launch_spmm(const int64_t* ptr, const int32_t* idx, const int64_t* eid, con
     const bool by_rows = rows && !out_by_row;
     const int64_t n_cand = by_rows ? n_out : n_long;
     at::Tensor list = at::empty({n_cand}, x.options().dtype(at::kLong));
-    unsigned* counters = stream_counters(2);
+    unsigned* counters = listed_counters();
+    // At most kListedBlocksPerSm rounds of blocks: the first rows go to SMs as they free up.
+    const int64_t cap = kListedBlocksPerSm * at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
     list_blocked_rows<<<(n_cand + 255) / 256, 256, 0, stream>>>(ptr, by_rows ? rows : nullptr,
                                                                  by_rows ? nullptr : long_rows, n_cand, block_min,
                                                                  flags, list.data_ptr<int64_t>(), counters);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
-    // At most kListedBlocksPerSm rounds of blocks: the first rows go to SMs as they free up.
-    const int64_t cap = kListedBlocksPerSm * at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
     listed_kernel<<<std::min(std::min(n_cand, n_long), cap), kLongWarps * 32, 0, stream>>>(
         ptr, idx, eid, w, pos, xp, by_rows ? rows : nullptr, list.data_ptr<int64_t>(), counters, vecs, self_w,
         backward, n_self, op);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    const cudaError_t launched = cudaGetLastError();
+    if (launched != cudaSuccess) {
+      // The count may be left non-zero (the first launch went, the second not): zero it for the
+      // next call (best effort: after a sticky error nothing runs any more).
+      (void)cudaMemsetAsync(counters, 0, 2 * sizeof(unsigned), stream);
+      C10_CUDA_CHECK(launched);
+    }
   };
   if (vec_ok && self_by_row)
     launch(spmm_rows<T, kVec, true>, spmm_long_rows<T, kVec, true>, spmm_listed_rows<T, kVec, true>);

@@ -4,8 +4,10 @@
 #include <torch/torch.h>
 
 #include <array>
-#include <iostream>
+#include <atomic>
 #include <cmath>
+#include <iostream>
+#include <thread>
 
 #include "adgnn/gnn.h"
 #include "adgnn/trainer.h"
@@ -407,9 +409,9 @@ TEST(Cuda, MidRowsOnBlocksEqualTheReference) {
     }
   }
 #ifdef ADGNN_HAVE_CUDA_KERNELS
-  // v84: only the computed (forward) or flagged (backward) rows of the thousands with >= kMidRow
-  // entries got a block (303 computed ones, ranked longest first by each block); the list's
-  // counters are zero again for the next grid.
+  // v84: only the computed (forward: 301, ranked longest first by each block) or flagged
+  // (backward: thousands, in the list's order) rows of the thousands with >= kMidRow entries got
+  // a block; the GEMMs' stream counters are still zero (the lists keep their own).
   EXPECT_EQ(adgnn::kernels::nonzero_stream_counters(), 0);
 #endif
   // The schedule's counts: the order's first n_mid rows are those with >= kMidRow entries; the
@@ -424,41 +426,81 @@ TEST(Cuda, MidRowsOnBlocksEqualTheReference) {
 }
 
 // v84: a call over few rows gives blocks to its computed blocked rows only, longest first when
-// at most 1,024 are listed (each block ranks the list), else in the list's own order: here
+// at most 1,024 are listed (each block ranks the list), else in the list's own order; the grid
+// is capped at four blocks per SM (528 on an H200), so blocks take several rows. Here 900 or
 // 1,500 computed rows of 130-299 entries among 20,000 rows (>= kMidRow: a block each) and 100
-// short ones. Forward and backward equal float64 on the CPU, the same bits twice (the list's
-// order comes from atomics), and the list's counters are zero afterwards.
-TEST(Cuda, ListedRowsPastTheRankedLimitEqualTheReference) {
+// short ones: ranked past the grid, and unranked. The forward (the listed rows; the backward's
+// transpose has no blocked rows here: Cuda.MidRowsOnBlocksEqualTheReference covers its listed
+// path) and the backward equal float64 on the CPU, at width 128 and 47 and in both precisions;
+// the same bits twice (the list's order comes from atomics). Each call reuses the list's
+// counters, so a count left non-zero by one would make the next ones append past their lists.
+TEST(Cuda, ListedRowsPastTheGridEqualTheReference) {
   REQUIRE_GPU();
-  const int64_t n = 20000, m_mid = 1500;
+  const int64_t n = 20000;
   torch::manual_seed(17);
   const at::Tensor r = torch::arange(n, torch::kInt64);
-  const at::Tensor deg = torch::where(r < m_mid, 130 + r % 170, 1 + r % 20);
-  const at::Tensor rowptr = torch::cat({torch::zeros({1}, torch::kInt64), deg.cumsum(0)});
-  const at::Tensor col = torch::randint(n, {rowptr[-1].item<int64_t>()}, torch::kInt64).to(torch::kInt32);
-  const at::Tensor rows = torch::cat({torch::arange(m_mid, torch::kInt64), torch::arange(5000, 5100, torch::kInt64)});
-  ASSERT_LT(rows.numel() * 8, n);
-  const at::Tensor x = torch::randn({n, 128}, torch::kFloat64), w = torch::rand({col.numel()}, torch::kFloat64);
-  const at::Tensor probe = torch::randn({rows.numel(), 128}, torch::kFloat64);
-  at::Tensor x64 = x.clone().requires_grad_(true);
-  const at::Tensor out64 = adgnn::csr_aggregate(rowptr, col, w, x64, rows, at::Tensor());
-  (out64 * probe).sum().backward();
   const auto d = c10::Device("cuda");
-  const at::Tensor rowptr_d = rowptr.to(d), col_d = col.to(d);  // one cache entry for both calls
-  at::Tensor out[2], grad[2];
-  for (int k = 0; k < 2; ++k) {
-    at::Tensor xx = x.to(d, torch::kFloat32).requires_grad_(true);
-    out[k] = adgnn::csr_aggregate(rowptr_d, col_d, w.to(d, torch::kFloat32), xx, rows.to(d), at::Tensor());
-    (out[k] * probe.to(d, torch::kFloat32)).sum().backward();
-    grad[k] = xx.grad();
+  for (const int64_t m_mid : {900, 1500}) {
+    const at::Tensor deg = torch::where(r < m_mid, 130 + r % 170, 1 + r % 20);
+    const at::Tensor rowptr = torch::cat({torch::zeros({1}, torch::kInt64), deg.cumsum(0)});
+    const at::Tensor col = torch::randint(n, {rowptr[-1].item<int64_t>()}, torch::kInt64).to(torch::kInt32);
+    const at::Tensor rows =
+        torch::cat({torch::arange(m_mid, torch::kInt64), torch::arange(5000, 5100, torch::kInt64)});
+    ASSERT_LT(rows.numel() * 8, n);
+    const at::Tensor rowptr_d = rowptr.to(d), col_d = col.to(d);  // one cache entry for every call
+    for (const int64_t width : {128, 47}) {
+      for (const bool dbl : {false, true}) {
+        SCOPED_TRACE(std::to_string(m_mid) + " listed rows, width " + std::to_string(width) +
+                     (dbl ? " double" : " float"));
+        const auto dtype = dbl ? torch::kFloat64 : torch::kFloat32;
+        const double tol = dbl ? 1e-11 : 2e-4;
+        const at::Tensor x = torch::randn({n, width}, torch::kFloat64), w = torch::rand({col.numel()}, torch::kFloat64);
+        const at::Tensor probe = torch::randn({rows.numel(), width}, torch::kFloat64);
+        at::Tensor x64 = x.clone().requires_grad_(true);
+        const at::Tensor out64 = adgnn::csr_aggregate(rowptr, col, w, x64, rows, at::Tensor());
+        (out64 * probe).sum().backward();
+        at::Tensor out[2], grad[2];
+        for (int k = 0; k < 2; ++k) {
+          at::Tensor xx = x.to(d, dtype).requires_grad_(true);
+          out[k] = adgnn::csr_aggregate(rowptr_d, col_d, w.to(d, dtype), xx, rows.to(d), at::Tensor());
+          (out[k] * probe.to(d, dtype)).sum().backward();
+          grad[k] = xx.grad();
+        }
+        EXPECT_TRUE(torch::equal(out[0], out[1]));
+        EXPECT_TRUE(torch::equal(grad[0], grad[1]));
+        EXPECT_TRUE(torch::allclose(out[0].cpu().to(torch::kFloat64), out64, tol, tol));
+        EXPECT_TRUE(torch::allclose(grad[0].cpu().to(torch::kFloat64), x64.grad(), tol, tol));
+      }
+    }
   }
-  EXPECT_TRUE(torch::equal(out[0], out[1]));
-  EXPECT_TRUE(torch::equal(grad[0], grad[1]));
-  EXPECT_TRUE(torch::allclose(out[0].cpu().to(torch::kFloat64), out64, 2e-4, 2e-4));
-  EXPECT_TRUE(torch::allclose(grad[0].cpu().to(torch::kFloat64), x64.grad(), 2e-4, 2e-4));
-#ifdef ADGNN_HAVE_CUDA_KERNELS
-  EXPECT_EQ(adgnn::kernels::nonzero_stream_counters(), 0);
-#endif
+}
+
+// v84's list counters are non-zero between a call's two launches, and trainings may run as host
+// threads on one stream (`adgnn train --run-workers`): so each thread keeps its own. Two threads
+// interleave 30 few-row calls each on the default stream; every output equals the one of a
+// single call, bit for bit.
+TEST(Cuda, ListedRowsFromTwoHostThreads) {
+  REQUIRE_GPU();
+  const int64_t n = 20000, m_mid = 900;
+  torch::manual_seed(19);
+  const at::Tensor r = torch::arange(n, torch::kInt64);
+  const at::Tensor deg = torch::where(r < m_mid, 130 + r % 170, 1 + r % 20);
+  const auto d = c10::Device("cuda");
+  const at::Tensor rowptr = torch::cat({torch::zeros({1}, torch::kInt64), deg.cumsum(0)}).to(d);
+  const at::Tensor col = torch::randint(n, {deg.sum().item<int64_t>()}, torch::kInt64).to(torch::kInt32).to(d);
+  const at::Tensor rows = torch::cat({torch::arange(m_mid, torch::kInt64), torch::arange(5000, 5100, torch::kInt64)}).to(d);
+  const at::Tensor x = torch::randn({n, 128}, torch::kFloat32).to(d);
+  const at::Tensor w = torch::rand({col.numel()}, torch::kFloat32).to(d);
+  const at::Tensor expected = adgnn::csr_aggregate(rowptr, col, w, x, rows, at::Tensor());
+  std::atomic<int> mismatches{0};
+  auto work = [&] {
+    for (int k = 0; k < 30; ++k)
+      if (!torch::equal(adgnn::csr_aggregate(rowptr, col, w, x, rows, at::Tensor()), expected)) ++mismatches;
+  };
+  std::thread a(work), b(work);
+  a.join();
+  b.join();
+  EXPECT_EQ(mismatches.load(), 0);
 }
 
 // v82: the backward of at most kMaxListRows computed rows sums each source row's gradient from a

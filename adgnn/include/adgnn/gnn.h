@@ -39,8 +39,8 @@ GraphTensors to_tensors(const Graph& g, c10::Device device);
 // model does, from its one host copy per pass): the backward of a few rows then regroups their
 // entries without waiting for the device; -1: unknown (the GPU then scans the transpose).
 // rows_pos: int32, one per CSR row, its position in `rows` (-1 for the others), when the caller
-// has it (AD's model builds every layer's at once); the GPU kernels otherwise build it per call
-// where they need it (three launches forward and three backward).
+// has it (AD's model builds every layer's at once); the GPU backward otherwise builds it per call
+// where it needs it (three launches).
 at::Tensor csr_aggregate(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& weight,
                          const at::Tensor& x, const at::Tensor& rows = {},
                          const at::Tensor& self_weight = {}, int64_t rows_entries = -1,
