@@ -425,6 +425,24 @@ TEST(Cuda, MidRowsOnBlocksEqualTheReference) {
   EXPECT_TRUE((len.index_select(0, schedule.order.slice(0, 0, schedule.n_mid)) >= adgnn::kernels::kMidRow).all().item<bool>());
 }
 
+// v84's test graph: n = 20,000 rows, rows 0 .. m_mid - 1 with 130-299 entries (>= kMidRow), the
+// others 1-20, random columns; the computed rows are those m_mid and 100 short ones (a few-row
+// call: under 1/8).
+struct MidCsr {
+  at::Tensor rowptr, col, rows;
+};
+MidCsr mid_rows_csr(int64_t m_mid, uint64_t seed) {
+  constexpr int64_t n = 20000;
+  torch::manual_seed(seed);
+  const at::Tensor r = torch::arange(n, torch::kInt64);
+  const at::Tensor deg = torch::where(r < m_mid, 130 + r % 170, 1 + r % 20);
+  MidCsr c;
+  c.rowptr = torch::cat({torch::zeros({1}, torch::kInt64), deg.cumsum(0)});
+  c.col = torch::randint(n, {deg.sum().item<int64_t>()}, torch::kInt64).to(torch::kInt32);
+  c.rows = torch::cat({torch::arange(m_mid, torch::kInt64), torch::arange(5000, 5100, torch::kInt64)});
+  return c;
+}
+
 // v84: a call over few rows gives blocks to its computed blocked rows only, longest first when
 // at most 1,024 are listed (each block ranks the list), else in the list's own order; the grid
 // is capped at four blocks per SM (528 on an H200), so blocks take several rows. Here 900 or
@@ -436,16 +454,11 @@ TEST(Cuda, MidRowsOnBlocksEqualTheReference) {
 // counters, so a count left non-zero by one would make the next ones append past their lists.
 TEST(Cuda, ListedRowsPastTheGridEqualTheReference) {
   REQUIRE_GPU();
-  const int64_t n = 20000;
-  torch::manual_seed(17);
-  const at::Tensor r = torch::arange(n, torch::kInt64);
   const auto d = c10::Device("cuda");
   for (const int64_t m_mid : {900, 1500}) {
-    const at::Tensor deg = torch::where(r < m_mid, 130 + r % 170, 1 + r % 20);
-    const at::Tensor rowptr = torch::cat({torch::zeros({1}, torch::kInt64), deg.cumsum(0)});
-    const at::Tensor col = torch::randint(n, {rowptr[-1].item<int64_t>()}, torch::kInt64).to(torch::kInt32);
-    const at::Tensor rows =
-        torch::cat({torch::arange(m_mid, torch::kInt64), torch::arange(5000, 5100, torch::kInt64)});
+    const MidCsr c = mid_rows_csr(m_mid, 17);
+    const at::Tensor &rowptr = c.rowptr, &col = c.col, &rows = c.rows;
+    const int64_t n = rowptr.numel() - 1;
     ASSERT_LT(rows.numel() * 8, n);
     const at::Tensor rowptr_d = rowptr.to(d), col_d = col.to(d);  // one cache entry for every call
     for (const int64_t width : {128, 47}) {
@@ -481,14 +494,10 @@ TEST(Cuda, ListedRowsPastTheGridEqualTheReference) {
 // single call, bit for bit.
 TEST(Cuda, ListedRowsFromTwoHostThreads) {
   REQUIRE_GPU();
-  const int64_t n = 20000, m_mid = 900;
-  torch::manual_seed(19);
-  const at::Tensor r = torch::arange(n, torch::kInt64);
-  const at::Tensor deg = torch::where(r < m_mid, 130 + r % 170, 1 + r % 20);
+  const MidCsr c = mid_rows_csr(900, 19);
+  const int64_t n = c.rowptr.numel() - 1;
   const auto d = c10::Device("cuda");
-  const at::Tensor rowptr = torch::cat({torch::zeros({1}, torch::kInt64), deg.cumsum(0)}).to(d);
-  const at::Tensor col = torch::randint(n, {deg.sum().item<int64_t>()}, torch::kInt64).to(torch::kInt32).to(d);
-  const at::Tensor rows = torch::cat({torch::arange(m_mid, torch::kInt64), torch::arange(5000, 5100, torch::kInt64)}).to(d);
+  const at::Tensor rowptr = c.rowptr.to(d), col = c.col.to(d), rows = c.rows.to(d);
   const at::Tensor x = torch::randn({n, 128}, torch::kFloat32).to(d);
   const at::Tensor w = torch::rand({col.numel()}, torch::kFloat32).to(d);
   const at::Tensor expected = adgnn::csr_aggregate(rowptr, col, w, x, rows, at::Tensor());
