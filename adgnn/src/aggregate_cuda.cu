@@ -54,7 +54,12 @@ __device__ unsigned group_mask(int tpr) {
 // before their FMAs (a warp would otherwise wait for each row before issuing the next load,
 // in-order issue, which leaves long rows latency-bound). The FMAs run in entry order, so the sum
 // is the same as one at a time. Entries whose column maps to pos < 0 are skipped.
-template <typename T, int V>
+// Clamped: the eight gathers are unconditional (a skipped entry, or a lane past the row's
+// vectors, loads row 0's vector 0 and adds nothing), so the compiler issues them before the FMAs: as
+// conditional loads with a zero default, the block-per-row kernels' (at 64 registers) waited for
+// each before the next, one gather in flight per warp (v85). spmm_rows keeps the conditional
+// loads (it runs at its register cap; not measured).
+template <typename T, int V, bool Clamped = false>
 __device__ void add_entries(typename Pack<T, V>::type& acc, int64_t begin, int64_t end, int lane, int width,
                             unsigned mask, const int32_t* __restrict__ idx, const int64_t* __restrict__ eid,
                             const T* __restrict__ w, const int32_t* __restrict__ pos,
@@ -99,12 +104,14 @@ __device__ void add_entries(typename Pack<T, V>::type& acc, int64_t begin, int64
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         const int32_t cj = __shfl_sync(mask, c, j + u, width);
-        vals[u] = (j + u < n && cj >= 0 && v < vecs) ? xv[int64_t(cj) * vecs + v] : P::zero();
+        if (Clamped) vals[u] = xv[int64_t(j + u < n && cj >= 0 ? cj : 0) * vecs + (v < vecs ? v : 0)];
+        else vals[u] = (j + u < n && cj >= 0 && v < vecs) ? xv[int64_t(cj) * vecs + v] : P::zero();
       }
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         const T au = __shfl_sync(mask, a, j + u, width);  // after the loads: no register held across them
-        if (j + u < n) P::fma(acc, au, vals[u]);
+        const bool real = !Clamped || (__shfl_sync(mask, c, j + u, width) >= 0 && v < vecs);
+        if (j + u < n && real) P::fma(acc, au, vals[u]);
       }
     }
   }
@@ -182,7 +189,10 @@ spmm_rows(const int64_t* __restrict__ ptr, const int32_t* __restrict__ idx, cons
 // warps take contiguous slices of the entries (the loads of spmm_rows, eight in flight), then
 // warp 0 adds the warps' partial sums in warp order and the self term: a fixed order, so
 // deterministic; the sum is grouped differently from spmm_rows' (last bits may differ).
-constexpr int kLongWarps = 32;
+// 16 warps (512 threads) rather than 32: the clamped loads (add_entries) then keep about six
+// gathers in flight per warp at 62 registers. Products-scale, one H200: layer 1's long rows 1.64
+// -> 1.05 ms, the deeper layers' listed rows 0.76 -> 0.56 ms a step (v85, docs/performance.md).
+constexpr int kLongWarps = 16;
 // One row r (output row o) summed by the whole block (kLongWarps warps), as described above;
 // part: the block's shared scratch.
 template <typename T, int V, bool SelfByRow>
@@ -202,7 +212,7 @@ __device__ void sum_row_on_block(const int64_t* __restrict__ ptr, const int32_t*
   for (int64_t v0 = 0; v0 < vecs; v0 += 32) {
     const int64_t v = v0 + lane;
     VT acc = P::zero();
-    add_entries<T, V>(acc, wb, we, lane, 32, 0xffffffffu, idx, eid, w, pos, xv, v, vecs);
+    add_entries<T, V, true>(acc, wb, we, lane, 32, 0xffffffffu, idx, eid, w, pos, xv, v, vecs);
     part[warp * 32 + lane] = acc;
     __syncthreads();
     if (warp == 0 && v < vecs) {
@@ -232,7 +242,7 @@ spmm_long_rows(const int64_t* __restrict__ ptr, const int32_t* __restrict__ idx,
 // flagged as read) gives a block only to those of its blocked rows that it computes. A grid over
 // every blocked row of the CSR, most of whose blocks found their row not computed and exited,
 // cost 0.17-0.5 ms a call on products-scale (61,526 rows of >= kMidRow entries on each of two
-// ranks: a block of kLongWarps warps fills an SM, so the empty blocks ran one after another),
+// ranks: a block of 32 warps, as then, filled an SM, so the empty blocks ran one after another),
 // more than the rows it summed (v84). list_blocked_rows appends the output rows o of the
 // candidates (rows[0..n) or cand[0..n)) with >= min_entries entries (and flagged, with flags) to
 // list, counting them in counters[0] (zero before; spmm_listed_rows sets it back: listed_counters).
@@ -422,6 +432,14 @@ void launch_spmm(const int64_t* ptr, const int32_t* idx, const int64_t* eid, con
   // dense graph): the long-row kernel still has to run.
   const bool long_only = n_out == 0 && out_by_row && n_long > 0;
   if (f == 0 || (n_out == 0 && !long_only)) return;
+  if (x.size(0) == 0 && n_long > 0) {
+    // The block kernels' clamped loads read row 0 for the entries they skip: an input of no rows
+    // (a backward where nothing was computed: every entry skipped) gets a row of zeros to read.
+    const at::Tensor one = at::zeros({1, f}, x.options());
+    launch_spmm<T>(ptr, idx, eid, w, pos, one, rows, n_out, self_w, backward, n_self, out, long_rows, n_long,
+                   out_by_row, flags, block_min, self_by_row);
+    return;
+  }
   const int64_t computed = out_by_row ? n_out + n_long : n_out;  // the rows this call writes
   constexpr int kVec = sizeof(T) == 4 ? 4 : 2;
   const bool vec_ok = f % kVec == 0 && reinterpret_cast<uintptr_t>(x.data_ptr<T>()) % (kVec * sizeof(T)) == 0 &&
