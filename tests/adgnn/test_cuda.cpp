@@ -291,12 +291,27 @@ TEST(Cuda, LengthOrderEqualsTheIndexOrder) {
 // and 1023 entries; column 7 read by 5000 rows, a long row of the transpose), every width path,
 // both precisions, with and without the self term, the rows' positions given or not; and the
 // gradient against float64 on the CPU.
+// The CSR of the tests below: n = 6000 rows, hubs of 5000, 1024 and 1023 entries, column 7 read
+// by 5000 rows; on the host (h) and the GPU.
+struct HubCsrOnGpu {
+  int64_t n;
+  HubCsr h;
+  at::Tensor rowptr, col;
+};
+HubCsrOnGpu skipping_hub_csr() {
+  HubCsrOnGpu c{6000, hub_csr(6000, {5000, 1024, 1023}, 11, 5000, 7), {}, {}};
+  c.rowptr = c.h.rowptr.to(c10::Device("cuda"));
+  c.col = c.h.col.to(c10::Device("cuda"));
+  return c;
+}
+
 TEST(Cuda, SkippingUnreadRowsEqualsThePlainScan) {
   REQUIRE_GPU();
-  const int64_t n = 6000;
-  const HubCsr h = hub_csr(n, {5000, 1024, 1023}, 11, 5000, 7);
+  const HubCsrOnGpu g = skipping_hub_csr();
+  const int64_t n = g.n;
+  const HubCsr& h = g.h;
   const auto d = c10::Device("cuda");
-  const at::Tensor rowptr = h.rowptr.to(d), col = h.col.to(d);
+  const at::Tensor &rowptr = g.rowptr, &col = g.col;
   const at::Tensor hubs = std::get<0>(torch::cat({torch::tensor({0, 1, 2, 7}, torch::kInt64),
                                                   torch::arange(3000, 3400, torch::kInt64)}).sort());
   const at::Tensor no_hubs = torch::arange(100, 600, torch::kInt64);
@@ -351,10 +366,10 @@ TEST(Cuda, SkippingUnreadRowsEqualsThePlainScan) {
 // the block kernel over that input: every gradient is zero, and nothing reads past it.
 TEST(Cuda, NoComputedRowsGiveZeroGradients) {
   REQUIRE_GPU();
-  const int64_t n = 6000;
-  const HubCsr h = hub_csr(n, {5000, 1024, 1023}, 11, 5000, 7);
+  const HubCsrOnGpu g = skipping_hub_csr();
+  const int64_t n = g.n;
   const auto d = c10::Device("cuda");
-  const at::Tensor rowptr = h.rowptr.to(d), col = h.col.to(d);
+  const at::Tensor &rowptr = g.rowptr, &col = g.col;
   const at::Tensor none = torch::empty({0}, torch::kInt64).to(d);
   for (const int64_t width : {47, 128}) {
     for (const bool skip : {false, true}) {
