@@ -55,10 +55,10 @@ __device__ unsigned group_mask(int tpr) {
 // in-order issue, which leaves long rows latency-bound). The FMAs run in entry order, so the sum
 // is the same as one at a time. Entries whose column maps to pos < 0 are skipped.
 // Clamped: the eight gathers are unconditional (a skipped entry, or a lane past the row's
-// vectors, loads row 0's vector 0 and adds nothing), so the compiler issues them before the FMAs: as
-// conditional loads with a zero default, the block-per-row kernels' (at 64 registers) waited for
-// each before the next, one gather in flight per warp (v85). spmm_rows keeps the conditional
-// loads (it runs at its register cap; not measured).
+// vectors, loads row 0's vector 0 and adds nothing), so the compiler issues them before the
+// FMAs. As conditional loads with a zero default, the block-per-row kernels' (at 64 registers)
+// waited for each before the next: one gather in flight per warp (v85). spmm_rows keeps the
+// conditional loads (it runs at its register cap; not measured).
 template <typename T, int V, bool Clamped = false>
 __device__ void add_entries(typename Pack<T, V>::type& acc, int64_t begin, int64_t end, int lane, int width,
                             unsigned mask, const int32_t* __restrict__ idx, const int64_t* __restrict__ eid,
