@@ -301,9 +301,9 @@ HubCsrOnGpu skipping_hub_csr() {
 
 // v80: the backward over the transpose when few rows were computed (< 1/8: AD's deeper layers)
 // first flags the source rows that read one (the computed rows' columns), writes the others as
-// zeros without walking their entries, and sums the flagged ones. The same bits as the plain scan: computed rows with and without the hubs (rows of 5000, 1024
-// and 1023 entries; column 7 read by 5000 rows, a long row of the transpose), every width path,
-// both precisions, with and without the self term, the rows' positions given or not; and the
+// zeros without walking their entries, and sums the flagged ones. The same bits as the plain
+// scan: computed rows with and without the hubs (skipping_hub_csr; column 7 is a long row of the
+// transpose), every width path, both precisions, with and without the self term, the rows' positions given or not; and the
 // gradient against float64 on the CPU.
 TEST(Cuda, SkippingUnreadRowsEqualsThePlainScan) {
   REQUIRE_GPU();

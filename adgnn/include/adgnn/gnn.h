@@ -32,9 +32,10 @@ GraphTensors to_tensors(const Graph& g, c10::Device device);
 // out[i] = sum over k in row r = rows[i] of weight[k] * x[col[k]], plus self_weight[i] * x[r]
 // when self_weight (one constant per output row: GCN's self-loop) is given, or self_weight[r] when
 // it has one per CSR row instead (rows listed, fewer than the CSR's rows; no gather of the listed
-// rows' own; a list of every row takes one per output row); all rows when `rows` is undefined. weight (one value per CSR entry) may be undefined (all ones). Differentiable in
-// x and weight; CPU and CUDA kernels are deterministic (no atomics), float32 and float64. The
-// backward reads the CSR's transpose, built on first use and cached per CSR.
+// rows' own; a list of every row takes one per output row); all rows when `rows` is undefined.
+// weight (one value per CSR entry) may be undefined (all ones). Differentiable in x and weight;
+// CPU and CUDA kernels are deterministic (no atomics), float32 and float64. The backward reads
+// the CSR's transpose, built on first use and cached per CSR.
 // rows_entries: the number of CSR entries in `rows`, when the caller knows it on the host (AD's
 // model does, from its one host copy per pass): the backward of a few rows then regroups their
 // entries without waiting for the device; -1: unknown (the GPU then scans the transpose).
