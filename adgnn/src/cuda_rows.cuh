@@ -7,6 +7,9 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <map>
+#include <mutex>
+#include <tuple>
 
 namespace adgnn::kernels {
 
@@ -27,6 +30,31 @@ __device__ inline float sub_rn(float a, float b) { return __fsub_rn(a, b); }
 __device__ inline double sub_rn(double a, double b) { return __dsub_rn(a, b); }
 __device__ inline float div_rn(float a, float b) { return __fdiv_rn(a, b); }
 __device__ inline double div_rn(double a, double b) { return __ddiv_rn(a, b); }
+
+// The blocks of a grid-stride kernel that fit on the device at once (its registers and shared
+// memory decide how many per SM), at most `wanted`. A grid of more runs a second, partial wave
+// after the first: e.g. 8 blocks of 256 threads per SM asked of a kernel at 38 registers, of
+// which 6 fit, left a quarter of the work to a wave at a third of the device. The occupancy is
+// looked up once per kernel, device and block shape.
+template <typename Kernel>
+int64_t resident_blocks(Kernel kernel, int threads, int64_t wanted, size_t smem = 0) {
+  static std::mutex mu;
+  static std::map<std::tuple<const void*, int, int, size_t>, int> per_sm_of;
+  const int device = at::cuda::current_device();
+  int per_sm = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    const auto k = std::make_tuple(reinterpret_cast<const void*>(kernel), device, threads, smem);
+    auto it = per_sm_of.find(k);
+    if (it == per_sm_of.end()) {
+      C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem));
+      it = per_sm_of.emplace(k, per_sm).first;
+    }
+    per_sm = it->second;
+  }
+  const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+  return std::max<int64_t>(1, std::min<int64_t>(wanted, int64_t(std::max(per_sm, 1)) * sms));
+}
 
 // Vectors of V elements where every row starts on such a boundary (the width is a multiple of
 // V and the tensors' storage is aligned), else single elements.
