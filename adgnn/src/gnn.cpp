@@ -59,7 +59,10 @@ at::Tensor backward_x_few_rows(const at::Tensor& rowptr, const at::Tensor& col, 
                                const at::Tensor& self_w, bool self_by_row, int64_t entries) {
   const detail::EdgeList e = detail::edges_of_rows(rowptr, col, rows, entries);
   const at::Tensor &out_row = e.dst_local, &entry = e.edge, &src = e.src;
-  const at::Tensor perm = std::get<1>(torch::sort(src, /*stable=*/true, /*dim=*/0, /*descending=*/false));
+  // Sorted as 32-bit keys (the columns' own width): a radix sort makes half the passes of 64-bit
+  // ones (8 kernels per sort, ~20 us each, 3 sorts a step on AD's deeper layers, v87).
+  const at::Tensor perm =
+      std::get<1>(torch::sort(src.to(torch::kInt32), /*stable=*/true, /*dim=*/0, /*descending=*/false));
   // Segments per source row (integer counts: any order gives the same).
   const at::Tensor per_source = torch::zeros({num_src}, src.options()).index_add_(0, src, torch::ones_like(src));
   const at::Tensor ptr = torch::cat({torch::zeros({1}, rowptr.options()), per_source.cumsum(0)});
