@@ -284,9 +284,10 @@ int run_bench(const BenchFlags& f) {
     else if (k == "skip-unread-rows") ko.skip_unread_rows = false;
     else if (k == "mid-row-blocks") ko.mid_row_blocks = false;
     else if (k == "reader-lists") ko.reader_lists = false;
+    else if (k == "regroup-kernel") ko.regroup_kernel = false;
     else
       throw InputError("--kernel-off: " + k +
-                       " is not one of length-order, skip-unread-rows, mid-row-blocks, reader-lists");
+                       " is not one of length-order, skip-unread-rows, mid-row-blocks, reader-lists, regroup-kernel");
   }
   c10::Device dev = c10::kCPU;
   try {
@@ -456,7 +457,7 @@ void add_bench_commands(CLI::App& app, std::function<int()>& run) {
   cmd->add_option("--seed", f->seed, "Seed")->capture_default_str();
   cmd->add_option("--kernel-off", f->kernel_off,
                   "CUDA kernel options to switch off, for A/B runs: length-order, skip-unread-rows, mid-row-blocks, "
-                  "reader-lists (docs/performance.md v76, v80, v81, v82)")
+                  "reader-lists, regroup-kernel (docs/performance.md v76, v80, v81, v82, v88)")
       ->delimiter(',');
   cmd->add_flag("--breakdown", f->breakdown, "Also time forward, backward and optimizer (synchronises between them)");
   cmd->add_flag("--kernels", f->kernels, "Also time the aggregation kernels against the device's bandwidth and matmul rate");

@@ -57,24 +57,19 @@ kernels::RowSchedule cached_schedule(const at::Tensor& rowptr) {
 at::Tensor backward_x_few_rows(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& w,
                                const at::Tensor& g, const at::Tensor& rows, int64_t num_src,
                                const at::Tensor& self_w, bool self_by_row, int64_t entries) {
-  const detail::EdgeList e = detail::edges_of_rows(rowptr, col, rows, entries);
-  const at::Tensor &out_row = e.dst_local, &entry = e.edge, &src = e.src;
-  // Sorted as 32-bit keys (the columns' own width): a radix sort makes half the passes of 64-bit
-  // ones (8 kernels per sort, ~20 us each, 3 sorts a step on AD's deeper layers, v87).
-  const at::Tensor perm =
-      std::get<1>(torch::sort(src.to(torch::kInt32), /*stable=*/true, /*dim=*/0, /*descending=*/false));
-  // Segments per source row (integer counts: any order gives the same).
-  const at::Tensor per_source = torch::zeros({num_src}, src.options()).index_add_(0, src, torch::ones_like(src));
-  const at::Tensor ptr = torch::cat({torch::zeros({1}, rowptr.options()), per_source.cumsum(0)});
-  const at::Tensor idx = out_row.index_select(0, perm).to(torch::kInt32);
-  const at::Tensor eid = entry.index_select(0, perm);
   at::Tensor grad_x;
   if (g.is_cuda()) {
 #ifdef ADGNN_HAVE_CUDA_KERNELS
-    grad_x = kernels::aggregate_entries_cuda(ptr, idx, eid, w, g);
+    // The regrouping's ~35 ATen launches as a few kernels (v88), where their sizes allow.
+    const bool kernel = kernels::regroup_kernel() && entries >= 0 && entries < (int64_t(1) << 31) &&
+                        num_src < (int64_t(1) << 31) && col.is_contiguous();
+    const kernels::RegroupedEntries r = kernel ? kernels::regroup_by_source_cuda(rowptr, col, rows, num_src, entries)
+                                               : kernels::regroup_by_source(rowptr, col, rows, num_src, entries);
+    grad_x = kernels::aggregate_entries_cuda(r.ptr, r.idx, r.eid, w, g);
 #endif
   } else {
-    grad_x = kernels::aggregate_entries_cpu(ptr, idx, eid, w, g);
+    const kernels::RegroupedEntries r = kernels::regroup_by_source(rowptr, col, rows, num_src, entries);
+    grad_x = kernels::aggregate_entries_cpu(r.ptr, r.idx, r.eid, w, g);
   }
   // Rows are unique: one addition per row, a deterministic order.
   if (self_w.defined())
@@ -287,17 +282,35 @@ bool& reader_lists() {
   static bool on = true;
   return on;
 }
+bool& regroup_kernel() {
+  static bool on = true;
+  return on;
+}
+
+RegroupedEntries regroup_by_source(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& rows,
+                                   int64_t num_src, int64_t entries) {
+  const detail::EdgeList e = detail::edges_of_rows(rowptr, col, rows, entries);
+  // Sorted as 32-bit keys (the columns' own width): a radix sort makes half the passes of 64-bit
+  // ones (8 kernels per sort, ~20 us each, 3 sorts a step on AD's deeper layers, v87).
+  const at::Tensor perm =
+      std::get<1>(torch::sort(e.src.to(torch::kInt32), /*stable=*/true, /*dim=*/0, /*descending=*/false));
+  // Segments per source row (integer counts: any order gives the same).
+  const at::Tensor per_source = torch::zeros({num_src}, e.src.options()).index_add_(0, e.src, torch::ones_like(e.src));
+  return {torch::cat({torch::zeros({1}, rowptr.options()), per_source.cumsum(0)}),
+          e.dst_local.index_select(0, perm).to(torch::kInt32), e.edge.index_select(0, perm)};
+}
 }  // namespace kernels
 
 KernelOptions kernel_options() {
   return {kernels::length_ordered_rows(), kernels::skip_unread_rows(), kernels::block_mid_rows(),
-          kernels::reader_lists()};
+          kernels::reader_lists(), kernels::regroup_kernel()};
 }
 void set_kernel_options(const KernelOptions& options) {
   kernels::length_ordered_rows() = options.length_order;
   kernels::skip_unread_rows() = options.skip_unread_rows;
   kernels::block_mid_rows() = options.mid_row_blocks;
   kernels::reader_lists() = options.reader_lists;
+  kernels::regroup_kernel() = options.regroup_kernel;
 }
 
 GraphTensors to_tensors(const Graph& g, c10::Device device) {

@@ -103,6 +103,10 @@ bool& reader_lists();
 // A source row read by more than 32 computed rows walks its row of the transpose, one warp for
 // it all: with at most this many computed rows, few do.
 constexpr int64_t kMaxListRows = 256;
+// Whether the CUDA backward of a few computed rows that regroups their entries by source row
+// (detail::backward_x_few_rows) does so with regroup_by_source_cuda's kernels (default on; off:
+// the ATen operations, the same grouping; docs/performance.md v88).
+bool& regroup_kernel();
 
 // find_long: also the transpose's row_schedule, for the CUDA backward.
 Transposed transpose_entries(const at::Tensor& rowptr, const at::Tensor& col, int64_t num_src,
@@ -115,6 +119,17 @@ Transposed transpose_entries(const at::Tensor& rowptr, const at::Tensor& col, in
 at::Tensor aggregate_backward_x_cpu(const Transposed& t, const at::Tensor& w,
                                     const at::Tensor& grad_out, const at::Tensor& rows,
                                     int64_t num_dst_rows, const at::Tensor& self_w, bool self_by_row = false);
+
+// The CSR entries of `rows` grouped by source row, for aggregate_entries_*: the entries in the
+// order of `rows` and then of the CSR, stably sorted by column. ptr: int64 [num_src + 1], source
+// s's entries at [ptr[s], ptr[s + 1]); idx: int32, the entry's position in `rows`; eid: int64,
+// its CSR position. entries >= 0: the rows' entry count, from the host (sizes the buffers without
+// a wait for the device); -1: counted here. ATen operations on any device.
+struct RegroupedEntries {
+  at::Tensor ptr, idx, eid;
+};
+RegroupedEntries regroup_by_source(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& rows,
+                                   int64_t num_src, int64_t entries = -1);
 
 // out[i] = sum over k in [ptr[i], ptr[i+1]) of w[eid[k]] x[idx[k]] (w undefined: ones), rows in
 // a fixed order: the backward's sum over a few computed rows' entries regrouped by source.
@@ -187,6 +202,9 @@ at::Tensor halo_keep_masks(const at::Tensor& comp, const at::Tensor& comp_idx, c
 void mark_rows_read_cuda(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& rows, at::Tensor& flags);
 at::Tensor aggregate_entries_cuda(const at::Tensor& ptr, const at::Tensor& idx, const at::Tensor& eid,
                                   const at::Tensor& w, const at::Tensor& x);
+// regroup_by_source's kernels (entries >= 0, below 2^31 as num_src): the same tensors.
+RegroupedEntries regroup_by_source_cuda(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& rows,
+                                        int64_t num_src, int64_t entries);
 // The same on the GPU: grad_x[s] = sum of w[entry] grad_out[pos(row)] over s's
 // entries whose destination row was computed (rows undefined: all rows, pos = identity).
 // read_flags (uint8 per source row, or undefined): 0 where s reads no computed row (its gradient

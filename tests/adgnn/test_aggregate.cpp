@@ -221,22 +221,29 @@ TEST(CrossEntropySum, TrainingLossAddsTheRegulariserWhereThereIsOne) {
 // kernels read, one at a time, and the defaults (all on) come back.
 TEST(KernelOptions, EachSwitchReachesTheKernels) {
   const adgnn::KernelOptions defaults = adgnn::kernel_options();
-  EXPECT_TRUE(defaults.length_order && defaults.skip_unread_rows && defaults.mid_row_blocks && defaults.reader_lists);
-  for (int k = 0; k < 4; ++k) {
+  EXPECT_TRUE(defaults.length_order && defaults.skip_unread_rows && defaults.mid_row_blocks && defaults.reader_lists &&
+              defaults.regroup_kernel);
+  for (int k = 0; k < 5; ++k) {
     adgnn::KernelOptions o;
-    (k == 0 ? o.length_order : k == 1 ? o.skip_unread_rows : k == 2 ? o.mid_row_blocks : o.reader_lists) = false;
+    (k == 0   ? o.length_order
+     : k == 1 ? o.skip_unread_rows
+     : k == 2 ? o.mid_row_blocks
+     : k == 3 ? o.reader_lists
+              : o.regroup_kernel) = false;
     adgnn::set_kernel_options(o);
     EXPECT_EQ(adgnn::kernels::length_ordered_rows(), k != 0);
     EXPECT_EQ(adgnn::kernels::skip_unread_rows(), k != 1);
     EXPECT_EQ(adgnn::kernels::block_mid_rows(), k != 2);
     EXPECT_EQ(adgnn::kernels::reader_lists(), k != 3);
+    EXPECT_EQ(adgnn::kernels::regroup_kernel(), k != 4);
     const adgnn::KernelOptions back = adgnn::kernel_options();
     EXPECT_EQ(back.length_order, o.length_order);
     EXPECT_EQ(back.skip_unread_rows, o.skip_unread_rows);
     EXPECT_EQ(back.mid_row_blocks, o.mid_row_blocks);
     EXPECT_EQ(back.reader_lists, o.reader_lists);
+    EXPECT_EQ(back.regroup_kernel, o.regroup_kernel);
   }
   adgnn::set_kernel_options(defaults);
   EXPECT_TRUE(adgnn::kernels::length_ordered_rows() && adgnn::kernels::skip_unread_rows() &&
-              adgnn::kernels::block_mid_rows() && adgnn::kernels::reader_lists());
+              adgnn::kernels::block_mid_rows() && adgnn::kernels::reader_lists() && adgnn::kernels::regroup_kernel());
 }

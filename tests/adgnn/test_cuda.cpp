@@ -1260,6 +1260,99 @@ TEST(Cuda, MarkRowsReadEqualsTheCpu) {
   EXPECT_GT(cpu.sum().item<int64_t>(), 40 + 3000 / 97);
 }
 
+// The few-row backward's regrouping by source (v88): regroup_by_source_cuda's kernels give the
+// ATen operations' tensors exactly: hub rows and a column read by 300 rows (long segments), rows
+// in no particular order with an empty one among them, columns past the destination rows (a
+// rank's halo), a graph of one source row, and rows of no entries at all. A wrong entry count
+// writes nothing past its buffers: the segments count the entries numbered, and every position
+// and row read stays in range. Then csr_aggregate's backward with the kernels on and off: the same
+// bits.
+TEST(Cuda, RegroupKernelEqualsTheATenRegrouping) {
+  REQUIRE_GPU();
+#ifdef ADGNN_HAVE_CUDA_KERNELS  // the kernels' own entry points (a CPU build declares none)
+  namespace k = adgnn::kernels;
+  const auto d = c10::Device("cuda");
+  HubCsr h = hub_csr(2000, {1500, 40, 0}, 30, 300, 11);
+  const int64_t n = h.rowptr.numel() - 1;
+  // Columns of every 5th entry moved past the rows: 2000 + (c % 700), a halo of 700 rows.
+  const at::Tensor entry = torch::arange(h.col.numel(), torch::kInt64);
+  at::Tensor col = torch::where(entry % 5 == 0, h.col.to(torch::kInt64) % 700 + n, h.col.to(torch::kInt64))
+                       .to(torch::kInt32);
+  const int64_t num_src = n + 700;
+  auto entries_of = [&](const at::Tensor& rows) {
+    return (h.rowptr.index_select(0, rows + 1) - h.rowptr.index_select(0, rows)).sum().item<int64_t>();
+  };
+  auto same = [&](const at::Tensor& rowptr, const at::Tensor& c, const at::Tensor& rows, int64_t src) {
+    const int64_t entries = (rowptr.index_select(0, rows + 1) - rowptr.index_select(0, rows)).sum().item<int64_t>();
+    const k::RegroupedEntries want = k::regroup_by_source(rowptr, c, rows, src, entries);
+    const k::RegroupedEntries got = k::regroup_by_source_cuda(rowptr.to(d), c.to(d), rows.to(d), src, entries);
+    EXPECT_TRUE(torch::equal(got.ptr.cpu(), want.ptr));
+    EXPECT_TRUE(torch::equal(got.idx.cpu(), want.idx));
+    EXPECT_TRUE(torch::equal(got.eid.cpu(), want.eid));
+    return entries;
+  };
+  torch::manual_seed(3);
+  const at::Tensor some = torch::randperm(n, torch::kInt64).slice(0, 0, 400);  // not sorted
+  const at::Tensor with_hubs = torch::cat({torch::tensor({2, 0, 1}, torch::kInt64), some, torch::arange(3, 303)});
+  {
+    SCOPED_TRACE("rows with hubs, an empty row and the column read by 300 rows");
+    const at::Tensor rows = std::get<0>(torch::_unique(with_hubs)).flip(0);  // distinct, descending
+    EXPECT_GT(same(h.rowptr, col, rows, num_src), 3000);
+  }
+  {
+    SCOPED_TRACE("rows in random order");
+    EXPECT_GT(same(h.rowptr, col, some, num_src), 0);
+  }
+  {
+    SCOPED_TRACE("no entries");
+    EXPECT_EQ(same(h.rowptr, col, torch::tensor({2}, torch::kInt64), num_src), 0);
+    EXPECT_EQ(same(h.rowptr, col, torch::empty({0}, torch::kInt64), num_src), 0);
+  }
+  {
+    SCOPED_TRACE("one source row");
+    const at::Tensor rowptr = torch::tensor({0, 3, 3, 5}, torch::kInt64);
+    EXPECT_EQ(same(rowptr, torch::zeros({5}, torch::kInt32), torch::tensor({2, 0}, torch::kInt64), 1), 5);
+  }
+  {
+    SCOPED_TRACE("a wrong entry count");
+    const int64_t entries = entries_of(some);
+    for (const int64_t wrong : {entries - 7, entries + 7}) {
+      const k::RegroupedEntries got = k::regroup_by_source_cuda(h.rowptr.to(d), col.to(d), some.to(d), num_src, wrong);
+      EXPECT_EQ(got.ptr[num_src].item<int64_t>(), std::min(entries, wrong));
+      EXPECT_EQ(got.idx.numel(), wrong);
+      EXPECT_TRUE(got.idx.ge(0).all().item<bool>() && got.idx.lt(some.numel()).all().item<bool>());
+      EXPECT_TRUE(got.eid.ge(0).all().item<bool>() && got.eid.lt(col.numel()).all().item<bool>());
+    }
+  }
+  // The backward through csr_aggregate, kernels on and off (regroup_min_entries 0: this small
+  // graph regroups), float32 and float64, vectorised and scalar widths.
+  const int64_t saved_min = k::regroup_min_entries();
+  k::regroup_min_entries() = 0;
+  const at::Tensor rows = std::get<0>(torch::_unique(some.slice(0, 0, 200)));
+  const int64_t entries = entries_of(rows);
+  const at::Tensor w = torch::rand({col.numel()}, torch::kFloat64);
+  for (const auto dtype : {torch::kFloat32, torch::kFloat64}) {
+    for (const int64_t width : {33, 128}) {
+      const at::Tensor x = torch::randn({num_src, width}, torch::kFloat64);
+      const at::Tensor probe = torch::randn({rows.numel(), width}, torch::kFloat64);
+      at::Tensor grads[2];
+      for (int on = 0; on < 2; ++on) {
+        k::regroup_kernel() = on == 1;
+        at::Tensor xx = x.to(d, dtype).detach().requires_grad_(true);
+        const at::Tensor out = adgnn::csr_aggregate(h.rowptr.to(d), col.to(d), w.to(d, dtype), xx, rows.to(d), {}, entries);
+        (out * probe.to(d, dtype)).sum().backward();
+        grads[on] = xx.grad().cpu();
+      }
+      k::regroup_kernel() = true;
+      SCOPED_TRACE("width " + std::to_string(width));
+      EXPECT_TRUE(torch::equal(grads[0], grads[1]));
+      EXPECT_GT(grads[1].abs().sum().item<double>(), 0.0);
+    }
+  }
+  k::regroup_min_entries() = saved_min;
+#endif
+}
+
 // A distributed pass's halo plan (halo.cpp) on the GPU: the CPU's read bits, masks, dirty state
 // and per-peer counts, with peers of uneven sizes (warps that straddle two peers), a width change,
 // every reader, and more (layer, peer) counters than the kernel keeps in shared memory.

@@ -65,9 +65,12 @@ bool cuda_kernels_built();
 // them as zeros without walking their entries (v80);
 // mid_row_blocks: a call over few rows sums rows of >= 128 entries with a block each (v81);
 // reader_lists: the backward of at most 256 computed rows sums each source row's gradient from a
-// list of the entries that read it, without the transpose's other entries (v82).
+// list of the entries that read it, without the transpose's other entries (v82);
+// regroup_kernel: the backward of more computed rows on a large graph groups their entries by
+// source with a few kernels instead of ~35 ATen operations (v88).
 struct KernelOptions {
-  bool length_order = true, skip_unread_rows = true, mid_row_blocks = true, reader_lists = true;
+  bool length_order = true, skip_unread_rows = true, mid_row_blocks = true, reader_lists = true,
+       regroup_kernel = true;
 };
 KernelOptions kernel_options();
 void set_kernel_options(const KernelOptions& options);
