@@ -2,8 +2,8 @@
 // regroup_by_source_cuda): a handful of kernels and one radix sort of 32-bit keys over only the
 // bits a source index needs, where the ATen operations took ~35 launches per call (edges_of_rows'
 // gathers and repeat_interleave, a 64-bit or 32-bit sort, the counts' index_add and cumsum, the
-// permutation's gathers): ~250 us per deeper layer on products-scale, one H200, whatever the
-// rank count (docs/performance.md, v88).
+// permutation's gathers): ~250 us per deeper layer on products-scale, one H200, and about as
+// much on a rank of two (docs/performance.md, v88).
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
