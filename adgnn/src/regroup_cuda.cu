@@ -25,12 +25,13 @@ int64_t grid_of(int64_t items, int threads) {
   return std::max<int64_t>(1, std::min((items + threads - 1) / threads, sms * 16));
 }
 
-// lengths[i] = the entry count of row rows[i].
+// lengths[i] = the entry count of row rows[i] (64-bit, as their running sum: a wrong count from
+// the host must not hide an overflow).
 __global__ void row_lengths(const int64_t* __restrict__ rowptr, const int64_t* __restrict__ rows, int64_t n_rows,
-                            int32_t* __restrict__ lengths) {
+                            int64_t* __restrict__ lengths) {
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n_rows; i += stride)
-    lengths[i] = int32_t(rowptr[rows[i] + 1] - rowptr[rows[i]]);
+    lengths[i] = rowptr[rows[i] + 1] - rowptr[rows[i]];
 }
 
 // One warp per computed row i: its entries, numbered e = row_end[i - 1] + j in the order of
@@ -38,7 +39,7 @@ __global__ void row_lengths(const int64_t* __restrict__ rowptr, const int64_t* _
 // position k kept by number; counts[col] += 1 per entry. Numbers past `capacity` (the caller's
 // entry count, when wrong) are dropped: a wrong count gives a wrong gradient, no stray write.
 __global__ void number_entries(const int64_t* __restrict__ rowptr, const int32_t* __restrict__ col,
-                               const int64_t* __restrict__ rows, const int32_t* __restrict__ row_end,
+                               const int64_t* __restrict__ rows, const int64_t* __restrict__ row_end,
                                int64_t n_rows, int64_t capacity, int32_t* __restrict__ key, int32_t* __restrict__ value,
                                int32_t* __restrict__ entry_row, int64_t* __restrict__ entry_pos,
                                int32_t* __restrict__ counts) {
@@ -46,12 +47,12 @@ __global__ void number_entries(const int64_t* __restrict__ rowptr, const int32_t
   const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
   for (int64_t i = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32; i < n_rows; i += warps) {
     const int64_t begin = rowptr[rows[i]];
-    const int32_t first = i == 0 ? 0 : row_end[i - 1], len = row_end[i] - first;
-    for (int32_t j = lane; j < len; j += 32) {
-      const int32_t e = first + j, c = col[begin + j];
-      if (e < 0 || e >= capacity) continue;
+    const int64_t first = i == 0 ? 0 : row_end[i - 1], len = row_end[i] - first;
+    for (int64_t j = lane; j < len && first + j < capacity; j += 32) {
+      const int64_t e = first + j;
+      const int32_t c = col[begin + j];
       key[e] = c;
-      value[e] = e;
+      value[e] = int32_t(e);
       entry_row[e] = int32_t(i);
       entry_pos[e] = begin + j;
       atomicAdd(&counts[c], 1);
@@ -59,9 +60,10 @@ __global__ void number_entries(const int64_t* __restrict__ rowptr, const int32_t
   }
 }
 
-// The sorted numbers' rows and CSR positions. A number that was never written (an entry count
-// above the rows' true one, `*total`, leaves some unset) reads nothing: row 0, entry 0.
-__global__ void gather_entries(const int32_t* __restrict__ sorted, int64_t n, const int32_t* __restrict__ total,
+// The sorted numbers' rows and CSR positions. The numbers past the rows' true count `*total` (an
+// entry count from the host above it) were never written; sorted after the others (their keys are
+// all ones), they read nothing: row 0, entry 0.
+__global__ void gather_entries(const int32_t* __restrict__ sorted, int64_t n, const int64_t* __restrict__ total,
                                const int32_t* __restrict__ entry_row, const int64_t* __restrict__ entry_pos,
                                int32_t* __restrict__ idx, int64_t* __restrict__ eid) {
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
@@ -79,9 +81,9 @@ at::Tensor scratch(size_t bytes, const at::TensorOptions& options) {
   return at::empty({int64_t(std::max<size_t>(bytes, 1))}, options.dtype(at::kByte));
 }
 
-// out[i] = in[0] + ... + in[i].
-template <typename Out>
-void inclusive_sum(const int32_t* in, Out* out, int64_t n, const at::TensorOptions& options, cudaStream_t stream) {
+// out[i] = in[0] + ... + in[i] (summed in In's type).
+template <typename In, typename Out>
+void inclusive_sum(const In* in, Out* out, int64_t n, const at::TensorOptions& options, cudaStream_t stream) {
   size_t bytes = 0;
   C10_CUDA_CHECK(cub::DeviceScan::InclusiveSum(nullptr, bytes, in, out, n, stream));
   at::Tensor tmp = scratch(bytes, options);
@@ -93,10 +95,11 @@ void inclusive_sum(const int32_t* in, Out* out, int64_t n, const at::TensorOptio
 RegroupedEntries regroup_by_source_cuda(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& rows,
                                         int64_t num_src, int64_t entries) {
   const int64_t n_rows = rows.numel();
-  TORCH_CHECK(rowptr.is_cuda() && rowptr.scalar_type() == at::kLong && col.scalar_type() == at::kInt &&
+  TORCH_CHECK(rowptr.is_cuda() && col.device() == rowptr.device() && rows.device() == rowptr.device() &&
+                  rowptr.scalar_type() == at::kLong && col.scalar_type() == at::kInt &&
                   rows.scalar_type() == at::kLong && rowptr.is_contiguous() && col.is_contiguous() &&
                   entries >= 0 && entries < (int64_t(1) << 31) && num_src >= 0 && num_src < (int64_t(1) << 31),
-              "regroup_by_source_cuda: int64 rowptr and rows, int32 col on the GPU, the rows' entry count and "
+              "regroup_by_source_cuda: int64 rowptr and rows, int32 col on one GPU, the rows' entry count and "
               "the source rows below 2^31");
   const auto opts = rowptr.options();
   const auto i32 = opts.dtype(at::kInt);
@@ -111,17 +114,19 @@ RegroupedEntries regroup_by_source_cuda(const at::Tensor& rowptr, const at::Tens
   C10_CUDA_CHECK(cudaMemsetAsync(counts.data_ptr<int32_t>(), 0, num_src * sizeof(int32_t), stream));
   if (entries > 0 && n_rows > 0) {
     const at::Tensor rc = rows.contiguous();
-    at::Tensor lengths = at::empty({n_rows}, i32), row_end = at::empty({n_rows}, i32);
+    at::Tensor lengths = at::empty({n_rows}, opts), row_end = at::empty({n_rows}, opts);
     const int threads = 256;
     row_lengths<<<grid_of(n_rows, threads), threads, 0, stream>>>(rowptr.data_ptr<int64_t>(), rc.data_ptr<int64_t>(),
-                                                                   n_rows, lengths.data_ptr<int32_t>());
+                                                                   n_rows, lengths.data_ptr<int64_t>());
     C10_CUDA_KERNEL_LAUNCH_CHECK();
-    inclusive_sum(lengths.data_ptr<int32_t>(), row_end.data_ptr<int32_t>(), n_rows, opts, stream);
-    // The numbering's arrays; the sort's keys and values in and out.
+    inclusive_sum(lengths.data_ptr<int64_t>(), row_end.data_ptr<int64_t>(), n_rows, opts, stream);
+    // The numbering's arrays; the sort's keys and values in and out. The keys start as all ones:
+    // where the host's count exceeds the rows' entries, the numbers never written sort last.
     at::Tensor keys = at::empty({2, entries}, i32), values = at::empty({2, entries}, i32);
+    C10_CUDA_CHECK(cudaMemsetAsync(keys.data_ptr<int32_t>(), 0xff, entries * sizeof(int32_t), stream));
     at::Tensor entry_row = at::empty({entries}, i32), entry_pos = at::empty({entries}, opts);
     number_entries<<<grid_of(n_rows * 32, threads), threads, 0, stream>>>(
-        rowptr.data_ptr<int64_t>(), col.data_ptr<int32_t>(), rc.data_ptr<int64_t>(), row_end.data_ptr<int32_t>(),
+        rowptr.data_ptr<int64_t>(), col.data_ptr<int32_t>(), rc.data_ptr<int64_t>(), row_end.data_ptr<int64_t>(),
         n_rows, entries, keys[0].data_ptr<int32_t>(), values[0].data_ptr<int32_t>(), entry_row.data_ptr<int32_t>(),
         entry_pos.data_ptr<int64_t>(), counts.data_ptr<int32_t>());
     C10_CUDA_KERNEL_LAUNCH_CHECK();
@@ -138,7 +143,7 @@ RegroupedEntries regroup_by_source_cuda(const at::Tensor& rowptr, const at::Tens
                                                    keys[1].data_ptr<int32_t>(), values[0].data_ptr<int32_t>(),
                                                    values[1].data_ptr<int32_t>(), entries, 0, bits, stream));
     gather_entries<<<grid_of(entries, threads), threads, 0, stream>>>(
-        values[1].data_ptr<int32_t>(), entries, row_end.data_ptr<int32_t>() + n_rows - 1,
+        values[1].data_ptr<int32_t>(), entries, row_end.data_ptr<int64_t>() + n_rows - 1,
         entry_row.data_ptr<int32_t>(), entry_pos.data_ptr<int64_t>(),
         r.idx.data_ptr<int32_t>(), r.eid.data_ptr<int64_t>());
     C10_CUDA_KERNEL_LAUNCH_CHECK();

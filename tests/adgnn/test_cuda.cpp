@@ -1263,10 +1263,11 @@ TEST(Cuda, MarkRowsReadEqualsTheCpu) {
 // The few-row backward's regrouping by source (v88): regroup_by_source_cuda's kernels give the
 // ATen operations' tensors exactly: hub rows and a column read by 300 rows (long segments), rows
 // in no particular order with an empty one among them, columns past the destination rows (a
-// rank's halo), a graph of one source row, and rows of no entries at all. A wrong entry count
-// writes nothing past its buffers: the segments count the entries numbered, and every position
-// and row read stays in range. Then csr_aggregate's backward with the kernels on and off: the same
-// bits.
+// rank's halo), more rows than one pass of the kernels' grids, a power of two of source rows
+// with the last one read (the sort's top bit), a graph of one source row, and rows of no entries
+// at all. A wrong entry count writes nothing past its buffers: too low, the segments count the
+// entries numbered; too high, the true entries come first, grouped right. Then csr_aggregate's
+// backward with the kernels on and off: the same bits.
 TEST(Cuda, RegroupKernelEqualsTheATenRegrouping) {
   REQUIRE_GPU();
 #ifdef ADGNN_HAVE_CUDA_KERNELS  // the kernels' own entry points (a CPU build declares none)
@@ -1309,6 +1310,18 @@ TEST(Cuda, RegroupKernelEqualsTheATenRegrouping) {
     EXPECT_EQ(same(h.rowptr, col, torch::empty({0}, torch::kInt64), num_src), 0);
   }
   {
+    SCOPED_TRACE("60,000 rows");
+    const auto big = adgnn::to_tensors(graph(60000, 9), torch::kCPU);
+    const at::Tensor rows = torch::randperm(60000, torch::kInt64).slice(0, 0, 50000);
+    EXPECT_GT(same(big.rowptr, big.col, rows, 60000), 200000);
+  }
+  {
+    SCOPED_TRACE("2048 source rows, the last one read");
+    const at::Tensor rowptr = torch::tensor({0, 3, 5, 6}, torch::kInt64);
+    const at::Tensor c = torch::tensor({2047, 0, 2047, 5, 2047, 1024}, torch::kInt32);
+    EXPECT_EQ(same(rowptr, c, torch::tensor({1, 0, 2}, torch::kInt64), 2048), 6);
+  }
+  {
     SCOPED_TRACE("one source row");
     const at::Tensor rowptr = torch::tensor({0, 3, 3, 5}, torch::kInt64);
     EXPECT_EQ(same(rowptr, torch::zeros({5}, torch::kInt32), torch::tensor({2, 0}, torch::kInt64), 1), 5);
@@ -1316,12 +1329,18 @@ TEST(Cuda, RegroupKernelEqualsTheATenRegrouping) {
   {
     SCOPED_TRACE("a wrong entry count");
     const int64_t entries = entries_of(some);
+    const k::RegroupedEntries want = k::regroup_by_source(h.rowptr, col, some, num_src, entries);
     for (const int64_t wrong : {entries - 7, entries + 7}) {
       const k::RegroupedEntries got = k::regroup_by_source_cuda(h.rowptr.to(d), col.to(d), some.to(d), num_src, wrong);
       EXPECT_EQ(got.ptr[num_src].item<int64_t>(), std::min(entries, wrong));
       EXPECT_EQ(got.idx.numel(), wrong);
       EXPECT_TRUE(got.idx.ge(0).all().item<bool>() && got.idx.lt(some.numel()).all().item<bool>());
       EXPECT_TRUE(got.eid.ge(0).all().item<bool>() && got.eid.lt(col.numel()).all().item<bool>());
+      if (wrong > entries) {
+        EXPECT_TRUE(torch::equal(got.ptr.cpu(), want.ptr));
+        EXPECT_TRUE(torch::equal(got.idx.slice(0, 0, entries).cpu(), want.idx));
+        EXPECT_TRUE(torch::equal(got.eid.slice(0, 0, entries).cpu(), want.eid));
+      }
     }
   }
   // The backward through csr_aggregate, kernels on and off (regroup_min_entries 0: this small
