@@ -104,7 +104,7 @@ bool& reader_lists();
 // it all: with at most this many computed rows, few do.
 constexpr int64_t kMaxListRows = 256;
 // Whether the CUDA backward of a few computed rows that regroups their entries by source row
-// (detail::backward_x_few_rows) does so with regroup_by_source_cuda's kernels (default on; off:
+// (gnn.cpp, backward_x_few_rows) does so with regroup_by_source_cuda's kernels (default on; off:
 // the ATen operations, the same grouping; docs/performance.md v88).
 bool& regroup_kernel();
 
