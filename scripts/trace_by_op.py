@@ -8,6 +8,10 @@ operation on the launching thread, and the kernel's name. The Markdown summaries
     python3 scripts/trace_by_op.py rank1.trace.json [--scope forward] [--top 40] [--steps 1]
 
 --steps: how many steps the trace holds (the summaries' Chrome trace holds the last one).
+--shapes: the inner operation's input shapes too (`adgnn train --profile` records them), e.g. to
+tell which of several same-named operations a kernel time belongs to.
+An autograd node is named without its "autograd::engine::evaluate_function: " prefix (the node,
+e.g. "CppNode<adgnn::(anonymous namespace)::CsrAggregate>", is what tells them apart).
 --gaps US: instead, the device's idle gaps of at least US microseconds between its first and last
 kernel, summed by the operation whose launch ended each (where the device waited for the host;
 Kineto's own overhead lengthens the host's time, so read the ranking more than the sum).
@@ -25,6 +29,7 @@ def main():
     ap.add_argument("--scope", help="only kernels launched inside this innermost profiler scope ('-': none)")
     ap.add_argument("--top", type=int, default=40)
     ap.add_argument("--steps", type=int, default=1)
+    ap.add_argument("--shapes", action="store_true", help="the inner operation's input shapes too")
     ap.add_argument("--gaps", type=float, metavar="US", help="the device's idle gaps of at least US us instead")
     a = ap.parse_args()
     try:
@@ -52,9 +57,11 @@ def main():
             end = bisect.bisect_right(starts[launch["tid"]], launch["ts"])
             stack = [o for o in lst[:end] if launch["ts"] <= o["ts"] + o["dur"]]
         scopes = [o["name"] for o in stack if o.get("cat") == "user_annotation"]
-        aten = [o["name"] for o in stack if o.get("cat") == "cpu_op"]
-        return (scopes[-1] if scopes else "-", aten[0][:outer_width] if aten else "?",
-                aten[-1][:inner_width] if aten else "?")
+        aten = [o for o in stack if o.get("cat") == "cpu_op"]
+        inner = op_name(aten[-1], inner_width) if aten else "?"
+        if a.shapes and aten and "Input Dims" in aten[-1].get("args", {}):
+            inner += " " + json.dumps(aten[-1]["args"]["Input Dims"], separators=(",", ":"))
+        return (scopes[-1] if scopes else "-", op_name(aten[0], outer_width) if aten else "?", inner)
 
     device = sorted((e for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and "dur" in e),
                     key=lambda e: e["ts"])
@@ -77,6 +84,15 @@ def main():
     for key, (calls, us) in sorted(total.items(), key=lambda kv: -kv[1][1])[:a.top]:
         cells = " | ".join(k.replace("|", "/") for k in key)
         print(f"| {us / a.steps:.0f} | {calls / a.steps:g} | {cells} |")
+
+
+def op_name(op, width):
+    """An operation's name, an autograd node's without the engine's prefix, cut to `width`."""
+    name = op["name"]
+    for prefix in ("autograd::engine::evaluate_function: ", "torch::autograd::"):
+        if name.startswith(prefix):
+            name = name[len(prefix):]
+    return name[:width]
 
 
 def print_gaps(a, device, launched_by):

@@ -1,7 +1,8 @@
 """scripts/trace_by_op.py on a hand-made Chrome trace: kernels are summed under the scope and
 operations that launched them (by the launch's correlation id and thread), a scope filter keeps
-only its kernels, --gaps sums the device's idle gaps by the operation whose launch ended each, and
-an unreadable file exits 2 with one line."""
+only its kernels, --gaps sums the device's idle gaps by the operation whose launch ended each, an
+autograd node is named without the engine's prefix, --shapes adds the inner operation's input
+shapes, and an unreadable file exits 2 with one line."""
 import json
 import os
 import subprocess
@@ -77,6 +78,24 @@ with tempfile.TemporaryDirectory() as tmp:
     if rows != ["| 70 | 2 | depth benefit | aten::sub | aten::sub |"] or "0.070 ms per step idle" not in out:
         print("FAIL: --gaps\n" + out)
         failed += 1
+    # An autograd node's operation without the engine's prefix; --shapes adds the inner op's input
+    # shapes.
+    node_events = [
+        op("autograd::engine::evaluate_function: torch::autograd::CppNode<adgnn::Agg>", "cpu_op", 0, 50),
+        dict(op("aten::add_", "cpu_op", 5, 10), args={"Input Dims": [[4, 128], [4, 128], []]}), launch(21, 6),
+        dict(kernel("add_kernel", 21, 9), ts=20),
+    ]
+    node_path = os.path.join(tmp, "node.trace.json")
+    with open(node_path, "w") as f:
+        json.dump({"traceEvents": node_events}, f)
+    for flags, want in (([], "| 9 | 1 | - | CppNode<adgnn::Agg> | aten::add_ | add_kernel |"),
+                        (["--shapes"], "| 9 | 1 | - | CppNode<adgnn::Agg> | aten::add_ [[4,128],[4,128],[]] | add_kernel |")):
+        out = subprocess.run([sys.executable, script, node_path] + flags, capture_output=True, text=True,
+                             check=True).stdout
+        rows = [line for line in out.splitlines() if line.startswith("| ") and line[2].isdigit()]
+        if rows != [want]:
+            print(f"FAIL: autograd node {flags}\n" + out)
+            failed += 1
     bad = subprocess.run([sys.executable, script, os.path.join(tmp, "missing.json")], capture_output=True, text=True)
     if bad.returncode != 2 or len(bad.stderr.strip().splitlines()) != 1 or "missing.json" not in bad.stderr:
         print(f"FAIL: missing file: exit {bad.returncode}, stderr {bad.stderr!r}")

@@ -62,7 +62,9 @@ void StepProfiler::begin() {
   if (cuda_) torch::cuda::synchronize();  // earlier work must not land in this step's kernels
   std::set<impl::ActivityType> acts{impl::ActivityType::CPU};
   if (cuda_) acts.insert(impl::ActivityType::CUDA);
-  const impl::ProfilerConfig config(impl::ProfilerState::KINETO);
+  // Input shapes recorded: the kept trace then tells same-named operations apart
+  // (scripts/trace_by_op.py --shapes); the device's times are unaffected.
+  const impl::ProfilerConfig config(impl::ProfilerState::KINETO, /*report_input_shapes=*/true);
   prof::prepareProfiler(config, acts);  // Kineto's trace must be set up before it starts
   prof::enableProfiler(config, acts);
   active_ = true;
