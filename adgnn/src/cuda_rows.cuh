@@ -5,6 +5,7 @@
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <initializer_list>
 #include <map>
@@ -30,6 +31,13 @@ __device__ inline float sub_rn(float a, float b) { return __fsub_rn(a, b); }
 __device__ inline double sub_rn(double a, double b) { return __dsub_rn(a, b); }
 __device__ inline float div_rn(float a, float b) { return __fdiv_rn(a, b); }
 __device__ inline double div_rn(double a, double b) { return __ddiv_rn(a, b); }
+
+// A grid-stride kernel's blocks for `items` items at `threads` a block: one item a thread, at most
+// per_sm blocks per SM (more would only queue behind the resident ones).
+inline int64_t grid_for(int64_t items, int threads, int64_t per_sm = 16) {
+  const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+  return std::max<int64_t>(1, std::min((items + threads - 1) / threads, sms * per_sm));
+}
 
 // The blocks of a grid-stride kernel that fit on the device at once (its registers and shared
 // memory decide how many per SM), at most `wanted`. A grid of more runs a second, partial wave

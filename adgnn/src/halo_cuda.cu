@@ -8,6 +8,7 @@
 
 #include <algorithm>
 
+#include "cuda_rows.cuh"
 #include "kernels.h"
 
 namespace adgnn::kernels {
@@ -99,11 +100,6 @@ __global__ void halo_keep_masks_kernel(const int64_t* __restrict__ comp, const i
   }
 }
 
-int64_t grid_for(int64_t items, int threads) {
-  const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
-  return std::max<int64_t>(1, std::min((items + threads - 1) / threads, sms * 8));
-}
-
 }  // namespace
 
 void halo_read_bits_cuda(const at::Tensor& boundary_row, const at::Tensor& boundary_halo, const at::Tensor& peer_key,
@@ -113,7 +109,7 @@ void halo_read_bits_cuda(const at::Tensor& boundary_row, const at::Tensor& bound
   if (entries == 0) return;
   const int threads = 256;
   auto ptr = [](const at::Tensor& t) { return t.defined() ? t.data_ptr<int64_t>() : nullptr; };
-  halo_read_bits_kernel<<<grid_for(entries, threads), threads, 0, at::cuda::getCurrentCUDAStream()>>>(
+  halo_read_bits_kernel<<<grid_for(entries, threads, 8), threads, 0, at::cuda::getCurrentCUDAStream()>>>(
       boundary_row.data_ptr<int64_t>(), boundary_halo.data_ptr<int64_t>(), peer_key.data_ptr<int64_t>(),
       ptr(comp_owned), ptr(comp_halo), entries, reinterpret_cast<u64*>(peer_bits.data_ptr<int64_t>()),
       reinterpret_cast<u64*>(halo_bits.data_ptr<int64_t>()));
@@ -127,7 +123,7 @@ at::Tensor halo_keep_masks_cuda(const at::Tensor& comp, const at::Tensor& comp_i
   at::Tensor counts = at::zeros({K, P}, offsets.options());
   if (n == 0) return counts;
   const int threads = 256;
-  const int64_t blocks = grid_for(n, threads);
+  const int64_t blocks = grid_for(n, threads, 8);
   auto ptr = [](const at::Tensor& t) { return t.defined() ? t.data_ptr<int64_t>() : nullptr; };
   const size_t shared = size_t(K * P) * sizeof(unsigned int);
   auto stream = at::cuda::getCurrentCUDAStream();

@@ -17,11 +17,6 @@ namespace adgnn::kernels {
 
 namespace {
 
-int64_t grid_for(int64_t items, int threads) {
-  const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
-  return std::max<int64_t>(1, std::min((items + threads - 1) / threads, sms * 16));
-}
-
 // Grid-stride over vectors (row, column vector): out[r] = active[r] ? upd[pos[r]] : prev[r].
 template <typename T, int V>
 __global__ void merge_rows_kernel(const T* __restrict__ prev, const T* __restrict__ upd,

@@ -14,16 +14,12 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "cuda_rows.cuh"
 #include "kernels.h"
 
 namespace adgnn::kernels {
 
 namespace {
-
-int64_t grid_of(int64_t items, int threads) {
-  const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
-  return std::max<int64_t>(1, std::min((items + threads - 1) / threads, sms * 16));
-}
 
 // lengths[i] = the entry count of row rows[i] (64-bit, as their running sum: a wrong count from
 // the host must not hide an overflow).
@@ -116,7 +112,7 @@ RegroupedEntries regroup_by_source_cuda(const at::Tensor& rowptr, const at::Tens
     const at::Tensor rc = rows.contiguous();
     at::Tensor lengths = at::empty({n_rows}, opts), row_end = at::empty({n_rows}, opts);
     const int threads = 256;
-    row_lengths<<<grid_of(n_rows, threads), threads, 0, stream>>>(rowptr.data_ptr<int64_t>(), rc.data_ptr<int64_t>(),
+    row_lengths<<<grid_for(n_rows, threads), threads, 0, stream>>>(rowptr.data_ptr<int64_t>(), rc.data_ptr<int64_t>(),
                                                                    n_rows, lengths.data_ptr<int64_t>());
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     inclusive_sum(lengths.data_ptr<int64_t>(), row_end.data_ptr<int64_t>(), n_rows, opts, stream);
@@ -125,7 +121,7 @@ RegroupedEntries regroup_by_source_cuda(const at::Tensor& rowptr, const at::Tens
     at::Tensor keys = at::empty({2, entries}, i32), values = at::empty({2, entries}, i32);
     C10_CUDA_CHECK(cudaMemsetAsync(keys.data_ptr<int32_t>(), 0xff, entries * sizeof(int32_t), stream));
     at::Tensor entry_row = at::empty({entries}, i32), entry_pos = at::empty({entries}, opts);
-    number_entries<<<grid_of(n_rows * 32, threads), threads, 0, stream>>>(
+    number_entries<<<grid_for(n_rows * 32, threads), threads, 0, stream>>>(
         rowptr.data_ptr<int64_t>(), col.data_ptr<int32_t>(), rc.data_ptr<int64_t>(), row_end.data_ptr<int64_t>(),
         n_rows, entries, keys[0].data_ptr<int32_t>(), values[0].data_ptr<int32_t>(), entry_row.data_ptr<int32_t>(),
         entry_pos.data_ptr<int64_t>(), counts.data_ptr<int32_t>());
@@ -142,7 +138,7 @@ RegroupedEntries regroup_by_source_cuda(const at::Tensor& rowptr, const at::Tens
     C10_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(tmp.data_ptr(), bytes, keys[0].data_ptr<int32_t>(),
                                                    keys[1].data_ptr<int32_t>(), values[0].data_ptr<int32_t>(),
                                                    values[1].data_ptr<int32_t>(), entries, 0, bits, stream));
-    gather_entries<<<grid_of(entries, threads), threads, 0, stream>>>(
+    gather_entries<<<grid_for(entries, threads), threads, 0, stream>>>(
         values[1].data_ptr<int32_t>(), entries, row_end.data_ptr<int64_t>() + n_rows - 1,
         entry_row.data_ptr<int32_t>(), entry_pos.data_ptr<int64_t>(),
         r.idx.data_ptr<int32_t>(), r.eid.data_ptr<int64_t>());
