@@ -285,9 +285,11 @@ int run_bench(const BenchFlags& f) {
     else if (k == "mid-row-blocks") ko.mid_row_blocks = false;
     else if (k == "reader-lists") ko.reader_lists = false;
     else if (k == "regroup-kernel") ko.regroup_kernel = false;
+    else if (k == "segment-tiles") ko.segment_tiles = false;
     else
       throw InputError("--kernel-off: " + k +
-                       " is not one of length-order, skip-unread-rows, mid-row-blocks, reader-lists, regroup-kernel");
+                       " is not one of length-order, skip-unread-rows, mid-row-blocks, reader-lists, regroup-kernel, "
+                       "segment-tiles");
   }
   c10::Device dev = c10::kCPU;
   try {
@@ -457,7 +459,7 @@ void add_bench_commands(CLI::App& app, std::function<int()>& run) {
   cmd->add_option("--seed", f->seed, "Seed")->capture_default_str();
   cmd->add_option("--kernel-off", f->kernel_off,
                   "CUDA kernel options to switch off, for A/B runs: length-order, skip-unread-rows, mid-row-blocks, "
-                  "reader-lists, regroup-kernel (docs/performance.md v76, v80, v81, v82, v88)")
+                  "reader-lists, regroup-kernel, segment-tiles (docs/performance.md v76, v80, v81, v82, v88, v89)")
       ->delimiter(',');
   cmd->add_flag("--breakdown", f->breakdown, "Also time forward, backward and optimizer (synchronises between them)");
   cmd->add_flag("--kernels", f->kernels, "Also time the aggregation kernels against the device's bandwidth and matmul rate");

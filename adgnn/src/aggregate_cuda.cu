@@ -185,6 +185,47 @@ spmm_rows(const int64_t* __restrict__ ptr, const int32_t* __restrict__ idx, cons
   }
 }
 
+// aggregate_entries' sums (the few-row backward's regrouped segments, v89). Most of its output
+// rows have no entry (AD's deeper layers on products-scale: ~60% of 2.45 M source rows) and are
+// only written as zeros. spmm_rows gives every row a group of its own whose one job first waits
+// for the row's bounds: 612 K blocks of 4 warps, bound by that wait and by block turnover (1.16
+// ms a call for 1.25 GB written, ~3.5 ms of a products-scale step). Here a warp takes 32
+// consecutive rows at a time, on a grid of the blocks resident at once: its lanes load the 32
+// rows' bounds together, then its groups take the rows in turn. A row without entries is a store
+// of zeros that waits for nothing; a row with entries is summed as spmm_rows sums it (add_entries,
+// the same lanes and order: the same bits).
+constexpr int kTileThreads = 256;
+template <typename T, int V>
+__global__ void __launch_bounds__(kTileThreads)
+spmm_segment_tiles(const int64_t* __restrict__ ptr, const int32_t* __restrict__ idx, const int64_t* __restrict__ eid,
+                   const T* __restrict__ w, const T* __restrict__ x, int64_t n_out, int64_t vecs, int tpr,
+                   T* __restrict__ out) {
+  using P = Pack<T, V>;
+  using VT = typename P::type;
+  const int lane = threadIdx.x % 32, groups = 32 / tpr, group = lane / tpr, glane = lane % tpr;
+  const unsigned mask = group_mask(tpr);
+  const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
+  const VT* xv = reinterpret_cast<const VT*>(x);
+  VT* ov = reinterpret_cast<VT*>(out);
+  for (int64_t base = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32 * 32; base < n_out; base += warps * 32) {
+    const int64_t mine = base + lane;
+    const int64_t my_begin = mine < n_out ? ptr[mine] : 0, my_end = mine < n_out ? ptr[mine + 1] : 0;
+    const int in_tile = int(n_out - base < 32 ? n_out - base : 32);  // warp-uniform
+    for (int k = 0; k < in_tile; k += groups) {
+      const int t = k + group;  // this group's row of the tile (t < 32: k <= 32 - groups)
+      const int64_t begin = __shfl_sync(0xffffffffu, my_begin, t), end = __shfl_sync(0xffffffffu, my_end, t);
+      if (t >= in_tile) continue;
+      const int64_t o = base + t;
+      for (int64_t v0 = 0; v0 < vecs; v0 += tpr) {
+        const int64_t v = v0 + glane;
+        VT acc = P::zero();
+        if (end > begin) add_entries<T, V, true>(acc, begin, end, glane, tpr, mask, idx, eid, w, nullptr, xv, v, vecs);
+        if (v < vecs) ov[o * vecs + v] = acc;
+      }
+    }
+  }
+}
+
 // The rows of long_rows (>= long_min entries), or the listed ones: one block per row, its
 // warps take contiguous slices of the entries (the loads of spmm_rows, eight in flight), then
 // warp 0 adds the warps' partial sums in warp order and the self term: a fixed order, so
@@ -800,8 +841,28 @@ at::Tensor aggregate_cuda(const at::Tensor& rowptr, const at::Tensor& col, const
 
 at::Tensor aggregate_entries_cuda(const at::Tensor& ptr, const at::Tensor& idx, const at::Tensor& eid,
                                   const at::Tensor& w, const at::Tensor& x) {
-  const int64_t n_out = ptr.numel() - 1;
-  at::Tensor out = at::empty({n_out, x.size(1)}, x.options());
+  const int64_t n_out = ptr.numel() - 1, f = x.size(1);
+  at::Tensor out = at::empty({n_out, f}, x.options());
+  if (segment_tiles() && n_out > 0 && f > 0) {
+    const at::Tensor xc = x.numel() > 0 ? x.contiguous() : at::zeros({1, f}, x.options());  // (row 0 for the clamped loads)
+    AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "aggregate_entries_cuda", [&] {
+      using T = scalar_t;
+      constexpr int kVec = sizeof(T) == 4 ? 4 : 2;
+      const bool vec_ok = f % kVec == 0 && reinterpret_cast<uintptr_t>(xc.data_ptr<T>()) % (kVec * sizeof(T)) == 0 &&
+                          reinterpret_cast<uintptr_t>(out.data_ptr<T>()) % (kVec * sizeof(T)) == 0;
+      const int64_t vecs = vec_ok ? f / kVec : f;
+      auto launch = [&](auto kernel) {
+        const int64_t blocks = resident_blocks(kernel, kTileThreads, (n_out + kTileThreads - 1) / kTileThreads);
+        kernel<<<blocks, kTileThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
+            ptr.data_ptr<int64_t>(), idx.data_ptr<int32_t>(), eid.data_ptr<int64_t>(),
+            w.defined() ? w.data_ptr<T>() : nullptr, xc.data_ptr<T>(), n_out, vecs, lanes_for(vecs), out.data_ptr<T>());
+        C10_CUDA_KERNEL_LAUNCH_CHECK();
+      };
+      if (vec_ok) launch(spmm_segment_tiles<T, kVec>);
+      else launch(spmm_segment_tiles<T, 1>);
+    });
+    return out;
+  }
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "aggregate_entries_cuda", [&] {
     launch_spmm<scalar_t>(ptr.data_ptr<int64_t>(), idx.data_ptr<int32_t>(), eid.data_ptr<int64_t>(),
                           w.defined() ? w.data_ptr<scalar_t>() : nullptr, nullptr, x, nullptr, n_out,

@@ -286,6 +286,10 @@ bool& regroup_kernel() {
   static bool on = true;
   return on;
 }
+bool& segment_tiles() {
+  static bool on = true;
+  return on;
+}
 
 RegroupedEntries regroup_by_source(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& rows,
                                    int64_t num_src, int64_t entries) {
@@ -303,7 +307,7 @@ RegroupedEntries regroup_by_source(const at::Tensor& rowptr, const at::Tensor& c
 
 KernelOptions kernel_options() {
   return {kernels::length_ordered_rows(), kernels::skip_unread_rows(), kernels::block_mid_rows(),
-          kernels::reader_lists(), kernels::regroup_kernel()};
+          kernels::reader_lists(), kernels::regroup_kernel(), kernels::segment_tiles()};
 }
 void set_kernel_options(const KernelOptions& options) {
   kernels::length_ordered_rows() = options.length_order;
@@ -311,6 +315,7 @@ void set_kernel_options(const KernelOptions& options) {
   kernels::block_mid_rows() = options.mid_row_blocks;
   kernels::reader_lists() = options.reader_lists;
   kernels::regroup_kernel() = options.regroup_kernel;
+  kernels::segment_tiles() = options.segment_tiles;
 }
 
 GraphTensors to_tensors(const Graph& g, c10::Device device) {

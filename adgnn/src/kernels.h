@@ -107,6 +107,9 @@ constexpr int64_t kMaxListRows = 256;
 // (gnn.cpp, backward_x_few_rows) does so with regroup_by_source_cuda's kernels (default on; off:
 // the ATen operations, the same grouping; docs/performance.md v88).
 bool& regroup_kernel();
+// Whether aggregate_entries_cuda sums its segments a tile of 32 rows per warp, an empty row a
+// store of zeros (default on; off: spmm_rows, a group per row; the same bits; v89).
+bool& segment_tiles();
 
 // find_long: also the transpose's row_schedule, for the CUDA backward.
 Transposed transpose_entries(const at::Tensor& rowptr, const at::Tensor& col, int64_t num_src,

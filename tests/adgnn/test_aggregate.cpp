@@ -222,28 +222,32 @@ TEST(CrossEntropySum, TrainingLossAddsTheRegulariserWhereThereIsOne) {
 TEST(KernelOptions, EachSwitchReachesTheKernels) {
   const adgnn::KernelOptions defaults = adgnn::kernel_options();
   EXPECT_TRUE(defaults.length_order && defaults.skip_unread_rows && defaults.mid_row_blocks && defaults.reader_lists &&
-              defaults.regroup_kernel);
-  for (int k = 0; k < 5; ++k) {
+              defaults.regroup_kernel && defaults.segment_tiles);
+  for (int k = 0; k < 6; ++k) {
     adgnn::KernelOptions o;
     (k == 0   ? o.length_order
      : k == 1 ? o.skip_unread_rows
      : k == 2 ? o.mid_row_blocks
      : k == 3 ? o.reader_lists
-              : o.regroup_kernel) = false;
+     : k == 4 ? o.regroup_kernel
+              : o.segment_tiles) = false;
     adgnn::set_kernel_options(o);
     EXPECT_EQ(adgnn::kernels::length_ordered_rows(), k != 0);
     EXPECT_EQ(adgnn::kernels::skip_unread_rows(), k != 1);
     EXPECT_EQ(adgnn::kernels::block_mid_rows(), k != 2);
     EXPECT_EQ(adgnn::kernels::reader_lists(), k != 3);
     EXPECT_EQ(adgnn::kernels::regroup_kernel(), k != 4);
+    EXPECT_EQ(adgnn::kernels::segment_tiles(), k != 5);
     const adgnn::KernelOptions back = adgnn::kernel_options();
     EXPECT_EQ(back.length_order, o.length_order);
     EXPECT_EQ(back.skip_unread_rows, o.skip_unread_rows);
     EXPECT_EQ(back.mid_row_blocks, o.mid_row_blocks);
     EXPECT_EQ(back.reader_lists, o.reader_lists);
     EXPECT_EQ(back.regroup_kernel, o.regroup_kernel);
+    EXPECT_EQ(back.segment_tiles, o.segment_tiles);
   }
   adgnn::set_kernel_options(defaults);
   EXPECT_TRUE(adgnn::kernels::length_ordered_rows() && adgnn::kernels::skip_unread_rows() &&
-              adgnn::kernels::block_mid_rows() && adgnn::kernels::reader_lists() && adgnn::kernels::regroup_kernel());
+              adgnn::kernels::block_mid_rows() && adgnn::kernels::reader_lists() && adgnn::kernels::regroup_kernel() &&
+              adgnn::kernels::segment_tiles());
 }

@@ -1372,6 +1372,68 @@ TEST(Cuda, RegroupKernelEqualsTheATenRegrouping) {
 #endif
 }
 
+// aggregate_entries_cuda's segment sums a tile of 32 rows per warp (v89) against spmm_rows' group
+// per row: the same bits. Segments from regroup_by_source over a graph whose computed rows read
+// few of the source rows (most segments empty), with a source read by 300 rows (a long
+// segment) and a number of source rows that is not a multiple of 32 or of the grid; widths on
+// the vector path and off it (33, 47: scalar), fewer lanes than a warp (3: several rows per warp
+// at once), float32 and float64, with and without weights; and no source rows or no entries.
+TEST(Cuda, SegmentTilesEqualTheRowKernel) {
+  REQUIRE_GPU();
+#ifdef ADGNN_HAVE_CUDA_KERNELS  // the kernels' own entry points (a CPU build declares none)
+  namespace k = adgnn::kernels;
+  const auto d = c10::Device("cuda");
+  const HubCsr h = hub_csr(5003, {2000, 40, 0}, 30, 300, 17);
+  const int64_t n = h.rowptr.numel() - 1;
+  torch::manual_seed(5);
+  const at::Tensor rows = std::get<0>(torch::_unique(torch::cat({torch::randperm(n, torch::kInt64).slice(0, 0, 250),
+                                                                 torch::arange(3, 303)})));
+  const int64_t entries = (h.rowptr.index_select(0, rows + 1) - h.rowptr.index_select(0, rows)).sum().item<int64_t>();
+  const k::RegroupedEntries r = k::regroup_by_source(h.rowptr, h.col, rows, n, entries);
+  const at::Tensor counts = r.ptr.slice(0, 1) - r.ptr.slice(0, 0, -1);
+  EXPECT_GT(counts.eq(0).sum().item<int64_t>(), n / 2);  // mostly empty segments
+  EXPECT_GE(counts.max().item<int64_t>(), 250);         // and a long one
+  const at::Tensor w = torch::rand({h.col.numel()}, torch::kFloat64);
+  auto both = [&](const k::RegroupedEntries& seg, const at::Tensor& g, const at::Tensor& weights) {
+    at::Tensor out[2];
+    for (int tiles = 0; tiles < 2; ++tiles) {
+      k::segment_tiles() = tiles == 1;
+      out[tiles] = k::aggregate_entries_cuda(seg.ptr.to(d), seg.idx.to(d), seg.eid.to(d), weights, g).cpu();
+    }
+    k::segment_tiles() = true;
+    EXPECT_TRUE(torch::equal(out[0], out[1]));
+    return out[1];
+  };
+  for (const auto dtype : {torch::kFloat32, torch::kFloat64}) {
+    for (const int64_t width : {3, 33, 47, 128}) {
+      SCOPED_TRACE("width " + std::to_string(width) + (dtype == torch::kFloat64 ? " float64" : " float32"));
+      const at::Tensor g = torch::randn({rows.numel(), width}, torch::kFloat64);
+      const at::Tensor out = both(r, g.to(d, dtype), w.to(d, dtype));
+      // The float64 reference: each entry's weighted row added to its source row.
+      const at::Tensor entry_src = h.col.to(torch::kInt64).index_select(0, r.eid);
+      const at::Tensor want = torch::zeros({n, width}, torch::kFloat64)
+                                  .index_add_(0, entry_src, g.index_select(0, r.idx.to(torch::kInt64)) *
+                                                                w.index_select(0, r.eid).unsqueeze(1));
+      const double tol = dtype == torch::kFloat64 ? 1e-12 : 1e-4;
+      EXPECT_TRUE(torch::allclose(out.to(torch::kFloat64), want, tol, tol));
+      both(r, g.to(d, dtype), at::Tensor());  // without weights: all ones
+    }
+  }
+  {
+    SCOPED_TRACE("no entries");
+    const k::RegroupedEntries none = k::regroup_by_source(h.rowptr, h.col, torch::tensor({2}, torch::kInt64), n, 0);
+    const at::Tensor out = both(none, torch::randn({1, 128}, torch::kFloat32).to(d), w.to(d, torch::kFloat32));
+    EXPECT_TRUE(torch::equal(out, torch::zeros({n, 128}, torch::kFloat32)));
+  }
+  {
+    SCOPED_TRACE("no source rows");
+    const k::RegroupedEntries none{torch::zeros({1}, torch::kInt64), torch::empty({0}, torch::kInt32),
+                                   torch::empty({0}, torch::kInt64)};
+    EXPECT_EQ(both(none, torch::randn({0, 16}, torch::kFloat32).to(d), at::Tensor()).size(0), 0);
+  }
+#endif
+}
+
 // A distributed pass's halo plan (halo.cpp) on the GPU: the CPU's read bits, masks, dirty state
 // and per-peer counts, with peers of uneven sizes (warps that straddle two peers), a width change,
 // every reader, and more (layer, peer) counters than the kernel keeps in shared memory.

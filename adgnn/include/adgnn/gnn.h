@@ -67,10 +67,12 @@ bool cuda_kernels_built();
 // reader_lists: the backward of at most 256 computed rows sums each source row's gradient from a
 // list of the entries that read it, without the transpose's other entries (v82);
 // regroup_kernel: the backward of more computed rows on a large graph groups their entries by
-// source with a few kernels instead of ~35 ATen operations (v88).
+// source with a few kernels instead of ~35 ATen operations (v88);
+// segment_tiles: that backward sums the groups a tile of 32 source rows per warp, where empty
+// rows are stores of zeros, instead of a group of lanes per source row (v89).
 struct KernelOptions {
   bool length_order = true, skip_unread_rows = true, mid_row_blocks = true, reader_lists = true,
-       regroup_kernel = true;
+       regroup_kernel = true, segment_tiles = true;
 };
 KernelOptions kernel_options();
 void set_kernel_options(const KernelOptions& options);
