@@ -1373,11 +1373,12 @@ TEST(Cuda, RegroupKernelEqualsTheATenRegrouping) {
 }
 
 // aggregate_entries_cuda's segment sums a tile of 32 rows per warp (v89) against spmm_rows' group
-// per row: the same bits. Segments from regroup_by_source over a graph whose computed rows read
-// few of the source rows (most segments empty), with a source read by 300 rows (a long
-// segment) and a number of source rows that is not a multiple of 32 or of the grid; widths on
-// the vector path and off it (33, 47: scalar), fewer lanes than a warp (3: several rows per warp
-// at once), float32 and float64, with and without weights; and no source rows or no entries.
+// per row: the same bits. Segments from regroup_by_source over 4 x 5003 + 5 source rows of which
+// the computed rows read at most the first 5003 (most segments empty, and a count that is not a
+// multiple of 32), with a source read by 300 rows (a long segment); widths on the vector path
+// (128; 256: more vectors than lanes) and off it (33, 47: scalar), fewer lanes than a warp (3:
+// several rows per warp at once), float32 and float64, with and without weights; 400,003 source
+// rows (more tiles than one pass of the grid); and no entries, an input of no rows, no source rows.
 TEST(Cuda, SegmentTilesEqualTheRowKernel) {
   REQUIRE_GPU();
 #ifdef ADGNN_HAVE_CUDA_KERNELS  // the kernels' own entry points (a CPU build declares none)
@@ -1389,10 +1390,6 @@ TEST(Cuda, SegmentTilesEqualTheRowKernel) {
   const at::Tensor rows = std::get<0>(torch::_unique(torch::cat({torch::randperm(n, torch::kInt64).slice(0, 0, 250),
                                                                  torch::arange(3, 303)})));
   const int64_t entries = (h.rowptr.index_select(0, rows + 1) - h.rowptr.index_select(0, rows)).sum().item<int64_t>();
-  const k::RegroupedEntries r = k::regroup_by_source(h.rowptr, h.col, rows, n, entries);
-  const at::Tensor counts = r.ptr.slice(0, 1) - r.ptr.slice(0, 0, -1);
-  EXPECT_GT(counts.eq(0).sum().item<int64_t>(), n / 2);  // mostly empty segments
-  EXPECT_GE(counts.max().item<int64_t>(), 250);         // and a long one
   const at::Tensor w = torch::rand({h.col.numel()}, torch::kFloat64);
   auto both = [&](const k::RegroupedEntries& seg, const at::Tensor& g, const at::Tensor& weights) {
     at::Tensor out[2];
@@ -1404,19 +1401,27 @@ TEST(Cuda, SegmentTilesEqualTheRowKernel) {
     EXPECT_TRUE(torch::equal(out[0], out[1]));
     return out[1];
   };
-  for (const auto dtype : {torch::kFloat32, torch::kFloat64}) {
-    for (const int64_t width : {3, 33, 47, 128}) {
-      SCOPED_TRACE("width " + std::to_string(width) + (dtype == torch::kFloat64 ? " float64" : " float32"));
-      const at::Tensor g = torch::randn({rows.numel(), width}, torch::kFloat64);
-      const at::Tensor out = both(r, g.to(d, dtype), w.to(d, dtype));
-      // The float64 reference: each entry's weighted row added to its source row.
-      const at::Tensor entry_src = h.col.to(torch::kInt64).index_select(0, r.eid);
-      const at::Tensor want = torch::zeros({n, width}, torch::kFloat64)
-                                  .index_add_(0, entry_src, g.index_select(0, r.idx.to(torch::kInt64)) *
-                                                                w.index_select(0, r.eid).unsqueeze(1));
-      const double tol = dtype == torch::kFloat64 ? 1e-12 : 1e-4;
-      EXPECT_TRUE(torch::allclose(out.to(torch::kFloat64), want, tol, tol));
-      both(r, g.to(d, dtype), at::Tensor());  // without weights: all ones
+  for (const int64_t num_src : {4 * n + 5, int64_t(400003)}) {
+    const k::RegroupedEntries r = k::regroup_by_source(h.rowptr, h.col, rows, num_src, entries);
+    const at::Tensor counts = r.ptr.slice(0, 1) - r.ptr.slice(0, 0, -1);
+    EXPECT_GT(counts.eq(0).sum().item<int64_t>(), num_src * 2 / 3);  // mostly empty segments
+    EXPECT_GE(counts.max().item<int64_t>(), 250);                    // and a long one
+    const at::Tensor entry_src = h.col.to(torch::kInt64).index_select(0, r.eid);
+    for (const auto dtype : {torch::kFloat32, torch::kFloat64}) {
+      for (const int64_t width : {3, 33, 47, 128, 256}) {
+        if (num_src > 4 * n + 5 && (dtype == torch::kFloat64 || width != 128)) continue;  // the grid's stride once
+        SCOPED_TRACE("source rows " + std::to_string(num_src) + ", width " + std::to_string(width) +
+                     (dtype == torch::kFloat64 ? " float64" : " float32"));
+        const at::Tensor g = torch::randn({rows.numel(), width}, torch::kFloat64);
+        const at::Tensor out = both(r, g.to(d, dtype), w.to(d, dtype));
+        // The float64 reference: each entry's weighted row added to its source row.
+        const at::Tensor want = torch::zeros({num_src, width}, torch::kFloat64)
+                                    .index_add_(0, entry_src, g.index_select(0, r.idx.to(torch::kInt64)) *
+                                                                  w.index_select(0, r.eid).unsqueeze(1));
+        const double tol = dtype == torch::kFloat64 ? 1e-12 : 1e-4;
+        EXPECT_TRUE(torch::allclose(out.to(torch::kFloat64), want, tol, tol));
+        both(r, g.to(d, dtype), at::Tensor());  // without weights: all ones
+      }
     }
   }
   {
@@ -1424,6 +1429,15 @@ TEST(Cuda, SegmentTilesEqualTheRowKernel) {
     const k::RegroupedEntries none = k::regroup_by_source(h.rowptr, h.col, torch::tensor({2}, torch::kInt64), n, 0);
     const at::Tensor out = both(none, torch::randn({1, 128}, torch::kFloat32).to(d), w.to(d, torch::kFloat32));
     EXPECT_TRUE(torch::equal(out, torch::zeros({n, 128}, torch::kFloat32)));
+  }
+  {
+    SCOPED_TRACE("an input of no rows (a backward where nothing was computed)");
+    const k::RegroupedEntries none{torch::zeros({101}, torch::kInt64), torch::empty({0}, torch::kInt32),
+                                   torch::empty({0}, torch::kInt64)};
+    for (const int64_t width : {16, 47}) {
+      const at::Tensor out = both(none, torch::empty({0, width}, torch::kFloat32).to(d), at::Tensor());
+      EXPECT_TRUE(torch::equal(out, torch::zeros({100, width}, torch::kFloat32)));
+    }
   }
   {
     SCOPED_TRACE("no source rows");
