@@ -217,8 +217,8 @@ HaloLayout make_halo_layout(const MessageGraph& g, int P) {
   }
   h.send_all = torch::cat(g.send_rows);
   h.send_key = h.send_all * P + torch::cat(peers);
-  if (g.boundary_row.numel() > 0)
-    h.peer_key = g.boundary_row * P + g.halo_owner.index_select(0, g.boundary_halo);
+  // (32-bit: a rank's rows are far fewer than 2^31; its CSR has int32 columns.)
+  if (g.boundary_row.numel() > 0) h.boundary = torch::stack({g.boundary_row, g.boundary_halo}).to(torch::kInt32);
   const c10::Device dev = g.rowptr.device();
   h.send_ends = torch::tensor(h.send_offset, torch::kInt64).to(dev);
   h.recv_ends = torch::tensor(g.recv_offset, torch::kInt64).to(dev);
@@ -279,7 +279,7 @@ void HaloPass::read_bits() const {
   halo_bits_ = torch::zeros({g_.num_halo()}, opts);
   if (g_.boundary_row.numel() == 0) return;
   // Plain models compute every row at every layer (undefined bits: all set).
-  kernels::halo_read_bits(g_.boundary_row, g_.boundary_halo, layout_.peer_key,
+  kernels::halo_read_bits(layout_.boundary, g_.halo_owner, P_,
                           all_computed_ ? at::Tensor() : comp_owned_, all_computed_ ? at::Tensor() : comp_halo_,
                           peer_bits_, halo_bits_);
 }

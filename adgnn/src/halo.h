@@ -20,7 +20,7 @@ struct HaloLayout {
   // Every peer's send list concatenated in rank order, and the key (row * P + peer) that
   // peer_reads() is indexed by.
   at::Tensor send_all, send_key;
-  at::Tensor peer_key;                // (boundary row * P + owner of its halo neighbour) per boundary entry
+  at::Tensor boundary;                // int32 [2, entries]: the boundary entries' owned and halo rows
   std::vector<int64_t> send_offset;   // [P + 1]
   at::Tensor send_ends, recv_ends;    // send_offset and g.recv_offset on the device (count_ends)
   // What it was built from besides the CSR (the cache's key): held, so their storage is not reused.

@@ -16,28 +16,28 @@ void check_index(const at::Tensor& t, const char* what) {
 
 }  // namespace
 
-void halo_read_bits(const at::Tensor& boundary_row, const at::Tensor& boundary_halo, const at::Tensor& peer_key,
-                    const at::Tensor& comp_owned, const at::Tensor& comp_halo, at::Tensor& peer_bits,
-                    at::Tensor& halo_bits) {
-  const std::initializer_list<const at::Tensor*> all{&boundary_row, &boundary_halo, &peer_key, &comp_owned,
-                                                     &comp_halo,    &peer_bits,     &halo_bits};
+void halo_read_bits(const at::Tensor& boundary, const at::Tensor& halo_owner, int64_t P, const at::Tensor& comp_owned,
+                    const at::Tensor& comp_halo, at::Tensor& peer_bits, at::Tensor& halo_bits) {
+  const std::initializer_list<const at::Tensor*> all{&halo_owner, &comp_owned, &comp_halo, &peer_bits, &halo_bits};
   for (const at::Tensor* t : all) check_index(*t, "halo_read_bits");
-  TORCH_CHECK(boundary_row.numel() == boundary_halo.numel() && peer_key.numel() == boundary_row.numel(),
-              "halo_read_bits: one owned row, halo row and peer key per boundary entry");
+  TORCH_CHECK(boundary.scalar_type() == at::kInt && boundary.is_contiguous() && boundary.dim() == 2 &&
+                  boundary.size(0) == 2 && halo_owner.defined() && P >= 1,
+              "halo_read_bits: boundary int32 [2, entries] (owned row; halo row), the halo rows' owners and P");
 #ifdef ADGNN_HAVE_CUDA_KERNELS
   if (peer_bits.is_cuda())
-    return halo_read_bits_cuda(boundary_row, boundary_halo, peer_key, comp_owned, comp_halo, peer_bits, halo_bits);
+    return halo_read_bits_cuda(boundary, halo_owner, P, comp_owned, comp_halo, peer_bits, halo_bits);
 #endif
   TORCH_CHECK(peer_bits.is_cpu(), "halo_read_bits: CUDA tensors need the CUDA kernels (configure with -DADGNN_CUDA=ON)");
-  const int64_t* br = boundary_row.data_ptr<int64_t>();
-  const int64_t* bh = boundary_halo.data_ptr<int64_t>();
-  const int64_t* pk = peer_key.data_ptr<int64_t>();
+  const int64_t entries = boundary.size(1);
+  const int32_t* br = boundary.data_ptr<int32_t>();
+  const int32_t* bh = br + entries;
+  const int64_t* owner = halo_owner.data_ptr<int64_t>();
   const int64_t* co = comp_owned.defined() ? comp_owned.data_ptr<int64_t>() : nullptr;
   const int64_t* ch = comp_halo.defined() ? comp_halo.data_ptr<int64_t>() : nullptr;
   int64_t* pb = peer_bits.data_ptr<int64_t>();
   int64_t* hb = halo_bits.data_ptr<int64_t>();
-  for (int64_t e = 0; e < boundary_row.numel(); ++e) {
-    pb[pk[e]] |= ch ? ch[bh[e]] : ~int64_t(0);
+  for (int64_t e = 0; e < entries; ++e) {
+    pb[int64_t(br[e]) * P + owner[bh[e]]] |= ch ? ch[bh[e]] : ~int64_t(0);
     hb[bh[e]] |= co ? co[br[e]] : ~int64_t(0);
   }
 }

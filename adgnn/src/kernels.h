@@ -180,15 +180,16 @@ FDeltaHiddenGrad fdelta_hidden_grad_cpu(const at::Tensor& g, const at::Tensor& w
 // ---- a distributed pass's halo plan (halo.cpp; the CUDA kernels when the build has them) ----------
 // Computed-layer bits: bit t-1 of a row's value is set when layer t computes the row.
 
-// One pass over a rank's boundary entries e (owned row boundary_row[e] reads halo row
-// boundary_halo[e]; the graph being symmetric, that row's owner reads the owned row):
-// peer_bits[peer_key[e]] |= comp_halo[boundary_halo[e]] (the layers at which some peer reads the
-// owned row) and halo_bits[boundary_halo[e]] |= comp_owned[boundary_row[e]] (the layers at which
-// a row here reads the halo row). comp_* undefined: every layer. peer_bits and halo_bits: int64,
-// zeroed by the caller. One pass for every layer instead of a scatter per layer and side.
-void halo_read_bits(const at::Tensor& boundary_row, const at::Tensor& boundary_halo, const at::Tensor& peer_key,
-                    const at::Tensor& comp_owned, const at::Tensor& comp_halo, at::Tensor& peer_bits,
-                    at::Tensor& halo_bits);
+// One pass over a rank's boundary entries e (owned row r = boundary[0][e] reads halo row
+// h = boundary[1][e]; the graph being symmetric, h's owner reads r): peer_bits[r * P +
+// halo_owner[h]] |= comp_halo[h] (the layers at which some peer reads the owned row) and
+// halo_bits[h] |= comp_owned[r] (the layers at which a row here reads the halo row). boundary:
+// int32 [2, entries] (a third of the bytes of two int64 indices and an int64 key per entry, which
+// bounded the CUDA kernel: 160 us a step on a rank of two of products-scale, v90). comp_*
+// undefined: every layer. peer_bits and halo_bits: int64, zeroed by the caller. One pass for
+// every layer instead of a scatter per layer and side.
+void halo_read_bits(const at::Tensor& boundary, const at::Tensor& halo_owner, int64_t P, const at::Tensor& comp_owned,
+                    const at::Tensor& comp_halo, at::Tensor& peer_bits, at::Tensor& halo_bits);
 
 // One side of a halo pass's exchanges at layers t0 .. t0 + K - 1 (go: bool [K, n]), for entries
 // i < n (send-list entries, or halo rows) grouped by peer (offsets: int64 [P + 1] on the
@@ -345,7 +346,7 @@ detail::DepthMasks depth_masks_cuda(const at::Tensor& eps, const at::Tensor& tau
                                    const at::Tensor& rowptr, uint64_t frozen_bits);
 at::Tensor mask_rows_cuda(const at::Tensor& stacked, const at::Tensor& counts, const at::Tensor& tile_offsets,
                           int64_t listed);
-void halo_read_bits_cuda(const at::Tensor& boundary_row, const at::Tensor& boundary_halo, const at::Tensor& peer_key,
+void halo_read_bits_cuda(const at::Tensor& boundary, const at::Tensor& halo_owner, int64_t P,
                          const at::Tensor& comp_owned, const at::Tensor& comp_halo, at::Tensor& peer_bits,
                          at::Tensor& halo_bits);
 at::Tensor halo_keep_masks_cuda(const at::Tensor& comp, const at::Tensor& comp_idx, const at::Tensor& reads,
