@@ -22,6 +22,18 @@
 
 namespace adgnn::cli {
 
+const char* const kKernelOffHelp =
+    "Scheduling options to switch off, for A/B runs: length-order, skip-unread-rows, mid-row-blocks, reader-lists, "
+    "regroup-kernel, segment-tiles, early-first-layer (docs/performance.md v76, v80, v81, v82, v88, v89, v91)";
+
+KernelOptions kernel_options_off(const std::vector<std::string>& names) {
+  try {
+    return kernel_options_without(names);
+  } catch (const std::invalid_argument& e) {
+    throw InputError(std::string("--kernel-off: ") + e.what());
+  }
+}
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -278,19 +290,7 @@ int run_bench(const BenchFlags& f) {
   for (const auto& b : f.backbones)
     if (b != "gcn" && b != "gat" && b != "sage" && b != "mixhop" && b != "gatv2" && b != "dirgnn")
       throw InputError("--backbones: " + b + " is not one of gcn, gat, sage, mixhop, gatv2, dirgnn");
-  KernelOptions ko;
-  for (const auto& k : f.kernel_off) {
-    if (k == "length-order") ko.length_order = false;
-    else if (k == "skip-unread-rows") ko.skip_unread_rows = false;
-    else if (k == "mid-row-blocks") ko.mid_row_blocks = false;
-    else if (k == "reader-lists") ko.reader_lists = false;
-    else if (k == "regroup-kernel") ko.regroup_kernel = false;
-    else if (k == "segment-tiles") ko.segment_tiles = false;
-    else
-      throw InputError("--kernel-off: " + k +
-                       " is not one of length-order, skip-unread-rows, mid-row-blocks, reader-lists, regroup-kernel, "
-                       "segment-tiles");
-  }
+  const KernelOptions ko = kernel_options_off(f.kernel_off);
   c10::Device dev = c10::kCPU;
   try {
     dev = c10::Device(f.device);
@@ -457,10 +457,7 @@ void add_bench_commands(CLI::App& app, std::function<int()>& run) {
   cmd->add_option("--normalisation", f->normalisation, "AD: depth-benefit normalisation (linear, log)")
       ->check(CLI::IsMember({"linear", "log"}))->capture_default_str();
   cmd->add_option("--seed", f->seed, "Seed")->capture_default_str();
-  cmd->add_option("--kernel-off", f->kernel_off,
-                  "CUDA kernel options to switch off, for A/B runs: length-order, skip-unread-rows, mid-row-blocks, "
-                  "reader-lists, regroup-kernel, segment-tiles (docs/performance.md v76, v80, v81, v82, v88, v89)")
-      ->delimiter(',');
+  cmd->add_option("--kernel-off", f->kernel_off, kKernelOffHelp)->delimiter(',');
   cmd->add_flag("--breakdown", f->breakdown, "Also time forward, backward and optimizer (synchronises between them)");
   cmd->add_flag("--kernels", f->kernels, "Also time the aggregation kernels against the device's bandwidth and matmul rate");
   cmd->add_option("--profile", f->profile, "Profile this many more steps per model (Kineto) and print the largest kernels")

@@ -3,6 +3,10 @@
 
 #include <algorithm>
 #include <optional>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "adgnn/gnn.h"
 
@@ -13,6 +17,7 @@
 #include "csr_cache.h"
 #include "kernels.h"
 #include "layers.h"
+#include "surrogate.h"
 
 namespace adgnn {
 
@@ -307,7 +312,8 @@ RegroupedEntries regroup_by_source(const at::Tensor& rowptr, const at::Tensor& c
 
 KernelOptions kernel_options() {
   return {kernels::length_ordered_rows(), kernels::skip_unread_rows(), kernels::block_mid_rows(),
-          kernels::reader_lists(), kernels::regroup_kernel(), kernels::segment_tiles()};
+          kernels::reader_lists(),        kernels::regroup_kernel(),   kernels::segment_tiles(),
+          detail::first_layer_before_counts()};
 }
 void set_kernel_options(const KernelOptions& options) {
   kernels::length_ordered_rows() = options.length_order;
@@ -316,6 +322,30 @@ void set_kernel_options(const KernelOptions& options) {
   kernels::reader_lists() = options.reader_lists;
   kernels::regroup_kernel() = options.regroup_kernel;
   kernels::segment_tiles() = options.segment_tiles;
+  detail::first_layer_before_counts() = options.early_first_layer;
+}
+
+KernelOptions kernel_options_without(const std::vector<std::string>& names) {
+  KernelOptions o;
+  const std::pair<const char*, bool KernelOptions::*> switches[] = {
+      {"length-order", &KernelOptions::length_order},   {"skip-unread-rows", &KernelOptions::skip_unread_rows},
+      {"mid-row-blocks", &KernelOptions::mid_row_blocks}, {"reader-lists", &KernelOptions::reader_lists},
+      {"regroup-kernel", &KernelOptions::regroup_kernel}, {"segment-tiles", &KernelOptions::segment_tiles},
+      {"early-first-layer", &KernelOptions::early_first_layer}};
+  for (const auto& name : names) {
+    bool known = false;
+    for (const auto& [n, field] : switches)
+      if (name == n) {
+        o.*field = false;
+        known = true;
+      }
+    if (!known) {
+      std::string all;
+      for (const auto& [n, field] : switches) all += (all.empty() ? "" : ", ") + std::string(n);
+      throw std::invalid_argument(name + " is not one of " + all);
+    }
+  }
+  return o;
 }
 
 GraphTensors to_tensors(const Graph& g, c10::Device device) {

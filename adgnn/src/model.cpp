@@ -1114,12 +1114,14 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
     const int64_t counts_at = int64_t(lists.size()) + L + (try_compact_halo ? 3 : 0);
     const at::Tensor halo_counts = pass ? pass->plan_counts() : at::Tensor();
     if (halo_counts.defined()) sizes = torch::cat({sizes, halo_counts});
-    // Layer 1 computes every row when lambda = 0 (tau(1) = 0 <= every eps; docs/method.md): one
-    // process issues its forward before it waits for the counts, so that the device runs layer 1
-    // (the graph's SpMM and product) while the host reads the counts and builds the row lists,
+    // Layer 1 computes every row when lambda = 0 (tau(1) = 0 <= every eps; docs/method.md): its
+    // forward is issued before the wait for the counts, so that the device runs layer 1 (the
+    // graph's SpMM and product) while the host reads the counts and builds the row lists,
     // instead of idling until the host has issued it (v74). Kept only if the counts confirm
     // that every row is computed; the loop's call would be the same, with rows 0..n-1 listed.
-    if (!pass && m.adaptive() && c.lambda == 0 && detail::first_layer_before_counts()) {
+    // A rank too (v91): its layer 1 reads the input features it holds, no exchange, except
+    // MixHop's, whose second hop exchanges (HaloPass::inner_fill) in the loop's order.
+    if ((!pass || c.backbone != "mixhop") && m.adaptive() && c.lambda == 0 && detail::first_layer_before_counts()) {
       auto first_layer = [&] {
         RECORD_USER_SCOPE("layer 1");
         {

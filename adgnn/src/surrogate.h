@@ -38,9 +38,10 @@ Thresholds tau_thresholds(const at::Tensor& a, int64_t layers, double lambda);
 // with the general path (a gather of the update and the frozen rows' values).
 bool& band_every_row_active_shortcut();
 
-// Whether a single-process adaptive model with lambda = 0 (every row computed at layer 1) issues
-// layer 1's forward before it waits for the layers' row counts (model.cpp, v74), the wait then
-// overlapping layer 1's kernels; tests turn it off to compare with the plain order.
+// Whether an adaptive model with lambda = 0 (every row computed at layer 1) issues layer 1's
+// forward before it waits for the layers' row counts (model.cpp, v74; KernelOptions's
+// early_first_layer), the wait then overlapping layer 1's kernels; tests turn it off to compare
+// with the plain order.
 bool& first_layer_before_counts();
 
 // Every layer's row masks for one pass, from the depth benefit eps [n] and the thresholds tau [L]

@@ -6,6 +6,7 @@
 
 #include "adgnn/gnn.h"
 #include "kernels.h"
+#include "surrogate.h"
 
 namespace {
 
@@ -222,15 +223,13 @@ TEST(CrossEntropySum, TrainingLossAddsTheRegulariserWhereThereIsOne) {
 TEST(KernelOptions, EachSwitchReachesTheKernels) {
   const adgnn::KernelOptions defaults = adgnn::kernel_options();
   EXPECT_TRUE(defaults.length_order && defaults.skip_unread_rows && defaults.mid_row_blocks && defaults.reader_lists &&
-              defaults.regroup_kernel && defaults.segment_tiles);
-  for (int k = 0; k < 6; ++k) {
-    adgnn::KernelOptions o;
-    (k == 0   ? o.length_order
-     : k == 1 ? o.skip_unread_rows
-     : k == 2 ? o.mid_row_blocks
-     : k == 3 ? o.reader_lists
-     : k == 4 ? o.regroup_kernel
-              : o.segment_tiles) = false;
+              defaults.regroup_kernel && defaults.segment_tiles && defaults.early_first_layer);
+  const char* names[] = {"length-order",   "skip-unread-rows", "mid-row-blocks",   "reader-lists",
+                         "regroup-kernel", "segment-tiles",    "early-first-layer"};
+  for (int k = 0; k < 7; ++k) {
+    SCOPED_TRACE(names[k]);
+    // By name, as adgnn bench / train --kernel-off give it.
+    const adgnn::KernelOptions o = adgnn::kernel_options_without({names[k]});
     adgnn::set_kernel_options(o);
     EXPECT_EQ(adgnn::kernels::length_ordered_rows(), k != 0);
     EXPECT_EQ(adgnn::kernels::skip_unread_rows(), k != 1);
@@ -238,16 +237,27 @@ TEST(KernelOptions, EachSwitchReachesTheKernels) {
     EXPECT_EQ(adgnn::kernels::reader_lists(), k != 3);
     EXPECT_EQ(adgnn::kernels::regroup_kernel(), k != 4);
     EXPECT_EQ(adgnn::kernels::segment_tiles(), k != 5);
+    EXPECT_EQ(adgnn::detail::first_layer_before_counts(), k != 6);
     const adgnn::KernelOptions back = adgnn::kernel_options();
-    EXPECT_EQ(back.length_order, o.length_order);
-    EXPECT_EQ(back.skip_unread_rows, o.skip_unread_rows);
-    EXPECT_EQ(back.mid_row_blocks, o.mid_row_blocks);
-    EXPECT_EQ(back.reader_lists, o.reader_lists);
-    EXPECT_EQ(back.regroup_kernel, o.regroup_kernel);
-    EXPECT_EQ(back.segment_tiles, o.segment_tiles);
+    EXPECT_EQ(back.length_order, k != 0);
+    EXPECT_EQ(back.skip_unread_rows, k != 1);
+    EXPECT_EQ(back.mid_row_blocks, k != 2);
+    EXPECT_EQ(back.reader_lists, k != 3);
+    EXPECT_EQ(back.regroup_kernel, k != 4);
+    EXPECT_EQ(back.segment_tiles, k != 5);
+    EXPECT_EQ(back.early_first_layer, k != 6);
   }
   adgnn::set_kernel_options(defaults);
   EXPECT_TRUE(adgnn::kernels::length_ordered_rows() && adgnn::kernels::skip_unread_rows() &&
               adgnn::kernels::block_mid_rows() && adgnn::kernels::reader_lists() && adgnn::kernels::regroup_kernel() &&
-              adgnn::kernels::segment_tiles());
+              adgnn::kernels::segment_tiles() && adgnn::detail::first_layer_before_counts());
+  // Several names at once; an unknown one named with the known ones.
+  const adgnn::KernelOptions two = adgnn::kernel_options_without({"segment-tiles", "early-first-layer"});
+  EXPECT_TRUE(two.length_order && two.regroup_kernel && !two.segment_tiles && !two.early_first_layer);
+  try {
+    (void)adgnn::kernel_options_without({"reader-lists", "fast"});
+    ADD_FAILURE() << "an unknown name was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("fast is not one of length-order"), std::string::npos) << e.what();
+  }
 }

@@ -102,6 +102,7 @@ struct StepResult {
   std::vector<at::Tensor> logits;  // per step, rows in global order (distributed: owned only)
   std::vector<double> loss;
   std::vector<std::map<std::string, at::Tensor>> grads;
+  std::vector<bool> first_layer_early;  // per step: layer 1 issued before the counts' wait (v74, v91)
 };
 
 // `steps` Adam steps of `cfg` on the whole graph (part == nullptr) or on a rank's part.
@@ -139,6 +140,7 @@ StepResult run_steps(const adgnn::Graph& g, adgnn::ModelConfig cfg, const adgnn:
     if (comm) comm->allreduce(&l, 1, adgnn::DType::F64, adgnn::ReduceOp::Sum);
     r.loss.push_back(l);
     r.logits.push_back(fw.logits.detach().to(torch::kCPU));
+    r.first_layer_early.push_back(fw.stats.first_layer_early);
     std::map<std::string, at::Tensor> gr;
     for (auto& [name, p] : model.named_parameters())
       gr[name] = p.grad().to(torch::kCPU, /*non_blocking=*/false, /*copy=*/true);  // a view of the optimizer's buffer
@@ -165,6 +167,11 @@ void expect_equivalent(Dist& t, const adgnn::Graph& g, const adgnn::ModelConfig&
   const StepResult ref = run_steps(g, cfg, whole(g), nullptr, nullptr, t.device, steps);
   const StepResult dist = run_steps(g, dist_cfg ? *dist_cfg : cfg, part, t.comm.get(), t.xcomm, t.device, steps);
   const at::Tensor owned = torch::tensor(std::vector<int64_t>(part.global_id.begin(), part.global_id.begin() + part.num_owned));
+  // A rank issues layer 1 early where one process does (v91), except MixHop's, which exchanges in
+  // layer 1.
+  if (cfg.backbone != "mixhop") {
+    EXPECT_EQ(dist.first_layer_early, ref.first_layer_early);
+  }
   double worst = 0;
   for (int s = 0; s < steps; ++s) {
     SCOPED_TRACE("step " + std::to_string(s + 1));

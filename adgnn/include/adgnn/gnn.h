@@ -69,11 +69,18 @@ bool cuda_kernels_built();
 // regroup_kernel: the backward of more computed rows on a large graph groups their entries by
 // source with a few kernels instead of ~35 ATen operations (v88);
 // segment_tiles: that backward sums the groups a tile of 32 source rows per warp, where empty
-// rows are stores of zeros, instead of a group of lanes per source row (v89).
+// rows are stores of zeros, instead of a group of lanes per source row (v89);
+// early_first_layer: an adaptive model with lambda = 0 (every row computed at layer 1; a rank of a
+// distributed run too, except MixHop's, whose layer 1 exchanges) issues layer 1's forward before
+// it waits for the layers' row counts, which then overlap layer 1's kernels (v74, ranks v91).
 struct KernelOptions {
   bool length_order = true, skip_unread_rows = true, mid_row_blocks = true, reader_lists = true,
-       regroup_kernel = true, segment_tiles = true;
+       regroup_kernel = true, segment_tiles = true, early_first_layer = true;
 };
+// The options with the named ones off (adgnn bench / train --kernel-off: length-order,
+// skip-unread-rows, mid-row-blocks, reader-lists, regroup-kernel, segment-tiles,
+// early-first-layer); an unknown name throws std::invalid_argument naming it and the known ones.
+KernelOptions kernel_options_without(const std::vector<std::string>& names);
 KernelOptions kernel_options();
 void set_kernel_options(const KernelOptions& options);
 // Peak bytes allocated by PyTorch's CUDA allocator on `device` since the last reset (0 for the
