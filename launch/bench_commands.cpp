@@ -24,7 +24,8 @@ namespace adgnn::cli {
 
 const char* const kKernelOffHelp =
     "Scheduling options to switch off, for A/B runs: length-order, skip-unread-rows, mid-row-blocks, reader-lists, "
-    "regroup-kernel, segment-tiles, early-first-layer (docs/performance.md v76, v80, v81, v82, v88, v89, v91)";
+    "regroup-kernel, segment-tiles, early-first-layer, row-chunks (docs/performance.md v76, v80-v82, v88, v89, v91, "
+    "v92)";
 
 KernelOptions kernel_options_off(const std::vector<std::string>& names) {
   try {

@@ -234,18 +234,18 @@ spmm_segment_tiles(const int64_t* __restrict__ ptr, const int32_t* __restrict__ 
 // gathers in flight per warp at 62 registers. Products-scale, one H200: layer 1's long rows 1.64
 // -> 1.05 ms, the deeper layers' listed rows 0.76 -> 0.56 ms a step (v85, docs/performance.md).
 constexpr int kLongWarps = 16;
-// One row r (output row o) summed by the whole block (kLongWarps warps), as described above;
-// part: the block's shared scratch.
+// The entries [begin, end) of row r summed by the whole block (kLongWarps warps, as described
+// above) into dst's vectors: output row o with the self term when self_w is given, or a chunk's
+// partial sum (self_w null). part: the block's shared scratch.
 template <typename T, int V, bool SelfByRow>
-__device__ void sum_row_on_block(const int64_t* __restrict__ ptr, const int32_t* __restrict__ idx,
-                                 const int64_t* __restrict__ eid, const T* __restrict__ w,
-                                 const int32_t* __restrict__ pos, const T* __restrict__ x, int64_t r, int64_t o,
-                                 int64_t vecs, const T* __restrict__ self_w, bool backward, int64_t n_self,
-                                 T* __restrict__ out, typename Pack<T, V>::type* part) {
+__device__ void sum_on_block(int64_t begin, int64_t end, const int32_t* __restrict__ idx,
+                             const int64_t* __restrict__ eid, const T* __restrict__ w,
+                             const int32_t* __restrict__ pos, const T* __restrict__ x, int64_t r, int64_t o,
+                             int64_t vecs, const T* __restrict__ self_w, bool backward, int64_t n_self,
+                             typename Pack<T, V>::type* __restrict__ dst, typename Pack<T, V>::type* part) {
   using P = Pack<T, V>;
   using VT = typename P::type;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t begin = ptr[r], end = ptr[r + 1];
   const int64_t chunk = (end - begin + kLongWarps - 1) / kLongWarps;
   const int64_t wb = begin + warp * chunk < end ? begin + warp * chunk : end;
   const int64_t we = wb + chunk < end ? wb + chunk : end;
@@ -260,10 +260,22 @@ __device__ void sum_row_on_block(const int64_t* __restrict__ ptr, const int32_t*
       VT sum = part[lane];
       for (int k = 1; k < kLongWarps; ++k) P::fma(sum, T(1), part[k * 32 + lane]);  // exact adds
       if (self_w) add_self<T, V, SelfByRow>(sum, self_w, backward, n_self, pos, r, o, xv, v, vecs);
-      reinterpret_cast<VT*>(out)[o * vecs + v] = sum;
+      dst[v] = sum;
     }
     __syncthreads();
   }
+}
+
+// One row r (output row o) summed by the whole block.
+template <typename T, int V, bool SelfByRow>
+__device__ void sum_row_on_block(const int64_t* __restrict__ ptr, const int32_t* __restrict__ idx,
+                                 const int64_t* __restrict__ eid, const T* __restrict__ w,
+                                 const int32_t* __restrict__ pos, const T* __restrict__ x, int64_t r, int64_t o,
+                                 int64_t vecs, const T* __restrict__ self_w, bool backward, int64_t n_self,
+                                 T* __restrict__ out, typename Pack<T, V>::type* part) {
+  using VT = typename Pack<T, V>::type;
+  sum_on_block<T, V, SelfByRow>(ptr[r], ptr[r + 1], idx, eid, w, pos, x, r, o, vecs, self_w, backward, n_self,
+                                reinterpret_cast<VT*>(out) + o * vecs, part);
 }
 
 template <typename T, int V, bool SelfByRow>
@@ -310,21 +322,35 @@ __global__ void list_blocked_rows(const int64_t* __restrict__ ptr, const int64_t
 // against 192-212). Each block ranks the list itself (at most kLongWarps * 32 rows, a thread
 // each, ties by output row; a longer list is taken as it is). Its last block sets the count
 // back to zero (counters[1]: is_last_block's).
+// Ranked, with chunk > 0, a row of more than `chunk` entries is split: its chunks of `chunk`
+// entries are work items of their own, each a block's partial sum into partials (the row's
+// chunks at consecutive slots, in rank order), and the block that completes the row's last chunk
+// (done[rank], zero before and set back) adds them in chunk order with the self term. AD's deeper
+// layers compute few rows, mostly hubs of thousands of entries: a block per row left the call as
+// long as its longest row (138 us a call on a rank of four, products-scale; v92). A row of at most
+// `chunk` entries is one item, summed as before (the same bits); a split row's sum is associated
+// by chunk (float rounding), the same on every run.
 template <typename T, int V, bool SelfByRow>
 __global__ void __launch_bounds__(kLongWarps * 32)
 spmm_listed_rows(const int64_t* __restrict__ ptr, const int32_t* __restrict__ idx,
                  const int64_t* __restrict__ eid, const T* __restrict__ w,
                  const int32_t* __restrict__ pos, const T* __restrict__ x, const int64_t* __restrict__ rows,
                  const int64_t* __restrict__ list, unsigned* __restrict__ counters, int64_t vecs,
-                 const T* __restrict__ self_w, bool backward, int64_t n_self, T* __restrict__ out) {
-  using VT = typename Pack<T, V>::type;
+                 const T* __restrict__ self_w, bool backward, int64_t n_self, T* __restrict__ out, int64_t chunk,
+                 T* __restrict__ partial_sums, unsigned* __restrict__ done) {
+  using P = Pack<T, V>;
+  using VT = typename P::type;
+  VT* partials = reinterpret_cast<VT*>(partial_sums);
   constexpr int kRanked = kLongWarps * 32;
   __shared__ VT part[kLongWarps * 32];
   __shared__ int64_t len[kRanked], row_o[kRanked];
-  __shared__ int64_t picked;
+  __shared__ int64_t first_item[kRanked + 1], o_of_rank[kRanked];  // by rank
+  __shared__ bool completes;
   const int64_t listed = counters[0];  // the same for every thread of the grid
   const bool ranked = listed <= kRanked;
-  int64_t my_rank = -1, my_o = 0;
+  const bool split = ranked && chunk > 0;
+  auto items_of = [chunk, split](int64_t l) { return split && l > chunk ? (l + chunk - 1) / chunk : int64_t(1); };
+  int64_t my_rank = -1, my_o = 0, my_first = 0;
   if (ranked && threadIdx.x < listed) {
     const int64_t o = list[threadIdx.x], r = rows ? rows[o] : o;
     len[threadIdx.x] = ptr[r + 1] - ptr[r];
@@ -334,20 +360,57 @@ spmm_listed_rows(const int64_t* __restrict__ ptr, const int32_t* __restrict__ id
   if (ranked && threadIdx.x < listed) {
     const int64_t l = len[threadIdx.x];
     my_rank = 0;
-    for (int64_t j = 0; j < listed; ++j) my_rank += len[j] > l || (len[j] == l && row_o[j] < my_o);
+    for (int64_t j = 0; j < listed; ++j)
+      if (len[j] > l || (len[j] == l && row_o[j] < my_o)) {
+        ++my_rank;
+        my_first += items_of(len[j]);
+      }
+    first_item[my_rank] = my_first;
+    o_of_rank[my_rank] = my_o;
+    if (my_rank == listed - 1) first_item[listed] = my_first + items_of(l);
   }
-  for (int64_t b = blockIdx.x; b < listed; b += gridDim.x) {
-    int64_t o;
-    if (ranked) {
-      if (my_rank == b) picked = my_o;
-      __syncthreads();
-      o = picked;
-      __syncthreads();  // (every thread has read it before the next row's is written)
-    } else {
-      o = list[b];
+  __syncthreads();
+  const int64_t items = ranked ? (listed > 0 ? first_item[listed] : 0) : listed;
+  for (int64_t t = blockIdx.x; t < items; t += gridDim.x) {
+    int64_t b = t;  // the item's row, by rank
+    if (split) {  // the last rank whose first item is <= t
+      int64_t lo = 0, hi = listed - 1;
+      while (lo < hi) {
+        const int64_t mid = (lo + hi + 1) / 2;
+        if (first_item[mid] <= t) lo = mid;
+        else hi = mid - 1;
+      }
+      b = lo;
     }
+    const int64_t o = ranked ? o_of_rank[b] : list[b];
     const int64_t r = rows ? rows[o] : o;
-    sum_row_on_block<T, V, SelfByRow>(ptr, idx, eid, w, pos, x, r, o, vecs, self_w, backward, n_self, out, part);
+    const int64_t n_items = split ? first_item[b + 1] - first_item[b] : 1;
+    if (n_items == 1) {
+      sum_row_on_block<T, V, SelfByRow>(ptr, idx, eid, w, pos, x, r, o, vecs, self_w, backward, n_self, out, part);
+      continue;
+    }
+    const int64_t k = t - first_item[b], begin = ptr[r] + k * chunk;
+    const int64_t end = begin + chunk < ptr[r + 1] ? begin + chunk : ptr[r + 1];
+    sum_on_block<T, V, SelfByRow>(begin, end, idx, eid, w, pos, x, r, o, vecs, nullptr, backward, n_self,
+                                  partials + t * vecs, part);
+    __threadfence();  // this chunk's sums, visible before it counts itself done
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      completes = atomicAdd(done + b, 1u) == unsigned(n_items - 1);
+      if (completes) done[b] = 0;  // (every other chunk has counted itself: the next call's zero)
+    }
+    __syncthreads();
+    if (!completes) continue;
+    __threadfence();
+    const VT* xv = reinterpret_cast<const VT*>(x);
+    const VT* first = partials + first_item[b] * vecs;
+    for (int64_t v = threadIdx.x; v < vecs; v += blockDim.x) {
+      VT sum = __ldcg(first + v);  // (L2: other blocks wrote them)
+      for (int64_t c = 1; c < n_items; ++c) P::fma(sum, T(1), __ldcg(first + c * vecs + v));  // exact adds
+      if (self_w) add_self<T, V, SelfByRow>(sum, self_w, backward, n_self, pos, r, o, xv, v, vecs);
+      reinterpret_cast<VT*>(out)[o * vecs + v] = sum;
+    }
+    __syncthreads();  // (completes is rewritten by the next item)
   }
   if (is_last_block(counters + 1) && threadIdx.x == 0) counters[0] = 0;  // every block has read it
 }
@@ -497,13 +560,15 @@ unsigned* listed_counters() {
 // by a block each: every one (spmm_long_rows), or, when `rows` selects the computed ones or flags
 // mark the read ones, those of them that the call computes (list_blocked_rows, then
 // spmm_listed_rows). out_by_row: `rows` is a processing order whose rows write their own output
-// rows (spmm_rows).
+// rows (spmm_rows). entries: the CSR's entry count, which bounds the listed rows' chunks (0:
+// unknown, no row split).
 template <typename T>
 void launch_spmm(const int64_t* ptr, const int32_t* idx, const int64_t* eid, const T* w,
                  const int32_t* pos, const at::Tensor& x, const int64_t* rows, int64_t n_out,
                  const T* self_w, bool backward, int64_t n_self, at::Tensor& out,
                  const int64_t* long_rows = nullptr, int64_t n_long = 0, bool out_by_row = false,
-                 const uint8_t* flags = nullptr, int64_t block_min = kLongRow, bool self_by_row = false) {
+                 const uint8_t* flags = nullptr, int64_t block_min = kLongRow, bool self_by_row = false,
+                 int64_t entries = 0) {
   const int64_t f = x.size(1);
   // With out_by_row, n_out counts the rows besides the long ones, which may be every row (a
   // dense graph): the long-row kernel still has to run.
@@ -514,7 +579,7 @@ void launch_spmm(const int64_t* ptr, const int32_t* idx, const int64_t* eid, con
     // where nothing was computed: every entry skipped) gets a row of zeros to read.
     const at::Tensor one = at::zeros({1, f}, x.options());
     launch_spmm<T>(ptr, idx, eid, w, pos, one, rows, n_out, self_w, backward, n_self, out, long_rows, n_long,
-                   out_by_row, flags, block_min, self_by_row);
+                   out_by_row, flags, block_min, self_by_row, entries);
     return;
   }
   const int64_t computed = out_by_row ? n_out + n_long : n_out;  // the rows this call writes
@@ -532,7 +597,7 @@ void launch_spmm(const int64_t* ptr, const int32_t* idx, const int64_t* eid, con
     xp.slice(1, 0, f).copy_(x);
     at::Tensor outp = at::empty({out.size(0), fp}, out.options());
     launch_spmm<T>(ptr, idx, eid, w, pos, xp, rows, n_out, self_w, backward, n_self, outp, long_rows, n_long,
-                   out_by_row, flags, block_min, self_by_row);
+                   out_by_row, flags, block_min, self_by_row, entries);
     out.copy_(outp.slice(1, 0, f));
     return;
   }
@@ -568,9 +633,16 @@ void launch_spmm(const int64_t* ptr, const int32_t* idx, const int64_t* eid, con
     list_blocked_rows<<<(n_cand + 255) / 256, 256, 0, stream>>>(ptr, by_rows ? rows : nullptr,
                                                                  by_rows ? nullptr : long_rows, n_cand, block_min,
                                                                  flags, list.data_ptr<int64_t>(), counters);
-    listed_kernel<<<std::min(std::min(n_cand, n_long), cap), kLongWarps * 32, 0, stream>>>(
+    // Long rows in chunks of kRowChunk entries (row_chunks): a slot of partial sums per chunk, at
+    // most one per kRowChunk entries of the CSR plus one per ranked row.
+    const bool chunked = row_chunks() && entries > 0;
+    const int64_t slots = chunked ? std::min<int64_t>(n_cand, kLongWarps * 32) + entries / kRowChunk : 0;
+    at::Tensor partials = chunked ? at::empty({slots, vecs * (vec_ok ? kVec : 1)}, x.options()) : at::Tensor();
+    unsigned* done = chunked ? stream_counters(kLongWarps * 32) : nullptr;
+    const int64_t grid = std::min(std::min(n_cand, n_long) + slots, cap);
+    listed_kernel<<<grid, kLongWarps * 32, 0, stream>>>(
         ptr, idx, eid, w, pos, xp, by_rows ? rows : nullptr, list.data_ptr<int64_t>(), counters, vecs, self_w,
-        backward, n_self, op);
+        backward, n_self, op, chunked ? kRowChunk : 0, chunked ? partials.data_ptr<T>() : nullptr, done);
     const cudaError_t launched = cudaGetLastError();
     if (launched != cudaSuccess) {
       // The count may be left non-zero (the first launch went, the second not): zero it for the
@@ -834,7 +906,7 @@ at::Tensor aggregate_cuda(const at::Tensor& rowptr, const at::Tensor& col, const
                           w.defined() ? w.data_ptr<scalar_t>() : nullptr, nullptr, x, row_list,
                           by_order ? n_out - n_long : n_out,
                           self_w.defined() ? self_w.data_ptr<scalar_t>() : nullptr, false, 0, out,
-                          order, n_long, by_order, nullptr, blocked.min_entries, self_by_row);
+                          order, n_long, by_order, nullptr, blocked.min_entries, self_by_row, col.numel());
   });
   return out;
 }
@@ -899,7 +971,7 @@ at::Tensor aggregate_backward_x_cuda(const Transposed& t, const at::Tensor& w,
                           by_order ? num_src - n_long : num_src,
                           self_w.defined() ? self_w.data_ptr<scalar_t>() : nullptr, true, num_dst_rows, grad_x,
                           order, n_long, by_order, flagged ? read_flags.data_ptr<uint8_t>() : nullptr,
-                          blocked.min_entries, self_by_row);
+                          blocked.min_entries, self_by_row, t.row.numel());
   });
   return grad_x;
 }

@@ -295,6 +295,10 @@ bool& segment_tiles() {
   static bool on = true;
   return on;
 }
+bool& row_chunks() {
+  static bool on = true;
+  return on;
+}
 
 RegroupedEntries regroup_by_source(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& rows,
                                    int64_t num_src, int64_t entries) {
@@ -313,7 +317,7 @@ RegroupedEntries regroup_by_source(const at::Tensor& rowptr, const at::Tensor& c
 KernelOptions kernel_options() {
   return {kernels::length_ordered_rows(), kernels::skip_unread_rows(), kernels::block_mid_rows(),
           kernels::reader_lists(),        kernels::regroup_kernel(),   kernels::segment_tiles(),
-          detail::first_layer_before_counts()};
+          detail::first_layer_before_counts(), kernels::row_chunks()};
 }
 void set_kernel_options(const KernelOptions& options) {
   kernels::length_ordered_rows() = options.length_order;
@@ -323,6 +327,7 @@ void set_kernel_options(const KernelOptions& options) {
   kernels::regroup_kernel() = options.regroup_kernel;
   kernels::segment_tiles() = options.segment_tiles;
   detail::first_layer_before_counts() = options.early_first_layer;
+  kernels::row_chunks() = options.row_chunks;
 }
 
 KernelOptions kernel_options_without(const std::vector<std::string>& names) {
@@ -331,7 +336,7 @@ KernelOptions kernel_options_without(const std::vector<std::string>& names) {
       {"length-order", &KernelOptions::length_order},   {"skip-unread-rows", &KernelOptions::skip_unread_rows},
       {"mid-row-blocks", &KernelOptions::mid_row_blocks}, {"reader-lists", &KernelOptions::reader_lists},
       {"regroup-kernel", &KernelOptions::regroup_kernel}, {"segment-tiles", &KernelOptions::segment_tiles},
-      {"early-first-layer", &KernelOptions::early_first_layer}};
+      {"early-first-layer", &KernelOptions::early_first_layer}, {"row-chunks", &KernelOptions::row_chunks}};
   for (const auto& name : names) {
     bool known = false;
     for (const auto& [n, field] : switches)

@@ -68,6 +68,9 @@ struct Transposed {
 // power-law hub (products-scale: 9,411 entries) kept one warp busy for milliseconds while the
 // rest of the GPU idled, which bounded AD's few-row calls (docs/performance.md, v15).
 constexpr int64_t kLongRow = 1024;
+// A listed row (a call over few rows: AD's deeper layers) of more entries is summed in chunks of
+// this many, each a block's (spmm_listed_rows, v92).
+constexpr int64_t kRowChunk = 2048;
 
 // The GPU backward of a few computed rows regroups their entries (given their count) on graphs
 // with at least this many CSR entries, and scans the transpose on smaller ones (measured:
@@ -110,6 +113,9 @@ bool& regroup_kernel();
 // Whether aggregate_entries_cuda sums its segments a tile of 32 rows per warp, an empty row a
 // store of zeros (default on; off: spmm_rows, a group per row; the same bits; v89).
 bool& segment_tiles();
+// Whether a few-row call splits its listed rows of more than kRowChunk entries into chunks, each
+// a block's, their sums added by the row's last (default on; off: a block per row; v92).
+bool& row_chunks();
 
 // find_long: also the transpose's row_schedule, for the CUDA backward.
 Transposed transpose_entries(const at::Tensor& rowptr, const at::Tensor& col, int64_t num_src,

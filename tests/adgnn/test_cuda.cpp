@@ -531,6 +531,64 @@ TEST(Cuda, ListedRowsPastTheGridEqualTheReference) {
   }
 }
 
+// v92: a few-row call splits its listed rows of more than kRowChunk (2,048) entries into chunks,
+// each a block's partial sum, added in chunk order by the block that completes the row. Hubs of
+// 2,049 (two chunks, the second of one entry), 4,096 (exactly two), 5,000, 12,345 and 30,001
+// (15 chunks) entries and one of exactly 2,048 (one item, not split) among 20,000 rows of 1-20
+// entries; the computed rows: the hubs and 100 short rows. Forward and backward equal float64 on
+// the CPU at width 128 and 47 in both precisions; the same bits twice; without the chunks
+// (--kernel-off row-chunks) within rounding, and the unsplit hub's output the same bits.
+TEST(Cuda, ChunkedHubRowsEqualTheReference) {
+  REQUIRE_GPU();
+  const auto d = c10::Device("cuda");
+  constexpr int64_t n = 20000;
+  const std::vector<int64_t> hubs{2049, 4096, 5000, 12345, 30001, 2048};
+  const int64_t unsplit = 5;  // the hub of exactly kRowChunk entries
+  ASSERT_EQ(hubs[size_t(unsplit)], adgnn::kernels::kRowChunk);
+  at::Tensor deg = torch::arange(n, torch::kInt64) % 20 + 1;
+  for (size_t h = 0; h < hubs.size(); ++h) deg[int64_t(h)] = hubs[h];
+  torch::manual_seed(23);
+  const at::Tensor rowptr = torch::cat({torch::zeros({1}, torch::kInt64), deg.cumsum(0)});
+  const at::Tensor col = torch::randint(n, {deg.sum().item<int64_t>()}, torch::kInt64).to(torch::kInt32);
+  const at::Tensor rows = torch::cat({torch::arange(int64_t(hubs.size()), torch::kInt64), torch::arange(5000, 5100, torch::kInt64)});
+  ASSERT_LT(rows.numel() * 8, n);
+  const at::Tensor rowptr_d = rowptr.to(d), col_d = col.to(d), rows_d = rows.to(d);
+  const adgnn::KernelOptions defaults = adgnn::kernel_options();
+  for (const int64_t width : {128, 47}) {
+    for (const bool dbl : {false, true}) {
+      SCOPED_TRACE("width " + std::to_string(width) + (dbl ? " double" : " float"));
+      const auto dtype = dbl ? torch::kFloat64 : torch::kFloat32;
+      const double tol = dbl ? 1e-11 : 5e-4;
+      const at::Tensor x = torch::randn({n, width}, torch::kFloat64), w = torch::rand({col.numel()}, torch::kFloat64);
+      const at::Tensor probe = torch::randn({rows.numel(), width}, torch::kFloat64);
+      at::Tensor x64 = x.clone().requires_grad_(true);
+      const at::Tensor out64 = adgnn::csr_aggregate(rowptr, col, w, x64, rows, at::Tensor());
+      (out64 * probe).sum().backward();
+      at::Tensor out[3], grad[3];
+      for (int k = 0; k < 3; ++k) {  // chunks, chunks again, none
+        adgnn::KernelOptions o = defaults;
+        o.row_chunks = k < 2;
+        adgnn::set_kernel_options(o);
+        at::Tensor xx = x.to(d, dtype).requires_grad_(true);
+        out[k] = adgnn::csr_aggregate(rowptr_d, col_d, w.to(d, dtype), xx, rows_d, at::Tensor());
+        (out[k] * probe.to(d, dtype)).sum().backward();
+        grad[k] = xx.grad();
+      }
+      adgnn::set_kernel_options(defaults);
+      EXPECT_TRUE(torch::equal(out[0], out[1]));
+      EXPECT_TRUE(torch::equal(grad[0], grad[1]));
+      for (int k : {0, 2}) {
+        EXPECT_TRUE(torch::allclose(out[k].cpu().to(torch::kFloat64), out64, tol, tol))
+            << k << ": " << (out[k].cpu().to(torch::kFloat64) - out64).abs().max();
+        EXPECT_TRUE(torch::allclose(grad[k].cpu().to(torch::kFloat64), x64.grad(), tol, tol)) << k;
+      }
+      EXPECT_TRUE(torch::equal(out[0][unsplit], out[2][unsplit]));
+      // Every other row of the output (short rows, one warp each) is untouched by the chunks.
+      EXPECT_TRUE(torch::equal(out[0].slice(0, int64_t(hubs.size())), out[2].slice(0, int64_t(hubs.size()))));
+    }
+  }
+}
+
 // v84's list counters are non-zero between a call's two launches, and trainings may run as host
 // threads on one stream (`adgnn train --run-workers`): so each thread keeps its own. Two threads
 // interleave 30 few-row calls each on the default stream; every output equals the one of a

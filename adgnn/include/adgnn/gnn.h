@@ -58,8 +58,9 @@ at::Tensor cross_entropy_sum(const at::Tensor& logits, const at::Tensor& rows, c
 // Whether this build has the CUDA kernels (ADGNN_CUDA=ON).
 bool cuda_kernels_built();
 // How the CUDA aggregation kernels schedule their rows (docs/performance.md), all on by default;
-// switched off one at a time for A/B measurements (adgnn bench --kernel-off). Each gives the same
-// results, except mid_row_blocks, which groups the sums of some rows differently (float rounding).
+// switched off one at a time for A/B measurements (adgnn bench / train --kernel-off). Each gives
+// the same results, except mid_row_blocks and row_chunks, which group the sums of some rows
+// differently (float rounding).
 // length_order: a call over every row takes the rows by descending length (v76);
 // skip_unread_rows: the backward of a few computed rows writes the source rows that read none of
 // them as zeros without walking their entries (v80);
@@ -72,14 +73,17 @@ bool cuda_kernels_built();
 // rows are stores of zeros, instead of a group of lanes per source row (v89);
 // early_first_layer: an adaptive model with lambda = 0 (every row computed at layer 1; a rank of a
 // distributed run too, except MixHop's, whose layer 1 exchanges) issues layer 1's forward before
-// it waits for the layers' row counts, which then overlap layer 1's kernels (v74, ranks v91).
+// it waits for the layers' row counts, which then overlap layer 1's kernels (v74, ranks v91);
+// row_chunks: a call over few rows sums its rows of more than 2,048 entries in chunks, a block
+// each, where a block per row left the call as long as its longest hub (v92; float rounding).
 struct KernelOptions {
   bool length_order = true, skip_unread_rows = true, mid_row_blocks = true, reader_lists = true,
-       regroup_kernel = true, segment_tiles = true, early_first_layer = true;
+       regroup_kernel = true, segment_tiles = true, early_first_layer = true, row_chunks = true;
 };
 // The options with the named ones off (adgnn bench / train --kernel-off: length-order,
 // skip-unread-rows, mid-row-blocks, reader-lists, regroup-kernel, segment-tiles,
-// early-first-layer); an unknown name throws std::invalid_argument naming it and the known ones.
+// early-first-layer, row-chunks); an unknown name throws std::invalid_argument naming it and the
+// known ones.
 KernelOptions kernel_options_without(const std::vector<std::string>& names);
 KernelOptions kernel_options();
 void set_kernel_options(const KernelOptions& options);
