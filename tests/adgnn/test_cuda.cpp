@@ -304,7 +304,7 @@ HubCsrOnGpu skipping_hub_csr() {
 // zeros without walking their entries, and sums the flagged ones. The same bits as the plain
 // scan: computed rows with and without the hubs (skipping_hub_csr; column 7 is a long row of the
 // transpose), every width path, both precisions, with and without the self term, the rows' positions given or not; and the
-// gradient against float64 on the CPU.
+// gradient against float64 on the CPU, also with v92's row chunks.
 TEST(Cuda, SkippingUnreadRowsEqualsThePlainScan) {
   REQUIRE_GPU();
   const HubCsrOnGpu g = skipping_hub_csr();
@@ -333,16 +333,21 @@ TEST(Cuda, SkippingUnreadRowsEqualsThePlainScan) {
             SCOPED_TRACE("width " + std::to_string(width) + (dbl ? " double" : " float") +
                          (with_hubs ? ", hubs computed" : ", no hubs") + (self ? ", self term" : "") +
                          (given_pos ? ", rows_pos given" : ""));
-            at::Tensor grad[2];
-            for (int skip = 0; skip < 2; ++skip) {
-              adgnn::kernels::skip_unread_rows() = skip == 1;
+            // The plain scan, the skipping one, and the skipping one with v92's row chunks (its
+            // flagged long rows of the transpose in chunks, where the plain scan gives each a
+            // block: another association, so compared with float64 only).
+            at::Tensor grad[3];
+            for (int k = 0; k < 3; ++k) {
+              adgnn::kernels::skip_unread_rows() = k >= 1;
+              adgnn::kernels::row_chunks() = k == 2;
               at::Tensor xx = x.detach().clone().requires_grad_(true);
               const at::Tensor out = adgnn::csr_aggregate(rowptr, col, w, xx, rows, self ? sw : at::Tensor(), -1,
                                                           given_pos ? pos : at::Tensor());
               (out * probe).sum().backward();
-              grad[skip] = xx.grad();
+              grad[k] = xx.grad();
             }
             adgnn::kernels::skip_unread_rows() = true;
+            adgnn::kernels::row_chunks() = true;
             EXPECT_TRUE(torch::equal(grad[0], grad[1])) << (grad[0] - grad[1]).abs().max();
             // Against float64 on the CPU: rows that read no computed row have a zero gradient.
             at::Tensor x64 = x.cpu().to(torch::kFloat64).requires_grad_(true);
@@ -350,8 +355,9 @@ TEST(Cuda, SkippingUnreadRowsEqualsThePlainScan) {
                 adgnn::csr_aggregate(h.rowptr, h.col, w.cpu().to(torch::kFloat64), x64, rows.cpu(),
                                      self ? sw.cpu().to(torch::kFloat64) : at::Tensor());
             (out64 * probe.cpu().to(torch::kFloat64)).sum().backward();
-            EXPECT_TRUE(torch::allclose(grad[1].cpu().to(torch::kFloat64), x64.grad(), dbl ? 1e-12 : 1e-5,
-                                        dbl ? 1e-12 : 1e-5));
+            for (int k : {1, 2})
+              EXPECT_TRUE(torch::allclose(grad[k].cpu().to(torch::kFloat64), x64.grad(), dbl ? 1e-12 : 1e-5,
+                                          dbl ? 1e-12 : 1e-5)) << k;
             EXPECT_GT(x64.grad().abs().sum(1).eq(0).sum().item<int64_t>(), 0);
           }
         }
