@@ -56,7 +56,7 @@ bool gradient_is_exclusive(const at::Tensor& grad) {
   if (!grad.defined()) return false;
   const int slot = slot_of(grad.device());
   const int64_t count = slot < 0 ? -1 : probed_count[slot].load();
-  return count > 0 && grad.is_contiguous() && grad.use_count() <= count && grad.storage().use_count() == 1;
+  return count > 0 && grad.is_contiguous() && int64_t(grad.use_count()) <= count && grad.storage().use_count() == 1;
 }
 
 }  // namespace adgnn::detail

@@ -491,6 +491,24 @@ MidCsr mid_rows_csr(int64_t m_mid, uint64_t seed) {
   return c;
 }
 
+// A few-row call's float64 inputs on the CPU (x, the weights, a probe of the output's shape) and
+// its reference: the output and x's gradient of sum(out * probe).
+struct FewRowReference {
+  at::Tensor x, w, probe, out, grad;
+};
+FewRowReference few_row_reference(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& rows,
+                                  int64_t width) {
+  FewRowReference r;
+  r.x = torch::randn({rowptr.numel() - 1, width}, torch::kFloat64);
+  r.w = torch::rand({col.numel()}, torch::kFloat64);
+  r.probe = torch::randn({rows.numel(), width}, torch::kFloat64);
+  at::Tensor x64 = r.x.clone().requires_grad_(true);
+  r.out = adgnn::csr_aggregate(rowptr, col, r.w, x64, rows, at::Tensor());
+  (r.out * r.probe).sum().backward();
+  r.grad = x64.grad();
+  return r;
+}
+
 // v84: a call over few rows gives blocks to its computed blocked rows only, longest first when
 // at most 512 are listed (each block of 512 threads ranks the list, v85), else in the list's own
 // order; the grid is capped at four blocks per SM (528 on an H200), so blocks take several rows.
@@ -516,22 +534,18 @@ TEST(Cuda, ListedRowsPastTheGridEqualTheReference) {
                      (dbl ? " double" : " float"));
         const auto dtype = dbl ? torch::kFloat64 : torch::kFloat32;
         const double tol = dbl ? 1e-11 : 2e-4;
-        const at::Tensor x = torch::randn({n, width}, torch::kFloat64), w = torch::rand({col.numel()}, torch::kFloat64);
-        const at::Tensor probe = torch::randn({rows.numel(), width}, torch::kFloat64);
-        at::Tensor x64 = x.clone().requires_grad_(true);
-        const at::Tensor out64 = adgnn::csr_aggregate(rowptr, col, w, x64, rows, at::Tensor());
-        (out64 * probe).sum().backward();
+        const FewRowReference ref = few_row_reference(rowptr, col, rows, width);
         at::Tensor out[2], grad[2];
         for (int k = 0; k < 2; ++k) {
-          at::Tensor xx = x.to(d, dtype).requires_grad_(true);
-          out[k] = adgnn::csr_aggregate(rowptr_d, col_d, w.to(d, dtype), xx, rows.to(d), at::Tensor());
-          (out[k] * probe.to(d, dtype)).sum().backward();
+          at::Tensor xx = ref.x.to(d, dtype).requires_grad_(true);
+          out[k] = adgnn::csr_aggregate(rowptr_d, col_d, ref.w.to(d, dtype), xx, rows.to(d), at::Tensor());
+          (out[k] * ref.probe.to(d, dtype)).sum().backward();
           grad[k] = xx.grad();
         }
         EXPECT_TRUE(torch::equal(out[0], out[1]));
         EXPECT_TRUE(torch::equal(grad[0], grad[1]));
-        EXPECT_TRUE(torch::allclose(out[0].cpu().to(torch::kFloat64), out64, tol, tol));
-        EXPECT_TRUE(torch::allclose(grad[0].cpu().to(torch::kFloat64), x64.grad(), tol, tol));
+        EXPECT_TRUE(torch::allclose(out[0].cpu().to(torch::kFloat64), ref.out, tol, tol));
+        EXPECT_TRUE(torch::allclose(grad[0].cpu().to(torch::kFloat64), ref.grad, tol, tol));
       }
     }
   }
@@ -565,28 +579,24 @@ TEST(Cuda, ChunkedHubRowsEqualTheReference) {
       SCOPED_TRACE("width " + std::to_string(width) + (dbl ? " double" : " float"));
       const auto dtype = dbl ? torch::kFloat64 : torch::kFloat32;
       const double tol = dbl ? 1e-11 : 5e-4;
-      const at::Tensor x = torch::randn({n, width}, torch::kFloat64), w = torch::rand({col.numel()}, torch::kFloat64);
-      const at::Tensor probe = torch::randn({rows.numel(), width}, torch::kFloat64);
-      at::Tensor x64 = x.clone().requires_grad_(true);
-      const at::Tensor out64 = adgnn::csr_aggregate(rowptr, col, w, x64, rows, at::Tensor());
-      (out64 * probe).sum().backward();
+      const FewRowReference ref = few_row_reference(rowptr, col, rows, width);
       at::Tensor out[3], grad[3];
       for (int k = 0; k < 3; ++k) {  // chunks, chunks again, none
         adgnn::KernelOptions o = defaults;
         o.row_chunks = k < 2;
         adgnn::set_kernel_options(o);
-        at::Tensor xx = x.to(d, dtype).requires_grad_(true);
-        out[k] = adgnn::csr_aggregate(rowptr_d, col_d, w.to(d, dtype), xx, rows_d, at::Tensor());
-        (out[k] * probe.to(d, dtype)).sum().backward();
+        at::Tensor xx = ref.x.to(d, dtype).requires_grad_(true);
+        out[k] = adgnn::csr_aggregate(rowptr_d, col_d, ref.w.to(d, dtype), xx, rows_d, at::Tensor());
+        (out[k] * ref.probe.to(d, dtype)).sum().backward();
         grad[k] = xx.grad();
       }
       adgnn::set_kernel_options(defaults);
       EXPECT_TRUE(torch::equal(out[0], out[1]));
       EXPECT_TRUE(torch::equal(grad[0], grad[1]));
       for (int k : {0, 2}) {
-        EXPECT_TRUE(torch::allclose(out[k].cpu().to(torch::kFloat64), out64, tol, tol))
-            << k << ": " << (out[k].cpu().to(torch::kFloat64) - out64).abs().max();
-        EXPECT_TRUE(torch::allclose(grad[k].cpu().to(torch::kFloat64), x64.grad(), tol, tol)) << k;
+        EXPECT_TRUE(torch::allclose(out[k].cpu().to(torch::kFloat64), ref.out, tol, tol))
+            << k << ": " << (out[k].cpu().to(torch::kFloat64) - ref.out).abs().max();
+        EXPECT_TRUE(torch::allclose(grad[k].cpu().to(torch::kFloat64), ref.grad, tol, tol)) << k;
       }
       EXPECT_TRUE(torch::equal(out[0][unsplit], out[2][unsplit]));
       // Every other row of the output (short rows, one warp each) is untouched by the chunks.
