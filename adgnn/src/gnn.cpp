@@ -271,34 +271,21 @@ Transposed transpose_entries(const at::Tensor& rowptr, const at::Tensor& col, in
   return t;
 }
 
-bool& length_ordered_rows() {
-  static bool on = true;
-  return on;
+namespace {
+// The switches' one copy (kernel_options / set_kernel_options read and write it whole).
+KernelOptions& active_options() {
+  static KernelOptions options;
+  return options;
 }
-bool& skip_unread_rows() {
-  static bool on = true;
-  return on;
-}
-bool& block_mid_rows() {
-  static bool on = true;
-  return on;
-}
-bool& reader_lists() {
-  static bool on = true;
-  return on;
-}
-bool& regroup_kernel() {
-  static bool on = true;
-  return on;
-}
-bool& segment_tiles() {
-  static bool on = true;
-  return on;
-}
-bool& row_chunks() {
-  static bool on = true;
-  return on;
-}
+}  // namespace
+
+bool& length_ordered_rows() { return active_options().length_order; }
+bool& skip_unread_rows() { return active_options().skip_unread_rows; }
+bool& block_mid_rows() { return active_options().mid_row_blocks; }
+bool& reader_lists() { return active_options().reader_lists; }
+bool& regroup_kernel() { return active_options().regroup_kernel; }
+bool& segment_tiles() { return active_options().segment_tiles; }
+bool& row_chunks() { return active_options().row_chunks; }
 
 RegroupedEntries regroup_by_source(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& rows,
                                    int64_t num_src, int64_t entries) {
@@ -314,21 +301,9 @@ RegroupedEntries regroup_by_source(const at::Tensor& rowptr, const at::Tensor& c
 }
 }  // namespace kernels
 
-KernelOptions kernel_options() {
-  return {kernels::length_ordered_rows(), kernels::skip_unread_rows(), kernels::block_mid_rows(),
-          kernels::reader_lists(),        kernels::regroup_kernel(),   kernels::segment_tiles(),
-          detail::first_layer_before_counts(), kernels::row_chunks()};
-}
-void set_kernel_options(const KernelOptions& options) {
-  kernels::length_ordered_rows() = options.length_order;
-  kernels::skip_unread_rows() = options.skip_unread_rows;
-  kernels::block_mid_rows() = options.mid_row_blocks;
-  kernels::reader_lists() = options.reader_lists;
-  kernels::regroup_kernel() = options.regroup_kernel;
-  kernels::segment_tiles() = options.segment_tiles;
-  detail::first_layer_before_counts() = options.early_first_layer;
-  kernels::row_chunks() = options.row_chunks;
-}
+KernelOptions kernel_options() { return kernels::active_options(); }
+void set_kernel_options(const KernelOptions& options) { kernels::active_options() = options; }
+bool& detail::first_layer_before_counts() { return kernels::active_options().early_first_layer; }
 
 KernelOptions kernel_options_without(const std::vector<std::string>& names) {
   KernelOptions o;

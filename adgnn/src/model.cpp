@@ -421,11 +421,6 @@ bool& detail::band_every_row_active_shortcut() {
   return on;
 }
 
-bool& detail::first_layer_before_counts() {
-  static bool on = true;
-  return on;
-}
-
 detail::DepthMasks detail::depth_masks(const at::Tensor& eps, const at::Tensor& tau, const at::Tensor& depth_in,
                                        const at::Tensor& rowptr, const DepthMaskSpec& spec) {
   const int64_t L = spec.layers, n = rowptr.numel() - 1;
