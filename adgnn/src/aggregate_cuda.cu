@@ -344,17 +344,20 @@ spmm_listed_rows(const int64_t* __restrict__ ptr, const int32_t* __restrict__ id
   constexpr int kRanked = kLongWarps * 32;
   __shared__ VT part[kLongWarps * 32];
   __shared__ int64_t len[kRanked], row_o[kRanked];
+  __shared__ int32_t row_items[kRanked];                              // by list position
   __shared__ int64_t first_item[kRanked + 1], o_of_rank[kRanked];  // by rank
   __shared__ bool completes;
   const int64_t listed = counters[0];  // the same for every thread of the grid
   const bool ranked = listed <= kRanked;
   const bool split = ranked && chunk > 0;
-  auto items_of = [chunk, split](int64_t l) { return split && l > chunk ? (l + chunk - 1) / chunk : int64_t(1); };
   int64_t my_rank = -1, my_o = 0, my_first = 0;
   if (ranked && threadIdx.x < listed) {
     const int64_t o = list[threadIdx.x], r = rows ? rows[o] : o;
-    len[threadIdx.x] = ptr[r + 1] - ptr[r];
+    const int64_t l = ptr[r + 1] - ptr[r];
+    len[threadIdx.x] = l;
     row_o[threadIdx.x] = my_o = o;
+    // (One division per row here: in the ranking loop below it cost every block ~listed^2 / 2.)
+    row_items[threadIdx.x] = int32_t(split && l > chunk ? (l + chunk - 1) / chunk : 1);
   }
   __syncthreads();
   if (ranked && threadIdx.x < listed) {
@@ -363,11 +366,11 @@ spmm_listed_rows(const int64_t* __restrict__ ptr, const int32_t* __restrict__ id
     for (int64_t j = 0; j < listed; ++j)
       if (len[j] > l || (len[j] == l && row_o[j] < my_o)) {
         ++my_rank;
-        my_first += items_of(len[j]);
+        my_first += row_items[j];
       }
     first_item[my_rank] = my_first;
     o_of_rank[my_rank] = my_o;
-    if (my_rank == listed - 1) first_item[listed] = my_first + items_of(l);
+    if (my_rank == listed - 1) first_item[listed] = my_first + row_items[threadIdx.x];
   }
   __syncthreads();
   const int64_t items = ranked ? (listed > 0 ? first_item[listed] : 0) : listed;

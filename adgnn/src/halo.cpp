@@ -278,18 +278,28 @@ void HaloPass::read_bits() const {
   peer_bits_ = torch::zeros({g_.num_dst * P_}, opts);
   halo_bits_ = torch::zeros({g_.num_halo()}, opts);
   if (g_.boundary_row.numel() == 0) return;
-  // Plain models compute every row at every layer (undefined bits: all set).
+  // Plain models compute every row at every layer (undefined bits: all set). Layers before the
+  // first one asked for are left out (bits t - 1 >= first_read_layer_ - 1 kept).
+  const uint64_t layers = ~((uint64_t(1) << (first_read_layer_ - 1)) - 1);
   kernels::halo_read_bits(layout_.boundary, g_.halo_owner, P_,
                           all_computed_ ? at::Tensor() : comp_owned_, all_computed_ ? at::Tensor() : comp_halo_,
-                          peer_bits_, halo_bits_);
+                          peer_bits_, halo_bits_, layers);
+}
+
+void HaloPass::set_first_read_layer(int64_t t) {
+  TORCH_CHECK(t >= 1 && t <= 64 && !peer_bits_.defined(),
+              "HaloPass::set_first_read_layer: a layer in 1..64, before the read bits are built");
+  first_read_layer_ = t;
 }
 
 at::Tensor HaloPass::peer_reads(int64_t t) const {
+  TORCH_CHECK(t >= first_read_layer_, "HaloPass::peer_reads: layer ", t, "'s reads were left out");
   read_bits();
   return bit(peer_bits_, t);
 }
 
 at::Tensor HaloPass::halo_reads(int64_t t) const {
+  TORCH_CHECK(t >= first_read_layer_, "HaloPass::halo_reads: layer ", t, "'s reads were left out");
   read_bits();
   return bit(halo_bits_, t);
 }

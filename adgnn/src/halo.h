@@ -81,6 +81,11 @@ class HaloPass {
   // (the model's training pass, whose layer_outputs it then leaves empty).
   void set_in_place(bool on) { in_place_ = on; }
 
+  // The first layer whose reads anyone asks for (peer_reads, halo_reads; default 1): 2 when
+  // layer 1 exchanges nothing (every backbone but MixHop), so that the read bits skip the
+  // boundary entries whose readers compute no deeper layer (v93). Call before the first plan.
+  void set_first_read_layer(int64_t t);
+
   // The last extend's result, replaced by the same rows under another autograd node (an
   // alias of it, dropout_rows_and_input's second output), which the next extend_update reads.
   void replace_last(const at::Tensor& src);
@@ -142,6 +147,7 @@ class HaloPass {
   at::Tensor token_;
   at::Tensor comp_owned_, comp_halo_;
   mutable at::Tensor peer_bits_, halo_bits_;  // read_bits()
+  int64_t first_read_layer_ = 1;               // set_first_read_layer()
   bool all_computed_ = true;
   HaloLayout layout_;
   at::Tensor dirty_send_;  // over layout_.send_all

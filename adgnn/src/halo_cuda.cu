@@ -24,15 +24,18 @@ __device__ inline void or_bits(u64* word, u64 bits) {
   if ((*word & bits) != bits) atomicOr(word, bits);
 }
 
+// (An entry whose readers compute none of `layers` reads neither its owner nor either word.)
 __global__ void halo_read_bits_kernel(const int32_t* __restrict__ br, const int32_t* __restrict__ bh,
                                       const int64_t* __restrict__ owner, int64_t P,
                                       const int64_t* __restrict__ comp_owned, const int64_t* __restrict__ comp_halo,
-                                      int64_t entries, u64* peer_bits, u64* halo_bits) {
+                                      int64_t entries, u64 layers, u64* peer_bits, u64* halo_bits) {
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < entries; e += stride) {
     const int64_t r = br[e], h = bh[e];
-    or_bits(peer_bits + (r * P + owner[h]), comp_halo ? u64(comp_halo[h]) : ~u64(0));
-    or_bits(halo_bits + h, comp_owned ? u64(comp_owned[r]) : ~u64(0));
+    const u64 read_there = (comp_halo ? u64(comp_halo[h]) : ~u64(0)) & layers;
+    const u64 read_here = (comp_owned ? u64(comp_owned[r]) : ~u64(0)) & layers;
+    if (read_there != 0) or_bits(peer_bits + (r * P + owner[h]), read_there);
+    if (read_here != 0) or_bits(halo_bits + h, read_here);
   }
 }
 
@@ -104,14 +107,14 @@ __global__ void halo_keep_masks_kernel(const int64_t* __restrict__ comp, const i
 
 void halo_read_bits_cuda(const at::Tensor& boundary, const at::Tensor& halo_owner, int64_t P,
                          const at::Tensor& comp_owned, const at::Tensor& comp_halo, at::Tensor& peer_bits,
-                         at::Tensor& halo_bits) {
+                         at::Tensor& halo_bits, uint64_t layers) {
   const int64_t entries = boundary.size(1);
   if (entries == 0) return;
   const int threads = 256;
   auto ptr = [](const at::Tensor& t) { return t.defined() ? t.data_ptr<int64_t>() : nullptr; };
   const int32_t* b = boundary.data_ptr<int32_t>();
   halo_read_bits_kernel<<<grid_for(entries, threads, 8), threads, 0, at::cuda::getCurrentCUDAStream()>>>(
-      b, b + entries, halo_owner.data_ptr<int64_t>(), P, ptr(comp_owned), ptr(comp_halo), entries,
+      b, b + entries, halo_owner.data_ptr<int64_t>(), P, ptr(comp_owned), ptr(comp_halo), entries, u64(layers),
       reinterpret_cast<u64*>(peer_bits.data_ptr<int64_t>()), reinterpret_cast<u64*>(halo_bits.data_ptr<int64_t>()));
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }

@@ -17,7 +17,7 @@ void check_index(const at::Tensor& t, const char* what) {
 }  // namespace
 
 void halo_read_bits(const at::Tensor& boundary, const at::Tensor& halo_owner, int64_t P, const at::Tensor& comp_owned,
-                    const at::Tensor& comp_halo, at::Tensor& peer_bits, at::Tensor& halo_bits) {
+                    const at::Tensor& comp_halo, at::Tensor& peer_bits, at::Tensor& halo_bits, uint64_t layers) {
   const std::initializer_list<const at::Tensor*> all{&halo_owner, &comp_owned, &comp_halo, &peer_bits, &halo_bits};
   for (const at::Tensor* t : all) check_index(*t, "halo_read_bits");
   TORCH_CHECK(boundary.scalar_type() == at::kInt && boundary.is_contiguous() && boundary.dim() == 2 &&
@@ -25,7 +25,7 @@ void halo_read_bits(const at::Tensor& boundary, const at::Tensor& halo_owner, in
               "halo_read_bits: boundary int32 [2, entries] (owned row; halo row), the halo rows' owners and P");
 #ifdef ADGNN_HAVE_CUDA_KERNELS
   if (peer_bits.is_cuda())
-    return halo_read_bits_cuda(boundary, halo_owner, P, comp_owned, comp_halo, peer_bits, halo_bits);
+    return halo_read_bits_cuda(boundary, halo_owner, P, comp_owned, comp_halo, peer_bits, halo_bits, layers);
 #endif
   TORCH_CHECK(peer_bits.is_cpu(), "halo_read_bits: CUDA tensors need the CUDA kernels (configure with -DADGNN_CUDA=ON)");
   const int64_t entries = boundary.size(1);
@@ -36,9 +36,12 @@ void halo_read_bits(const at::Tensor& boundary, const at::Tensor& halo_owner, in
   const int64_t* ch = comp_halo.defined() ? comp_halo.data_ptr<int64_t>() : nullptr;
   int64_t* pb = peer_bits.data_ptr<int64_t>();
   int64_t* hb = halo_bits.data_ptr<int64_t>();
+  const auto wanted = int64_t(layers);
   for (int64_t e = 0; e < entries; ++e) {
-    pb[int64_t(br[e]) * P + owner[bh[e]]] |= ch ? ch[bh[e]] : ~int64_t(0);
-    hb[bh[e]] |= co ? co[br[e]] : ~int64_t(0);
+    const int64_t r = br[e], h = bh[e];
+    const int64_t read_there = (ch ? ch[h] : ~int64_t(0)) & wanted, read_here = (co ? co[r] : ~int64_t(0)) & wanted;
+    if (read_there != 0) pb[r * P + owner[h]] |= read_there;
+    if (read_here != 0) hb[h] |= read_here;
   }
 }
 

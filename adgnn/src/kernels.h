@@ -193,9 +193,13 @@ FDeltaHiddenGrad fdelta_hidden_grad_cpu(const at::Tensor& g, const at::Tensor& w
 // int32 [2, entries] (a third of the bytes of two int64 indices and an int64 key per entry, which
 // bounded the CUDA kernel: 160 us a step on a rank of two of products-scale, v90). comp_*
 // undefined: every layer. peer_bits and halo_bits: int64, zeroed by the caller. One pass for
-// every layer instead of a scatter per layer and side.
+// every layer instead of a scatter per layer and side. Only the layers in `layers` (bit t-1:
+// layer t) are looked at: an entry whose readers compute none of them is skipped without
+// reading its halo row's owner or either word (AD's deeper layers compute a few hundred rows,
+// and layer 1's reads are never asked for except by MixHop: most entries, v93).
 void halo_read_bits(const at::Tensor& boundary, const at::Tensor& halo_owner, int64_t P, const at::Tensor& comp_owned,
-                    const at::Tensor& comp_halo, at::Tensor& peer_bits, at::Tensor& halo_bits);
+                    const at::Tensor& comp_halo, at::Tensor& peer_bits, at::Tensor& halo_bits,
+                    uint64_t layers = ~uint64_t(0));
 
 // One side of a halo pass's exchanges at layers t0 .. t0 + K - 1 (go: bool [K, n]), for entries
 // i < n (send-list entries, or halo rows) grouped by peer (offsets: int64 [P + 1] on the
@@ -354,7 +358,7 @@ at::Tensor mask_rows_cuda(const at::Tensor& stacked, const at::Tensor& counts, c
                           int64_t listed);
 void halo_read_bits_cuda(const at::Tensor& boundary, const at::Tensor& halo_owner, int64_t P,
                          const at::Tensor& comp_owned, const at::Tensor& comp_halo, at::Tensor& peer_bits,
-                         at::Tensor& halo_bits);
+                         at::Tensor& halo_bits, uint64_t layers);
 at::Tensor halo_keep_masks_cuda(const at::Tensor& comp, const at::Tensor& comp_idx, const at::Tensor& reads,
                                 const at::Tensor& reads_idx, const at::Tensor& offsets, int64_t t0, int64_t K,
                                 uint64_t width_changed, bool all_readers, at::Tensor& dirty, at::Tensor& go);

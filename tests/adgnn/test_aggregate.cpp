@@ -264,3 +264,44 @@ TEST(KernelOptions, EachSwitchReachesTheKernels) {
     EXPECT_NE(std::string(e.what()).find("fast is not one of length-order"), std::string::npos) << e.what();
   }
 }
+
+// v93: the halo plan's read bits of the asked layers only, on the CPU: each (owned row, peer)
+// word and each halo row's word against the definition, entry by entry, for every layer, layers
+// >= 2 and layers 2-3; undefined computed-layer masks (plain models) read as every layer.
+TEST(HaloKernels, ReadBitsOfTheAskedLayersEqualTheDefinition) {
+  namespace k = adgnn::kernels;
+  torch::manual_seed(5);
+  const int64_t owned = 300, halo = 500, entries = 4000, P = 3;
+  const at::Tensor halo_owner = std::get<0>(torch::sort(torch::randint(0, P, {halo}, torch::kInt64)));
+  const at::Tensor br = torch::randint(0, owned, {entries}, torch::kInt64);
+  const at::Tensor bh = torch::randint(0, halo, {entries}, torch::kInt64);
+  const at::Tensor boundary = torch::stack({br, bh}).to(torch::kInt32);
+  // Most rows computed at layer 1 only (bit 0), a few deeper: AD's deeper layers.
+  const at::Tensor deep = torch::rand({owned + halo}) < 0.05;
+  const at::Tensor comp = torch::where(deep, torch::randint(2, 16, {owned + halo}, torch::kInt64), 1);
+  const at::Tensor comp_owned = comp.slice(0, 0, owned).contiguous(), comp_halo = comp.slice(0, owned).contiguous();
+  for (const bool plain : {false, true}) {
+    for (const uint64_t layers : {~uint64_t(0), ~uint64_t(1), uint64_t(6)}) {
+      SCOPED_TRACE(std::string(plain ? "plain, " : "") + "layers " + std::to_string(layers));
+      at::Tensor want_peer = torch::zeros({owned * P}, torch::kInt64), want_halo = torch::zeros({halo}, torch::kInt64);
+      const int64_t *r = br.data_ptr<int64_t>(), *h = bh.data_ptr<int64_t>(), *owner = halo_owner.data_ptr<int64_t>();
+      const int64_t *co = comp_owned.data_ptr<int64_t>(), *ch = comp_halo.data_ptr<int64_t>();
+      int64_t *wp = want_peer.data_ptr<int64_t>(), *wh = want_halo.data_ptr<int64_t>();
+      for (int64_t e = 0; e < entries; ++e) {
+        wp[r[e] * P + owner[h[e]]] |= (plain ? ~int64_t(0) : ch[h[e]]) & int64_t(layers);
+        wh[h[e]] |= (plain ? ~int64_t(0) : co[r[e]]) & int64_t(layers);
+      }
+      at::Tensor peer_bits = torch::zeros({owned * P}, torch::kInt64), halo_bits = torch::zeros({halo}, torch::kInt64);
+      k::halo_read_bits(boundary, halo_owner, P, plain ? at::Tensor() : comp_owned, plain ? at::Tensor() : comp_halo,
+                        peer_bits, halo_bits, layers);
+      EXPECT_TRUE(torch::equal(peer_bits, want_peer));
+      EXPECT_TRUE(torch::equal(halo_bits, want_halo));
+      // Layers >= 2 leave most words empty here: the entries the kernels skip.
+      if (!plain && layers == ~uint64_t(1)) {
+        EXPECT_GT(halo_bits.eq(0).sum().item<int64_t>(), halo / 2);
+        EXPECT_GT(halo_bits.ne(0).sum().item<int64_t>(), 0);
+      }
+    }
+  }
+}
+

@@ -1536,29 +1536,35 @@ TEST(Cuda, HaloPlanKernelsEqualTheCpu) {
   const at::Tensor boundary = torch::stack({br, bh}).to(torch::kInt32);
   const at::Tensor comp_owned = torch::randint(0, 256, {owned}, torch::kInt64);
   const at::Tensor comp_halo = torch::randint(0, 256, {halo}, torch::kInt64);
-  // The definition, entry by entry: peer key = owned row * P + the halo row's owner.
-  at::Tensor want_peer = torch::zeros({owned * P}, torch::kInt64), want_halo = torch::zeros({halo}, torch::kInt64);
-  {
-    const int64_t *r = br.data_ptr<int64_t>(), *h = bh.data_ptr<int64_t>(), *owner = halo_owner.data_ptr<int64_t>();
-    const int64_t *co = comp_owned.data_ptr<int64_t>(), *ch = comp_halo.data_ptr<int64_t>();
-    int64_t *wp = want_peer.data_ptr<int64_t>(), *wh = want_halo.data_ptr<int64_t>();
-    for (int64_t e = 0; e < entries; ++e) {
-      wp[r[e] * P + owner[h[e]]] |= ch[h[e]];
-      wh[h[e]] |= co[r[e]];
-    }
-  }
+  // The definition, entry by entry: peer key = owned row * P + the halo row's owner; only the
+  // asked layers' bits: layers >= 2 (a rank of every backbone but MixHop, v93), layers 3-4
+  // alone, and every layer (last: the masks below read its bits).
   at::Tensor bits[2][2];
-  for (int dev = 0; dev < 2; ++dev) {
-    auto on = [&](const at::Tensor& x) { return dev ? x.cuda() : x; };
-    bits[dev][0] = on(torch::zeros({owned * P}, torch::kInt64));
-    bits[dev][1] = on(torch::zeros({halo}, torch::kInt64));
-    k::halo_read_bits(on(boundary), on(halo_owner), P, on(comp_owned), on(comp_halo), bits[dev][0], bits[dev][1]);
+  for (const uint64_t layers : {~uint64_t(1), uint64_t(0xc), ~uint64_t(0)}) {
+    SCOPED_TRACE("layers " + std::to_string(layers));
+    at::Tensor want_peer = torch::zeros({owned * P}, torch::kInt64), want_halo = torch::zeros({halo}, torch::kInt64);
+    {
+      const int64_t *r = br.data_ptr<int64_t>(), *h = bh.data_ptr<int64_t>(), *owner = halo_owner.data_ptr<int64_t>();
+      const int64_t *co = comp_owned.data_ptr<int64_t>(), *ch = comp_halo.data_ptr<int64_t>();
+      int64_t *wp = want_peer.data_ptr<int64_t>(), *wh = want_halo.data_ptr<int64_t>();
+      for (int64_t e = 0; e < entries; ++e) {
+        wp[r[e] * P + owner[h[e]]] |= ch[h[e]] & int64_t(layers);
+        wh[h[e]] |= co[r[e]] & int64_t(layers);
+      }
+    }
+    for (int dev = 0; dev < 2; ++dev) {
+      auto on = [&](const at::Tensor& x) { return dev ? x.cuda() : x; };
+      bits[dev][0] = on(torch::zeros({owned * P}, torch::kInt64));
+      bits[dev][1] = on(torch::zeros({halo}, torch::kInt64));
+      k::halo_read_bits(on(boundary), on(halo_owner), P, on(comp_owned), on(comp_halo), bits[dev][0], bits[dev][1],
+                        layers);
+    }
+    EXPECT_TRUE(torch::equal(bits[0][0], want_peer));
+    EXPECT_TRUE(torch::equal(bits[0][1], want_halo));
+    EXPECT_TRUE(torch::equal(bits[0][0], bits[1][0].cpu()));
+    EXPECT_TRUE(torch::equal(bits[0][1], bits[1][1].cpu()));
+    EXPECT_GT(bits[0][1].ne(0).sum().item<int64_t>(), halo / 2);
   }
-  EXPECT_TRUE(torch::equal(bits[0][0], want_peer));
-  EXPECT_TRUE(torch::equal(bits[0][1], want_halo));
-  EXPECT_TRUE(torch::equal(bits[0][0], bits[1][0].cpu()));
-  EXPECT_TRUE(torch::equal(bits[0][1], bits[1][1].cpu()));
-  EXPECT_GT(bits[0][1].ne(0).sum().item<int64_t>(), halo / 2);
 
   // Masks over a send list of uneven peers (offsets 0 .. n), for P = 5 and for P = 3000.
   for (const int64_t peers : {int64_t(5), int64_t(3000)}) {
