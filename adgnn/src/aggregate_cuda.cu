@@ -535,6 +535,73 @@ __global__ void dropout_apply_rows(const T* __restrict__ x, const int64_t* __res
   }
 }
 
+// The same values as dropout_apply_rows, for inputs whose rows are wider than a few vectors and
+// not flagged (layer 1's input: every held row, 100 wide on products-scale). The tensor is walked
+// as one flat array of vectors: a warp takes 32 * U consecutive ones, lane l the vectors
+// base + l + 32 k, so every load and store of the warp is one contiguous span and every lane
+// works (a group of 32 lanes per 25-vector row left 7 idle, and its loads were the row's 400
+// bytes, not 512). The chunk's rows (at most 32: flat_dropout_fits) have their keys hashed by one
+// lane each and shuffled to the vectors' lanes; a vector's row and column come from stepping the
+// lane's first ones, no division per vector. U loads are issued before the first products.
+constexpr int kFlatVecs = 4;  // U: a lane's vectors in flight
+template <typename T, int V, bool accumulate>
+__global__ void __launch_bounds__(256) dropout_apply_flat(const T* __restrict__ x, const int64_t* __restrict__ gid,
+                                                          int64_t rows, int64_t vecs, uint64_t key,
+                                                          uint64_t threshold, T scale, T* __restrict__ out) {
+  using VT = typename Pack<T, V>::type;
+  constexpr int U = kFlatVecs;
+  const int lane = threadIdx.x % 32;
+  const int64_t total = rows * vecs;
+  const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
+  const VT* xv = reinterpret_cast<const VT*>(x);
+  VT* ov = reinterpret_cast<VT*>(out);
+  for (int64_t base = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32 * (32 * U); base < total;
+       base += warps * (32 * U)) {
+    const int64_t row0 = base / vecs;  // warp-uniform: one division per chunk
+    const int64_t my_row = row0 + lane;
+    const uint64_t my_key = my_row < rows ? mix64(key ^ uint64_t(gid[my_row])) : 0ull;
+    int64_t r = row0, c = base - row0 * vecs + lane;  // the lane's first vector
+    while (c >= vecs) {
+      c -= vecs;
+      ++r;
+    }
+    VT a[U], o[U];
+#pragma unroll
+    for (int k = 0; k < U; ++k) {
+      const int64_t i = base + lane + 32 * k;
+      const int64_t j = i < total ? i : total - 1;  // unconditional loads (the tail re-reads the last)
+      a[k] = xv[j];
+      if (accumulate) o[k] = ov[j];
+    }
+#pragma unroll
+    for (int k = 0; k < U; ++k) {
+      const int64_t i = base + lane + 32 * k;
+      const uint64_t row_key = __shfl_sync(0xffffffffu, my_key, int(r - row0) & 31);
+      if (i < total) {
+        T* e = reinterpret_cast<T*>(&a[k]);
+        const uint64_t c0 = row_key + uint64_t(c * V);
+        if (accumulate) {
+          const T* f = reinterpret_cast<const T*>(&o[k]);
+#pragma unroll
+          for (int q = 0; q < V; ++q) e[q] = f[q] + mul_rn(e[q], mix64(c0 + uint64_t(q)) >= threshold ? scale : T(0));
+        } else {
+#pragma unroll
+          for (int q = 0; q < V; ++q) e[q] = e[q] * (mix64(c0 + uint64_t(q)) >= threshold ? scale : T(0));
+        }
+        ov[i] = a[k];
+      }
+      c += 32;
+      while (c >= vecs) {  // vecs >= 8 (flat_dropout_fits): at most 4 steps
+        c -= vecs;
+        ++r;
+      }
+    }
+  }
+}
+// Whether a chunk of 32 * kFlatVecs vectors spans at most 32 rows (one key per lane): its rows
+// number at most ceil((32 U - 1) / vecs) + 1.
+inline bool flat_dropout_fits(int64_t vecs) { return vecs >= 8 && (32 * kFlatVecs - 1 + vecs - 1) / vecs + 1 <= 32; }
+
 // Lanes per row: enough vectors for the row's width, at most a warp; entries of low-degree rows
 // are then loaded in batches that match the lanes.
 int lanes_for(int64_t vecs) {
@@ -864,7 +931,16 @@ at::Tensor dropout_apply_cuda(const at::Tensor& x, const at::Tensor& gid, uint64
       kernel<<<blocks, threads, 0, stream>>>(xc.data_ptr<T>(), gid.data_ptr<int64_t>(), rows, cols, key, threshold,
                                              static_cast<T>(scale), flags, zero_unflagged, tpr, out.data_ptr<T>());
     };
-    if (vec_ok && accumulate) launch(dropout_apply_rows<T, kVec, kDropoutRows, true>);
+    if (vec_ok && flags == nullptr && flat_dropout() && flat_dropout_fits(cols / kVec)) {  // (zeroing: flags only)
+      auto flat = [&](auto kernel) {
+        const int64_t blocks = resident_blocks(kernel, threads, (rows * (cols / kVec) + threads * kFlatVecs - 1) /
+                                                                    (threads * kFlatVecs));
+        kernel<<<blocks, threads, 0, stream>>>(xc.data_ptr<T>(), gid.data_ptr<int64_t>(), rows, cols / kVec, key,
+                                               threshold, static_cast<T>(scale), out.data_ptr<T>());
+      };
+      if (accumulate) flat(dropout_apply_flat<T, kVec, true>);
+      else flat(dropout_apply_flat<T, kVec, false>);
+    } else if (vec_ok && accumulate) launch(dropout_apply_rows<T, kVec, kDropoutRows, true>);
     else if (vec_ok) launch(dropout_apply_rows<T, kVec, kDropoutRows, false>);
     else if (accumulate) launch(dropout_apply_rows<T, 1, kDropoutRows, true>);
     else launch(dropout_apply_rows<T, 1, kDropoutRows, false>);

@@ -286,6 +286,7 @@ bool& reader_lists() { return active_options().reader_lists; }
 bool& regroup_kernel() { return active_options().regroup_kernel; }
 bool& segment_tiles() { return active_options().segment_tiles; }
 bool& row_chunks() { return active_options().row_chunks; }
+bool& flat_dropout() { return active_options().flat_dropout; }
 
 RegroupedEntries regroup_by_source(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& rows,
                                    int64_t num_src, int64_t entries) {
@@ -311,7 +312,8 @@ KernelOptions kernel_options_without(const std::vector<std::string>& names) {
       {"length-order", &KernelOptions::length_order},   {"skip-unread-rows", &KernelOptions::skip_unread_rows},
       {"mid-row-blocks", &KernelOptions::mid_row_blocks}, {"reader-lists", &KernelOptions::reader_lists},
       {"regroup-kernel", &KernelOptions::regroup_kernel}, {"segment-tiles", &KernelOptions::segment_tiles},
-      {"early-first-layer", &KernelOptions::early_first_layer}, {"row-chunks", &KernelOptions::row_chunks}};
+      {"early-first-layer", &KernelOptions::early_first_layer}, {"row-chunks", &KernelOptions::row_chunks},
+      {"flat-dropout", &KernelOptions::flat_dropout}};
   for (const auto& name : names) {
     bool known = false;
     for (const auto& [n, field] : switches)

@@ -116,6 +116,8 @@ bool& segment_tiles();
 // Whether a few-row call splits its listed rows of more than kRowChunk entries into chunks, each
 // a block's, their sums added by the row's last (default on; off: a block per row; v92).
 bool& row_chunks();
+// dropout_apply_cuda walks an unflagged input wider than 7 vectors as one flat array (v94).
+bool& flat_dropout();
 
 // find_long: also the transpose's row_schedule, for the CUDA backward.
 Transposed transpose_entries(const at::Tensor& rowptr, const at::Tensor& col, int64_t num_src,

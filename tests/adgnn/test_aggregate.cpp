@@ -223,10 +223,12 @@ TEST(CrossEntropySum, TrainingLossAddsTheRegulariserWhereThereIsOne) {
 TEST(KernelOptions, EachSwitchReachesTheKernels) {
   const adgnn::KernelOptions defaults = adgnn::kernel_options();
   EXPECT_TRUE(defaults.length_order && defaults.skip_unread_rows && defaults.mid_row_blocks && defaults.reader_lists &&
-              defaults.regroup_kernel && defaults.segment_tiles && defaults.early_first_layer && defaults.row_chunks);
+              defaults.regroup_kernel && defaults.segment_tiles && defaults.early_first_layer && defaults.row_chunks &&
+              defaults.flat_dropout);
   const char* names[] = {"length-order",  "skip-unread-rows", "mid-row-blocks",    "reader-lists",
-                         "regroup-kernel", "segment-tiles",   "early-first-layer", "row-chunks"};
-  for (int k = 0; k < 8; ++k) {
+                         "regroup-kernel", "segment-tiles",   "early-first-layer", "row-chunks",
+                         "flat-dropout"};
+  for (int k = 0; k < 9; ++k) {
     SCOPED_TRACE(names[k]);
     // By name, as adgnn bench / train --kernel-off give it.
     const adgnn::KernelOptions o = adgnn::kernel_options_without({names[k]});
@@ -239,6 +241,7 @@ TEST(KernelOptions, EachSwitchReachesTheKernels) {
     EXPECT_EQ(adgnn::kernels::segment_tiles(), k != 5);
     EXPECT_EQ(adgnn::detail::first_layer_before_counts(), k != 6);
     EXPECT_EQ(adgnn::kernels::row_chunks(), k != 7);
+    EXPECT_EQ(adgnn::kernels::flat_dropout(), k != 8);
     const adgnn::KernelOptions back = adgnn::kernel_options();
     EXPECT_EQ(back.length_order, k != 0);
     EXPECT_EQ(back.skip_unread_rows, k != 1);
@@ -248,12 +251,13 @@ TEST(KernelOptions, EachSwitchReachesTheKernels) {
     EXPECT_EQ(back.segment_tiles, k != 5);
     EXPECT_EQ(back.early_first_layer, k != 6);
     EXPECT_EQ(back.row_chunks, k != 7);
+    EXPECT_EQ(back.flat_dropout, k != 8);
   }
   adgnn::set_kernel_options(defaults);
   EXPECT_TRUE(adgnn::kernels::length_ordered_rows() && adgnn::kernels::skip_unread_rows() &&
               adgnn::kernels::block_mid_rows() && adgnn::kernels::reader_lists() && adgnn::kernels::regroup_kernel() &&
               adgnn::kernels::segment_tiles() && adgnn::detail::first_layer_before_counts() &&
-              adgnn::kernels::row_chunks());
+              adgnn::kernels::row_chunks() && adgnn::kernels::flat_dropout());
   // Several names at once; an unknown one named with the known ones.
   const adgnn::KernelOptions two = adgnn::kernel_options_without({"segment-tiles", "early-first-layer"});
   EXPECT_TRUE(two.length_order && two.regroup_kernel && !two.segment_tiles && !two.early_first_layer);

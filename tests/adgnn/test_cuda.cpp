@@ -1256,6 +1256,37 @@ TEST(Cuda, DropoutMasksEqualTheCpuOnes) {
     }
 }
 
+// The flat dropout kernel (v94; unflagged inputs of rows of >= 8 vectors) against the row kernel
+// (--kernel-off flat-dropout), bit for bit: plain and accumulating (dropout_rows_and_input's
+// backward without flags), float and double, rows of 8 vectors (the most rows a chunk spans),
+// 25 (products-scale's 100 features), 32 and 65, with partial chunks at the end.
+TEST(Cuda, FlatDropoutEqualsTheRowKernel) {
+  REQUIRE_GPU();
+  const adgnn::KernelOptions defaults = adgnn::kernel_options();
+  for (auto dtype : {torch::kFloat32, torch::kFloat64})
+    for (int64_t cols : {32, 100, 128, 260})
+      for (int64_t rows : {int64_t(1), int64_t(37), int64_t(4099)}) {
+        SCOPED_TRACE(::testing::Message() << dtype << " " << rows << " x " << cols);
+        const at::Tensor x = torch::randn({rows, cols}, torch::dtype(dtype).device(torch::kCUDA));
+        const at::Tensor ids = torch::randperm(3 * rows, torch::kInt64).slice(0, 0, rows).cuda();
+        const at::Tensor p1 = torch::randn_like(x), p2 = torch::randn_like(x);
+        at::Tensor out[2], grad[2];
+        for (int flat = 0; flat < 2; ++flat) {
+          adgnn::set_kernel_options(flat ? defaults : adgnn::kernel_options_without({"flat-dropout"}));
+          at::Tensor h = x.detach().requires_grad_(true);
+          auto [dropped, kept] = adgnn::dropout_rows_and_input(h * 1, ids, 0.4, 5, 3, 1);
+          ((dropped * p1).sum() + (kept * p2).sum()).backward();
+          out[flat] = dropped.detach();
+          grad[flat] = h.grad();
+        }
+        adgnn::set_kernel_options(defaults);
+        EXPECT_TRUE(torch::equal(out[0], out[1]));
+        EXPECT_TRUE(torch::equal(grad[0], grad[1]));
+        const double kept_share = (out[1] != 0).to(torch::kFloat64).mean().item<double>();
+        if (rows * cols > 1000) EXPECT_NEAR(kept_share, 0.6, 0.05);
+      }
+}
+
 // Row flags on the GPU: flagged rows and every gradient equal the CPU's (unflagged rows: the
 // forward leaves them unset, the gradient is zero).
 TEST(Cuda, DropoutRowFlagsEqualTheCpu) {

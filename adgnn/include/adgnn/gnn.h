@@ -75,14 +75,17 @@ bool cuda_kernels_built();
 // distributed run too, except MixHop's, whose layer 1 exchanges) issues layer 1's forward before
 // it waits for the layers' row counts, which then overlap layer 1's kernels (v74, ranks v91);
 // row_chunks: a call over few rows sums its rows of more than 2,048 entries in chunks, a block
-// each, where a block per row left the call as long as its longest hub (v92; float rounding).
+// each, where a block per row left the call as long as its longest hub (v92; float rounding);
+// flat_dropout: the dropout of an unflagged input of rows wider than 7 vectors (layer 1's) walks
+// it as one flat array, every lane of a warp busy and its accesses one contiguous span (v94).
 struct KernelOptions {
   bool length_order = true, skip_unread_rows = true, mid_row_blocks = true, reader_lists = true,
-       regroup_kernel = true, segment_tiles = true, early_first_layer = true, row_chunks = true;
+       regroup_kernel = true, segment_tiles = true, early_first_layer = true, row_chunks = true,
+       flat_dropout = true;
 };
 // The options with the named ones off (adgnn bench / train --kernel-off: length-order,
 // skip-unread-rows, mid-row-blocks, reader-lists, regroup-kernel, segment-tiles,
-// early-first-layer, row-chunks); an unknown name throws std::invalid_argument naming it and the
+// early-first-layer, row-chunks, flat-dropout); an unknown name throws std::invalid_argument naming it and the
 // known ones.
 KernelOptions kernel_options_without(const std::vector<std::string>& names);
 KernelOptions kernel_options();
