@@ -994,7 +994,7 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
     pass = std::make_unique<detail::HaloPass>(g, L);
     pass->set_in_place(exchange_in_place);
     // Only MixHop's layer 1 exchanges (its second hop): the others' read bits start at layer 2.
-    pass->set_first_read_layer(c.backbone == "mixhop" ? 1 : 2);
+    pass->set_first_read_layer(c.backbone == "mixhop" || !detail::deep_read_bits() ? 1 : 2);
   }
 
   at::Tensor h_src = x;  // the current layer's input, over the source rows

@@ -43,6 +43,8 @@ bool& band_every_row_active_shortcut();
 // early_first_layer), the wait then overlapping layer 1's kernels; tests turn it off to compare
 // with the plain order.
 bool& first_layer_before_counts();
+// KernelOptions::deep_read_bits: a rank's halo plan builds read bits from layer 2 (not MixHop).
+bool& deep_read_bits();
 
 // Every layer's row masks for one pass, from the depth benefit eps [n] and the thresholds tau [L]
 // (T(v) = the count of t with eps_v >= tau(t)), or from a given depth [n] (int64).
