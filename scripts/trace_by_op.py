@@ -15,6 +15,10 @@ e.g. "CppNode<adgnn::(anonymous namespace)::CsrAggregate>", is what tells them a
 --gaps US: instead, the device's idle gaps of at least US microseconds between its first and last
 kernel, summed by the operation whose launch ended each (where the device waited for the host;
 Kineto's own overhead lengthens the host's time, so read the ranking more than the sum).
+--timeline US: instead, the step in time order: each device event of at least US microseconds
+(NCCL's always) with its start (us from the first event), length, stream and launching scope, and
+each interval of at least US where no kernel but NCCL's ran (a rank waiting for its peers or for
+the host), marked with whether an NCCL kernel was running through it.
 """
 import argparse
 import bisect
@@ -31,6 +35,7 @@ def main():
     ap.add_argument("--steps", type=int, default=1)
     ap.add_argument("--shapes", action="store_true", help="the inner operation's input shapes too")
     ap.add_argument("--gaps", type=float, metavar="US", help="the device's idle gaps of at least US us instead")
+    ap.add_argument("--timeline", type=float, metavar="US", help="the events and waits of at least US us in order")
     a = ap.parse_args()
     try:
         with open(a.trace) as f:
@@ -67,6 +72,9 @@ def main():
                     key=lambda e: e["ts"])
     if a.gaps is not None:
         print_gaps(a, device, launched_by)
+        return
+    if a.timeline is not None:
+        print_timeline(a, device, launched_by)
         return
     total = collections.defaultdict(lambda: [0, 0.0])
     for e in device:
@@ -116,6 +124,31 @@ def print_gaps(a, device, launched_by):
     for key, (count, us) in sorted(total.items(), key=lambda kv: -kv[1][1])[:a.top]:
         cells = " | ".join(k.replace("|", "/") for k in key)
         print(f"| {us / a.steps:.0f} | {count / a.steps:g} | {cells} |")
+
+
+def print_timeline(a, device, launched_by):
+    """The device events of at least a.timeline us in order, and the waits between the others."""
+    if not device:
+        return
+    t0 = device[0]["ts"]
+    nccl = [e for e in device if "nccl" in e["name"].lower()]
+    def nccl_during(b, e):
+        return any(n["ts"] < e and n["ts"] + n["dur"] > b for n in nccl)
+    print(f"{a.trace}: events of >= {a.timeline:g} us (NCCL's always) and waits where only NCCL ran")
+    print("| start us | us | stream | scope | inner op | event |")
+    print("|---:|---:|---|---|---|---|")
+    end = None
+    for e in device:
+        is_nccl = "nccl" in e["name"].lower()
+        if not is_nccl:
+            if end is not None and e["ts"] - end >= a.timeline:
+                print(f"| {end - t0:.0f} | {e['ts'] - end:.0f} | - | wait | "
+                      f"{'NCCL running' if nccl_during(end, e['ts']) else 'idle'} | (no other kernel) |")
+            end = e["ts"] + e["dur"] if end is None else max(end, e["ts"] + e["dur"])
+        if is_nccl or e["dur"] >= a.timeline:
+            scope, _, inner = launched_by(e, 40, 40)
+            print(f"| {e['ts'] - t0:.0f} | {e['dur']:.0f} | {e.get('args', {}).get('stream', '?')} | {scope} | "
+                  f"{inner.replace('|', '/')} | {e['name'][:60].replace('|', '/')} |")
 
 
 if __name__ == "__main__":
