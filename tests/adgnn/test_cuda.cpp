@@ -1283,7 +1283,9 @@ TEST(Cuda, FlatDropoutEqualsTheRowKernel) {
         EXPECT_TRUE(torch::equal(out[0], out[1]));
         EXPECT_TRUE(torch::equal(grad[0], grad[1]));
         const double kept_share = (out[1] != 0).to(torch::kFloat64).mean().item<double>();
-        if (rows * cols > 1000) EXPECT_NEAR(kept_share, 0.6, 0.05);
+        if (rows * cols > 1000) {
+          EXPECT_NEAR(kept_share, 0.6, 0.05);
+        }
       }
 }
 
