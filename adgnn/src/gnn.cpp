@@ -306,6 +306,7 @@ KernelOptions kernel_options() { return kernels::active_options(); }
 void set_kernel_options(const KernelOptions& options) { kernels::active_options() = options; }
 bool& detail::first_layer_before_counts() { return kernels::active_options().early_first_layer; }
 bool& detail::deep_read_bits() { return kernels::active_options().deep_read_bits; }
+bool& detail::halo_plan_beside_layer1() { return kernels::active_options().halo_plan_stream; }
 
 KernelOptions kernel_options_without(const std::vector<std::string>& names) {
   KernelOptions o;
@@ -314,7 +315,8 @@ KernelOptions kernel_options_without(const std::vector<std::string>& names) {
       {"mid-row-blocks", &KernelOptions::mid_row_blocks}, {"reader-lists", &KernelOptions::reader_lists},
       {"regroup-kernel", &KernelOptions::regroup_kernel}, {"segment-tiles", &KernelOptions::segment_tiles},
       {"early-first-layer", &KernelOptions::early_first_layer}, {"row-chunks", &KernelOptions::row_chunks},
-      {"flat-dropout", &KernelOptions::flat_dropout}, {"deep-read-bits", &KernelOptions::deep_read_bits}};
+      {"flat-dropout", &KernelOptions::flat_dropout}, {"deep-read-bits", &KernelOptions::deep_read_bits},
+      {"halo-plan-stream", &KernelOptions::halo_plan_stream}};
   for (const auto& name : names) {
     bool known = false;
     for (const auto& [n, field] : switches)

@@ -3,6 +3,7 @@
 // straight-through surrogate for the hard masks.
 #include <ATen/CPUGeneratorImpl.h>
 #include <c10/core/Event.h>
+#include <c10/core/StreamGuard.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
 #include <torch/torch.h>
 
@@ -1046,6 +1047,33 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
     depth = torch::full({n}, L, torch::dtype(torch::kInt64).device(x.device()));
     if (pass) pass->set_computed({}, true);
   }
+  // Layer 1 computes every row when lambda = 0 (tau(1) = 0 <= every eps; docs/method.md): its
+  // forward is issued before the wait for the counts, so that the device runs layer 1 (the
+  // graph's SpMM and product) while the host reads the counts and builds the row lists,
+  // instead of idling until the host has issued it (v74). Kept only if the counts confirm
+  // that every row is computed; the loop's call would be the same, with rows 0..n-1 listed.
+  // A rank too (v91): its layer 1 reads the input features it holds, no exchange, except
+  // MixHop's, whose second hop exchanges (HaloPass::inner_fill) in the loop's order.
+  at::Tensor first_upd;  // layer 1's forward, issued before the wait for the counts (below)
+  const bool first_layer_early = masks.has_value() && (!pass || c.backbone != "mixhop") && m.adaptive() &&
+                                 c.lambda == 0 && detail::first_layer_before_counts();
+  auto first_layer = [&] {
+    RECORD_USER_SCOPE("layer 1");
+    {
+      RECORD_USER_SCOPE("aggregate");
+      first_upd = forward_rows(*m.layers.front(), g, hin, m.row_ids(n, g.rowptr.options()), g.col.numel(),
+                               comp_pos_all.select(0, 0));
+    }
+  };
+  // A rank on a GPU issues it before its halo plan, too, and runs the plan (the exchange of the
+  // computed-row bits, the read bits and keep masks, the counts) on a second stream beside it
+  // (v95): the plan is ~40 small operations whose issue the device waited for, ~1 ms a step,
+  // before layer 1 could start. The default stream waits for the plan's stream once the counts'
+  // copy is queued; the plan's stream first waits for the masks. (The plan's tensors stay
+  // alive until the default stream has used them, or a later plan's stream, which first waits
+  // for the default one, reuses their memory.)
+  const bool plan_beside_layer1 = first_layer_early && pass && x.is_cuda() && detail::halo_plan_beside_layer1();
+  std::optional<c10::StreamGuard> plan_stream;
   if (masks) {
     depth = masks->depth;
     comp_all = masks->stacked.narrow(0, 0, L);
@@ -1054,6 +1082,15 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
     // Each row's position among its layer's computed rows, -1 where not computed: the
     // aggregation's row map and merge_rows'.
     comp_pos_all = masks->comp_pos;
+    if (plan_beside_layer1) {
+      first_layer();
+      const c10::impl::VirtualGuardImpl cuda(x.device().type());
+      const c10::Stream side = cuda.getStreamFromGlobalPool(x.device(), /*isHighPriority=*/true);
+      c10::Event masked(x.device().type());
+      masked.record(cuda.getStream(x.device()));
+      masked.block(side);
+      plan_stream.emplace(side);
+    }
     if (pass) {  // bit t - 1: computed at layer t
       const at::Tensor layer_no = torch::arange(1, L + 1, depth.options()).unsqueeze(1);  // [L, 1]
       pass->set_computed(comp_all.to(torch::kInt64).bitwise_left_shift(layer_no - 1).sum(0), false);
@@ -1079,7 +1116,6 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
   // Built when layer 2 needs it, not right after the host copy below: the device, which that copy
   // left idle, then gets layer 1's kernels first and runs them while the host builds it.
   std::function<void()> make_deep_graph;
-  at::Tensor first_upd;  // layer 1's forward, issued before the wait for the counts (below)
   if (masks) {
     // Rows of `stacked`: every layer's computed, then active, then band rows, then the frozen
     // rows of the width-changing layers (spec.frozen_layers); `lists` in the same order.
@@ -1111,28 +1147,19 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
     const int64_t counts_at = int64_t(lists.size()) + L + (try_compact_halo ? 3 : 0);
     const at::Tensor halo_counts = pass ? pass->plan_counts() : at::Tensor();
     if (halo_counts.defined()) sizes = torch::cat({sizes, halo_counts});
-    // Layer 1 computes every row when lambda = 0 (tau(1) = 0 <= every eps; docs/method.md): its
-    // forward is issued before the wait for the counts, so that the device runs layer 1 (the
-    // graph's SpMM and product) while the host reads the counts and builds the row lists,
-    // instead of idling until the host has issued it (v74). Kept only if the counts confirm
-    // that every row is computed; the loop's call would be the same, with rows 0..n-1 listed.
-    // A rank too (v91): its layer 1 reads the input features it holds, no exchange, except
-    // MixHop's, whose second hop exchanges (HaloPass::inner_fill) in the loop's order.
-    if ((!pass || c.backbone != "mixhop") && m.adaptive() && c.lambda == 0 && detail::first_layer_before_counts()) {
-      auto first_layer = [&] {
-        RECORD_USER_SCOPE("layer 1");
-        {
-          RECORD_USER_SCOPE("aggregate");
-          first_upd = forward_rows(*m.layers.front(), g, hin, m.row_ids(n, g.rowptr.options()), g.col.numel(),
-                                   comp_pos_all.select(0, 0));
-        }
-      };
+    if (first_layer_early) {
       if (x.is_cuda()) {
         const at::Tensor host = at::empty(sizes.sizes(), sizes.options().device(torch::kCPU).pinned_memory(true));
         host.copy_(sizes, /*non_blocking=*/true);
+        const c10::impl::VirtualGuardImpl cuda(x.device().type());
         c10::Event counted(x.device().type());
-        counted.record(c10::impl::VirtualGuardImpl(x.device().type()).getStream(x.device()));
-        first_layer();
+        counted.record(cuda.getStream(x.device()));
+        if (plan_stream) {
+          plan_stream.reset();  // back on the default stream, which waits for the plan
+          counted.block(cuda.getStream(x.device()));
+        } else {
+          first_layer();
+        }
         counted.synchronize();
         sizes = host;
       } else {

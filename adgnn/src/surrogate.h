@@ -45,6 +45,8 @@ bool& band_every_row_active_shortcut();
 bool& first_layer_before_counts();
 // KernelOptions::deep_read_bits: a rank's halo plan builds read bits from layer 2 (not MixHop).
 bool& deep_read_bits();
+// KernelOptions::halo_plan_stream: a rank on a GPU runs its halo plan on a second stream beside layer 1.
+bool& halo_plan_beside_layer1();
 
 // Every layer's row masks for one pass, from the depth benefit eps [n] and the thresholds tau [L]
 // (T(v) = the count of t with eps_v >= tau(t)), or from a given depth [n] (int64).

@@ -8,7 +8,7 @@
 // CUDA runtime API only: this file needs no nvcc.
 //
 // Deferred mode (set_deferred): an operation records an event on our stream after its work and
-// makes the legacy default stream wait for it, instead of polling until it completes; a
+// makes the compute stream (set_compute_stream; the legacy default stream unless set) wait for it, instead of polling until it completes; a
 // watchdog thread polls the events in order and aborts the communicator when one is not done by
 // its deadline (or NCCL reports an asynchronous error). The mutex serialises the watchdog's
 // abort with the operations' NCCL calls, so that no call ever uses an aborted communicator.
@@ -121,6 +121,9 @@ class NcclCommunicator final : public Communicator {
   void exchange(const void* send, const std::vector<int64_t>& send_counts, void* recv,
                 const std::vector<int64_t>& recv_counts, int64_t row_bytes) override;
   void set_deferred(bool on) override;
+  void set_compute_stream(void* stream) override {
+    compute_ = stream != nullptr ? static_cast<cudaStream_t>(stream) : cudaStreamLegacy;
+  }
   bool deferred() const override { return deferred_; }
   void synchronize() override;
 
@@ -155,9 +158,10 @@ class NcclCommunicator final : public Communicator {
   void wait_ready(const std::string& what, Clock::time_point deadline);
   // Polls the stream (and NCCL's asynchronous errors) until everything enqueued has completed.
   void wait_stream(const std::string& what, Clock::time_point deadline);
-  // Makes our stream wait for the work already queued on the legacy default stream (which also
-  // waits for every blocking stream), so that buffers written there are complete.
-  void order_after_default_stream(const std::string& what);
+  // Makes our stream wait for the work already queued on the compute stream (by default the
+  // legacy default stream, which also waits for every blocking stream), so that buffers written
+  // there are complete.
+  void order_after_compute_stream(const std::string& what);
   void release();  // frees the CUDA objects (not the NCCL communicator)
 
   int rank_ = -1;
@@ -167,6 +171,7 @@ class NcclCommunicator final : public Communicator {
   int device_ = -1;
   ncclComm_t comm_ = nullptr;
   cudaStream_t stream_ = nullptr;
+  cudaStream_t compute_ = cudaStreamLegacy;  // set_compute_stream
   cudaEvent_t ready_ = nullptr;     // recorded on the legacy default stream before each operation
   int32_t* scratch_ = nullptr;      // one device int for the barrier
   std::string broken_;              // the failure that made this communicator unusable
@@ -421,8 +426,8 @@ void NcclCommunicator::wait_stream(const std::string& what, Clock::time_point de
   }
 }
 
-void NcclCommunicator::order_after_default_stream(const std::string& what) {
-  cuda(cudaEventRecord(ready_, cudaStreamLegacy), "cudaEventRecord", what);
+void NcclCommunicator::order_after_compute_stream(const std::string& what) {
+  cuda(cudaEventRecord(ready_, compute_), "cudaEventRecord", what);
   cuda(cudaStreamWaitEvent(stream_, ready_, 0), "cudaStreamWaitEvent", what);
 }
 
@@ -448,8 +453,9 @@ void NcclCommunicator::complete(const std::string& what, Clock::time_point deadl
   const cudaError_t rec = cudaEventRecord(done, stream_);
   if (rec != cudaSuccess) free_events_.push_back(done);
   cuda(rec, "cudaEventRecord", what);
-  // Everything queued later on the default stream (and the blocking streams) waits for it.
-  const cudaError_t wait = cudaStreamWaitEvent(cudaStreamLegacy, done, 0);
+  // Everything queued later on the compute stream (the default one: and the blocking streams)
+  // waits for it.
+  const cudaError_t wait = cudaStreamWaitEvent(compute_, done, 0);
   pending_.push_back(Pending{done, deadline, what});
   cuda(wait, "cudaStreamWaitEvent (default stream)", what);
   cv_.notify_all();
@@ -537,7 +543,7 @@ void NcclCommunicator::allreduce(void* data, int64_t count, DType dt, ReduceOp o
   const std::string what = fmt::format("ncclAllReduce (allreduce of {} {} {})", count,
                                        to_string(dt), to_string(op));
   const auto deadline = deadline_after(timeout_);
-  order_after_default_stream(what);
+  order_after_compute_stream(what);
   nccl(ncclAllReduce(data, data, static_cast<size_t>(count), type, nop, comm_, stream_),
        "ncclAllReduce", what, deadline);
   complete(what, deadline);
@@ -557,7 +563,7 @@ void NcclCommunicator::broadcast(void* data, int64_t bytes, int root) {
   const std::string what =
       fmt::format("ncclBroadcast (broadcast of {} bytes from rank {})", bytes, root);
   const auto deadline = deadline_after(timeout_);
-  order_after_default_stream(what);
+  order_after_compute_stream(what);
   nccl(ncclBroadcast(data, data, static_cast<size_t>(bytes), ncclUint8, root, comm_, stream_),
        "ncclBroadcast", what, deadline);
   complete(what, deadline);
@@ -594,7 +600,7 @@ void NcclCommunicator::exchange(const void* send, const std::vector<int64_t>& se
   const auto deadline = deadline_after(timeout_);
   const char* sbuf = static_cast<const char*>(send);
   char* rbuf = static_cast<char*>(recv);
-  order_after_default_stream(what);
+  order_after_compute_stream(what);
   const int64_t self_bytes = send_off[rank_ + 1] - send_off[rank_];
   if (self_bytes > 0)
     cuda(cudaMemcpyAsync(rbuf + recv_off[rank_], sbuf + send_off[rank_],

@@ -1,5 +1,6 @@
 // The rank transport of the distributed forward pass over comm/'s Communicator, and the parts of
 // a run's graph.
+#include <c10/core/impl/VirtualGuardImpl.h>
 #include <torch/torch.h>
 
 #include <vector>
@@ -28,6 +29,7 @@ class CommTransport : public RankTransport {
   void allreduce(at::Tensor& t, Op op) override {
     at::Tensor buf = staged(t).contiguous();
     const ReduceOp r = op == Op::Sum ? ReduceOp::Sum : op == Op::Min ? ReduceOp::Min : ReduceOp::Max;
+    const OnCurrentStream on(comm_, buf);
     comm_.allreduce(buf.data_ptr(), buf.numel(), comm_dtype(buf), r);
     if (!buf.is_same(t)) t.copy_(buf);
   }
@@ -39,12 +41,31 @@ class CommTransport : public RankTransport {
     int64_t rows = 0;
     for (auto c : recv_counts) rows += c;
     at::Tensor recv = torch::empty({rows, send.size(1)}, s.options());
+    const OnCurrentStream on(comm_, s);
     comm_.exchange(s.data_ptr(), send_counts, recv.data_ptr(), recv_counts,
                    send.size(1) * int64_t(send.element_size()));
     return recv.to(send.device());
   }
 
  private:
+  // A device-memory communicator ordered against the stream the caller issues from (the default
+  // stream, or the second one of a rank's halo plan, v95) for one operation; the trainer's own
+  // calls keep the default.
+  class OnCurrentStream {
+   public:
+    OnCurrentStream(Communicator& comm, const at::Tensor& t) : comm_(comm), set_(t.is_cuda()) {
+      if (set_) comm_.set_compute_stream(c10::impl::VirtualGuardImpl(t.device().type()).getStream(t.device()).native_handle());
+    }
+    ~OnCurrentStream() {
+      if (set_) comm_.set_compute_stream(nullptr);
+    }
+    OnCurrentStream(const OnCurrentStream&) = delete;
+    OnCurrentStream& operator=(const OnCurrentStream&) = delete;
+
+   private:
+    Communicator& comm_;
+    bool set_;
+  };
   // The memory the communicator takes: CUDA for NCCL (on the tensor's device when it has one),
   // host memory for MPI.
   at::Tensor staged(const at::Tensor& t) const {
