@@ -11,6 +11,8 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <map>
+#include <mutex>
 #include <optional>
 
 #include "adgnn/gnn.h"
@@ -574,6 +576,27 @@ std::pair<at::Tensor, at::Tensor> dropout_rows_and_input(const at::Tensor& h, co
   return {out[0], out[1]};
 }
 
+namespace {
+
+// The second stream of a rank's halo plan (v95), one per device for the process: the caching
+// allocator keeps freed blocks per stream, so a new pool stream each step would leave each of the
+// pool's 32 streams a cache of the plan's buffers. High priority: the counts it computes are what
+// the host waits for, while layer 1 fills the device.
+c10::Stream halo_plan_stream(c10::Device device) {
+  static std::mutex mu;
+  static std::map<std::pair<int, int>, c10::Stream> streams;
+  std::lock_guard<std::mutex> lock(mu);
+  const auto key = std::make_pair(int(device.type()), int(device.index()));
+  auto it = streams.find(key);
+  if (it == streams.end())
+    it = streams
+             .emplace(key, c10::impl::VirtualGuardImpl(device.type()).getStreamFromGlobalPool(device, /*isHighPriority=*/true))
+             .first;
+  return it->second;
+}
+
+}  // namespace
+
 // ---- the model -----------------------------------------------------------------------------------
 
 struct Model::Impl {
@@ -1085,7 +1108,7 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
     if (plan_beside_layer1) {
       first_layer();
       const c10::impl::VirtualGuardImpl cuda(x.device().type());
-      const c10::Stream side = cuda.getStreamFromGlobalPool(x.device(), /*isHighPriority=*/true);
+      const c10::Stream side = halo_plan_stream(x.device());
       c10::Event masked(x.device().type());
       masked.record(cuda.getStream(x.device()));
       masked.block(side);
