@@ -1106,11 +1106,12 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
     // aggregation's row map and merge_rows'.
     comp_pos_all = masks->comp_pos;
     if (plan_beside_layer1) {
-      first_layer();
+      // The plan's stream waits for the masks, not for layer 1: the event goes before it.
       const c10::impl::VirtualGuardImpl cuda(x.device().type());
       const c10::Stream side = halo_plan_stream(x.device());
       c10::Event masked(x.device().type());
       masked.record(cuda.getStream(x.device()));
+      first_layer();
       masked.block(side);
       plan_stream.emplace(side);
     }
