@@ -24,8 +24,8 @@ namespace adgnn::cli {
 
 const char* const kKernelOffHelp =
     "Scheduling options to switch off, for A/B runs: length-order, skip-unread-rows, mid-row-blocks, reader-lists, "
-    "regroup-kernel, segment-tiles, early-first-layer, row-chunks, flat-dropout, deep-read-bits, halo-plan-stream "
-    "(docs/performance.md v76, v80-v82, v88, v89, v91-v95)";
+    "regroup-kernel, segment-tiles, early-first-layer, row-chunks, flat-dropout, deep-read-bits, halo-plan-stream, "
+    "plan-stream-lists (docs/performance.md v76, v80-v82, v88, v89, v91-v96)";
 
 KernelOptions kernel_options_off(const std::vector<std::string>& names) {
   try {

@@ -307,6 +307,7 @@ void set_kernel_options(const KernelOptions& options) { kernels::active_options(
 bool& detail::first_layer_before_counts() { return kernels::active_options().early_first_layer; }
 bool& detail::deep_read_bits() { return kernels::active_options().deep_read_bits; }
 bool& detail::halo_plan_beside_layer1() { return kernels::active_options().halo_plan_stream; }
+bool& detail::lists_on_plan_stream() { return kernels::active_options().plan_stream_lists; }
 
 KernelOptions kernel_options_without(const std::vector<std::string>& names) {
   KernelOptions o;
@@ -316,7 +317,8 @@ KernelOptions kernel_options_without(const std::vector<std::string>& names) {
       {"regroup-kernel", &KernelOptions::regroup_kernel}, {"segment-tiles", &KernelOptions::segment_tiles},
       {"early-first-layer", &KernelOptions::early_first_layer}, {"row-chunks", &KernelOptions::row_chunks},
       {"flat-dropout", &KernelOptions::flat_dropout}, {"deep-read-bits", &KernelOptions::deep_read_bits},
-      {"halo-plan-stream", &KernelOptions::halo_plan_stream}};
+      {"halo-plan-stream", &KernelOptions::halo_plan_stream},
+      {"plan-stream-lists", &KernelOptions::plan_stream_lists}};
   for (const auto& name : names) {
     bool known = false;
     for (const auto& [n, field] : switches)

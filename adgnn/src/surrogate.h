@@ -47,6 +47,8 @@ bool& first_layer_before_counts();
 bool& deep_read_bits();
 // KernelOptions::halo_plan_stream: a rank on a GPU runs its halo plan on a second stream beside layer 1.
 bool& halo_plan_beside_layer1();
+// KernelOptions::plan_stream_lists: the row lists and compact graph go on that stream too.
+bool& lists_on_plan_stream();
 
 // Every layer's row masks for one pass, from the depth benefit eps [n] and the thresholds tau [L]
 // (T(v) = the count of t with eps_v >= tau(t)), or from a given depth [n] (int64).

@@ -224,11 +224,12 @@ TEST(KernelOptions, EachSwitchReachesTheKernels) {
   const adgnn::KernelOptions defaults = adgnn::kernel_options();
   EXPECT_TRUE(defaults.length_order && defaults.skip_unread_rows && defaults.mid_row_blocks && defaults.reader_lists &&
               defaults.regroup_kernel && defaults.segment_tiles && defaults.early_first_layer && defaults.row_chunks &&
-              defaults.flat_dropout && defaults.deep_read_bits && defaults.halo_plan_stream);
+              defaults.flat_dropout && defaults.deep_read_bits && defaults.halo_plan_stream &&
+              defaults.plan_stream_lists);
   const char* names[] = {"length-order",  "skip-unread-rows", "mid-row-blocks",    "reader-lists",
                          "regroup-kernel", "segment-tiles",   "early-first-layer", "row-chunks",
-                         "flat-dropout", "deep-read-bits", "halo-plan-stream"};
-  for (int k = 0; k < 11; ++k) {
+                         "flat-dropout", "deep-read-bits", "halo-plan-stream", "plan-stream-lists"};
+  for (int k = 0; k < 12; ++k) {
     SCOPED_TRACE(names[k]);
     // By name, as adgnn bench / train --kernel-off give it.
     const adgnn::KernelOptions o = adgnn::kernel_options_without({names[k]});
@@ -244,6 +245,7 @@ TEST(KernelOptions, EachSwitchReachesTheKernels) {
     EXPECT_EQ(adgnn::kernels::flat_dropout(), k != 8);
     EXPECT_EQ(adgnn::detail::deep_read_bits(), k != 9);
     EXPECT_EQ(adgnn::detail::halo_plan_beside_layer1(), k != 10);
+    EXPECT_EQ(adgnn::detail::lists_on_plan_stream(), k != 11);
     const adgnn::KernelOptions back = adgnn::kernel_options();
     EXPECT_EQ(back.length_order, k != 0);
     EXPECT_EQ(back.skip_unread_rows, k != 1);
@@ -256,13 +258,15 @@ TEST(KernelOptions, EachSwitchReachesTheKernels) {
     EXPECT_EQ(back.flat_dropout, k != 8);
     EXPECT_EQ(back.deep_read_bits, k != 9);
     EXPECT_EQ(back.halo_plan_stream, k != 10);
+    EXPECT_EQ(back.plan_stream_lists, k != 11);
   }
   adgnn::set_kernel_options(defaults);
   EXPECT_TRUE(adgnn::kernels::length_ordered_rows() && adgnn::kernels::skip_unread_rows() &&
               adgnn::kernels::block_mid_rows() && adgnn::kernels::reader_lists() && adgnn::kernels::regroup_kernel() &&
               adgnn::kernels::segment_tiles() && adgnn::detail::first_layer_before_counts() &&
               adgnn::kernels::row_chunks() && adgnn::kernels::flat_dropout() &&
-              adgnn::detail::deep_read_bits() && adgnn::detail::halo_plan_beside_layer1());
+              adgnn::detail::deep_read_bits() && adgnn::detail::halo_plan_beside_layer1() &&
+              adgnn::detail::lists_on_plan_stream());
   // Several names at once; an unknown one named with the known ones.
   const adgnn::KernelOptions two = adgnn::kernel_options_without({"segment-tiles", "early-first-layer"});
   EXPECT_TRUE(two.length_order && two.regroup_kernel && !two.segment_tiles && !two.early_first_layer);

@@ -81,15 +81,17 @@ bool cuda_kernels_built();
 // deep_read_bits: a rank's halo plan builds its read bits for the layers that exchange, from
 // layer 2 (MixHop's from layer 1), not for layer 1 too (v93);
 // halo_plan_stream: a rank on a GPU with layer 1 issued early (early_first_layer) issues it before
-// its halo plan, which runs on a second stream beside it (v95).
+// its halo plan, which runs on a second stream beside it (v95);
+// plan_stream_lists: that stream also takes the row lists and the deeper layers' compact graph,
+// once the host has the counts (v96).
 struct KernelOptions {
   bool length_order = true, skip_unread_rows = true, mid_row_blocks = true, reader_lists = true,
        regroup_kernel = true, segment_tiles = true, early_first_layer = true, row_chunks = true,
-       flat_dropout = true, deep_read_bits = true, halo_plan_stream = true;
+       flat_dropout = true, deep_read_bits = true, halo_plan_stream = true, plan_stream_lists = true;
 };
 // The options with the named ones off (adgnn bench / train --kernel-off: length-order,
 // skip-unread-rows, mid-row-blocks, reader-lists, regroup-kernel, segment-tiles,
-// early-first-layer, row-chunks, flat-dropout, deep-read-bits, halo-plan-stream); an unknown name throws std::invalid_argument naming it and the
+// early-first-layer, row-chunks, flat-dropout, deep-read-bits, halo-plan-stream, plan-stream-lists); an unknown name throws std::invalid_argument naming it and the
 // known ones.
 KernelOptions kernel_options_without(const std::vector<std::string>& names);
 KernelOptions kernel_options();
