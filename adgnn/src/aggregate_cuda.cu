@@ -456,6 +456,21 @@ __global__ void edge_dots(const int64_t* __restrict__ rowptr, const int32_t* __r
 // flags (null: every row): rows with flag 0 are not read (forward: left unwritten; the gradient:
 // zero, or untouched when accumulating). accumulate: out += x * mask on the flagged rows.
 constexpr int kDropoutRows = 4;  // the rows a group of lanes has in flight (72 registers at float4)
+// One vector of V elements whose first column's key is c0 (the row's key plus the column): a =
+// a * mask, or, accumulating, o + a * mask (the product rounded on its own, as the separate
+// dropout and sum it replaces). Both dropout kernels, so that they give the same bits.
+template <typename T, int V, bool accumulate>
+__device__ void apply_dropout_vector(typename Pack<T, V>::type& a, const typename Pack<T, V>::type& o, uint64_t c0,
+                                     uint64_t threshold, T scale) {
+  T* e = reinterpret_cast<T*>(&a);
+  const T* f = reinterpret_cast<const T*>(&o);
+#pragma unroll
+  for (int i = 0; i < V; ++i) {
+    const T keep = mix64(c0 + uint64_t(i)) >= threshold ? scale : T(0);
+    e[i] = accumulate ? f[i] + mul_rn(e[i], keep) : e[i] * keep;
+  }
+}
+
 template <typename T, int V, int R, bool accumulate>
 __global__ void dropout_apply_rows(const T* __restrict__ x, const int64_t* __restrict__ gid, int64_t rows,
                                    int64_t cols, uint64_t key, uint64_t threshold, T scale,
@@ -518,16 +533,7 @@ __global__ void dropout_apply_rows(const T* __restrict__ x, const int64_t* __res
             outr[v] = Pack<T, V>::zero();
             continue;
           }
-          T* e = reinterpret_cast<T*>(&a[q]);
-          const uint64_t c0 = row_key[q] + uint64_t(v * V);
-          if (accumulate) {
-            const T* f = reinterpret_cast<const T*>(&o[q]);
-#pragma unroll
-            for (int i = 0; i < V; ++i) e[i] = f[i] + mul_rn(e[i], mix64(c0 + uint64_t(i)) >= threshold ? scale : T(0));
-          } else {
-#pragma unroll
-            for (int i = 0; i < V; ++i) e[i] = e[i] * (mix64(c0 + uint64_t(i)) >= threshold ? scale : T(0));
-          }
+          apply_dropout_vector<T, V, accumulate>(a[q], o[q], row_key[q] + uint64_t(v * V), threshold, scale);
           outr[v] = a[q];
         }
       }
@@ -578,16 +584,7 @@ __global__ void __launch_bounds__(256) dropout_apply_flat(const T* __restrict__ 
       const int64_t i = base + lane + 32 * k;
       const uint64_t row_key = __shfl_sync(0xffffffffu, my_key, int(r - row0) & 31);
       if (i < total) {
-        T* e = reinterpret_cast<T*>(&a[k]);
-        const uint64_t c0 = row_key + uint64_t(c * V);
-        if (accumulate) {
-          const T* f = reinterpret_cast<const T*>(&o[k]);
-#pragma unroll
-          for (int q = 0; q < V; ++q) e[q] = f[q] + mul_rn(e[q], mix64(c0 + uint64_t(q)) >= threshold ? scale : T(0));
-        } else {
-#pragma unroll
-          for (int q = 0; q < V; ++q) e[q] = e[q] * (mix64(c0 + uint64_t(q)) >= threshold ? scale : T(0));
-        }
+        apply_dropout_vector<T, V, accumulate>(a[k], o[k], row_key + uint64_t(c * V), threshold, scale);
         ov[i] = a[k];
       }
       c += 32;

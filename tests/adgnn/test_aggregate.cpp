@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include "adgnn/gnn.h"
+#include "halo_boundary.h"
 #include "kernels.h"
 #include "surrogate.h"
 
@@ -285,10 +286,7 @@ TEST(HaloKernels, ReadBitsOfTheAskedLayersEqualTheDefinition) {
   namespace k = adgnn::kernels;
   torch::manual_seed(5);
   const int64_t owned = 300, halo = 500, entries = 4000, P = 3;
-  const at::Tensor halo_owner = std::get<0>(torch::sort(torch::randint(0, P, {halo}, torch::kInt64)));
-  const at::Tensor br = torch::randint(0, owned, {entries}, torch::kInt64);
-  const at::Tensor bh = torch::randint(0, halo, {entries}, torch::kInt64);
-  const at::Tensor boundary = torch::stack({br, bh}).to(torch::kInt32);
+  const adgnn::testing::RandomBoundary b = adgnn::testing::random_boundary(owned, halo, entries, P);
   // Most rows computed at layer 1 only (bit 0), a few deeper: AD's deeper layers.
   const at::Tensor deep = torch::rand({owned + halo}) < 0.05;
   const at::Tensor comp = torch::where(deep, torch::randint(2, 16, {owned + halo}, torch::kInt64), 1);
@@ -296,17 +294,11 @@ TEST(HaloKernels, ReadBitsOfTheAskedLayersEqualTheDefinition) {
   for (const bool plain : {false, true}) {
     for (const uint64_t layers : {~uint64_t(0), ~uint64_t(1), uint64_t(6)}) {
       SCOPED_TRACE(std::string(plain ? "plain, " : "") + "layers " + std::to_string(layers));
-      at::Tensor want_peer = torch::zeros({owned * P}, torch::kInt64), want_halo = torch::zeros({halo}, torch::kInt64);
-      const int64_t *r = br.data_ptr<int64_t>(), *h = bh.data_ptr<int64_t>(), *owner = halo_owner.data_ptr<int64_t>();
-      const int64_t *co = comp_owned.data_ptr<int64_t>(), *ch = comp_halo.data_ptr<int64_t>();
-      int64_t *wp = want_peer.data_ptr<int64_t>(), *wh = want_halo.data_ptr<int64_t>();
-      for (int64_t e = 0; e < entries; ++e) {
-        wp[r[e] * P + owner[h[e]]] |= (plain ? ~int64_t(0) : ch[h[e]]) & int64_t(layers);
-        wh[h[e]] |= (plain ? ~int64_t(0) : co[r[e]]) & int64_t(layers);
-      }
+      const auto [want_peer, want_halo] = adgnn::testing::read_bits_by_definition(
+          b, owned, P, plain ? at::Tensor() : comp_owned, plain ? at::Tensor() : comp_halo, layers);
       at::Tensor peer_bits = torch::zeros({owned * P}, torch::kInt64), halo_bits = torch::zeros({halo}, torch::kInt64);
-      k::halo_read_bits(boundary, halo_owner, P, plain ? at::Tensor() : comp_owned, plain ? at::Tensor() : comp_halo,
-                        peer_bits, halo_bits, layers);
+      k::halo_read_bits(b.boundary, b.halo_owner, P, plain ? at::Tensor() : comp_owned,
+                        plain ? at::Tensor() : comp_halo, peer_bits, halo_bits, layers);
       EXPECT_TRUE(torch::equal(peer_bits, want_peer));
       EXPECT_TRUE(torch::equal(halo_bits, want_halo));
       // Layers >= 2 leave most words empty here: the entries the kernels skip.

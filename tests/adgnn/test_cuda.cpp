@@ -12,6 +12,7 @@
 #include "adgnn/gnn.h"
 #include "adgnn/trainer.h"
 #include "depth_benefit.h"
+#include "halo_boundary.h"
 #include "kernels.h"
 #include "layers.h"
 #include "surrogate.h"
@@ -1563,28 +1564,18 @@ TEST(Cuda, HaloPlanKernelsEqualTheCpu) {
   namespace k = adgnn::kernels;
   torch::manual_seed(7);
   const int64_t owned = 5000, halo = 8000, entries = 100000, P = 5;
-  const at::Tensor halo_owner = std::get<0>(torch::sort(torch::randint(0, P, {halo}, torch::kInt64)));
-  const at::Tensor br = torch::randint(0, owned, {entries}, torch::kInt64);
-  const at::Tensor bh = torch::randint(0, halo, {entries}, torch::kInt64);
-  const at::Tensor boundary = torch::stack({br, bh}).to(torch::kInt32);
+  const adgnn::testing::RandomBoundary b = adgnn::testing::random_boundary(owned, halo, entries, P);
+  const at::Tensor &halo_owner = b.halo_owner, &boundary = b.boundary;
   const at::Tensor comp_owned = torch::randint(0, 256, {owned}, torch::kInt64);
   const at::Tensor comp_halo = torch::randint(0, 256, {halo}, torch::kInt64);
-  // The definition, entry by entry: peer key = owned row * P + the halo row's owner; only the
+  // The definition, entry by entry (read_bits_by_definition): peer key = owned row * P + the halo row's owner; only the
   // asked layers' bits: layers >= 2 (a rank of every backbone but MixHop, v93), layers 3-4
   // alone, and every layer (last: the masks below read its bits).
   at::Tensor bits[2][2];
   for (const uint64_t layers : {~uint64_t(1), uint64_t(0xc), ~uint64_t(0)}) {
     SCOPED_TRACE("layers " + std::to_string(layers));
-    at::Tensor want_peer = torch::zeros({owned * P}, torch::kInt64), want_halo = torch::zeros({halo}, torch::kInt64);
-    {
-      const int64_t *r = br.data_ptr<int64_t>(), *h = bh.data_ptr<int64_t>(), *owner = halo_owner.data_ptr<int64_t>();
-      const int64_t *co = comp_owned.data_ptr<int64_t>(), *ch = comp_halo.data_ptr<int64_t>();
-      int64_t *wp = want_peer.data_ptr<int64_t>(), *wh = want_halo.data_ptr<int64_t>();
-      for (int64_t e = 0; e < entries; ++e) {
-        wp[r[e] * P + owner[h[e]]] |= ch[h[e]] & int64_t(layers);
-        wh[h[e]] |= co[r[e]] & int64_t(layers);
-      }
-    }
+    const auto [want_peer, want_halo] =
+        adgnn::testing::read_bits_by_definition(b, owned, P, comp_owned, comp_halo, layers);
     for (int dev = 0; dev < 2; ++dev) {
       auto on = [&](const at::Tensor& x) { return dev ? x.cuda() : x; };
       bits[dev][0] = on(torch::zeros({owned * P}, torch::kInt64));
