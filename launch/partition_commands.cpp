@@ -191,6 +191,9 @@ void add_partition_commands(CLI::App& app, std::function<int()>& run) {
       ->check(CLI::IsMember({"cut", "vol"}));
   cmd->add_flag("--balance-train", a->opt.balance_train, "Also balance the training nodes (split 0)");
   cmd->add_flag("--balance-edges", a->opt.balance_edges, "Also balance the degree sum per part");
+  cmd->add_option("--imbalance", a->opt.imbalance,
+                  "METIS's tolerance: the largest part may weigh this times the mean, per constraint, in (1, 2] "
+                  "(default: METIS's 1.03)");
   cmd->add_option("--strata", a->opt.strata,
                   "Depth-benefit quantile bins: balanced by stratified, reported for every method");
   cmd->add_option("--strata-spacing", a->opt.strata_spacing,

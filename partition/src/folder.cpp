@@ -305,6 +305,7 @@ void write_partition(const Graph& g, const Partition& p, const std::string& dir,
     m["seed"] = opt->seed;
     m["balance_train"] = opt->balance_train;
     m["balance_edges"] = opt->balance_edges;
+    if (opt->imbalance > 0) m["imbalance"] = opt->imbalance;
   } else {
     m["objective"] = nullptr;
     m["seed"] = nullptr;

@@ -4,6 +4,7 @@
 #include <metis.h>
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <numeric>
 #include <random>
@@ -111,6 +112,8 @@ std::vector<int32_t> metis_kway(const Csr& sym, int32_t parts, const PartitionOp
   options[METIS_OPTION_OBJTYPE] = opt.objective == "vol" ? METIS_OBJTYPE_VOL : METIS_OBJTYPE_CUT;
   options[METIS_OPTION_SEED] = static_cast<idx_t>(opt.seed % static_cast<uint64_t>(idx_max));
   options[METIS_OPTION_NUMBERING] = 0;
+  if (opt.imbalance > 0)
+    options[METIS_OPTION_UFACTOR] = std::max<idx_t>(1, static_cast<idx_t>(std::lround((opt.imbalance - 1) * 1000)));
 
   std::vector<idx_t> part(static_cast<size_t>(n), 0);
   idx_t objval = 0;
@@ -191,6 +194,15 @@ Partition partition_graph(const Graph& g, int32_t parts, const PartitionOptions&
         "--partition {}: unknown method (metis, stratified, random, contiguous)", opt.method));
   if (opt.objective != "cut" && opt.objective != "vol")
     throw InputError(fmt::format("--objective {}: unknown objective (cut, vol)", opt.objective));
+  if (opt.imbalance != 0) {
+    if (!(opt.imbalance > 1 && opt.imbalance <= 2))
+      throw InputError(fmt::format("--imbalance {}: must be in (1, 2] (the largest part's weight over the mean; "
+                                   "METIS's default 1.03)",
+                                   opt.imbalance));
+    if (opt.method != "metis" && opt.method != "stratified")
+      throw InputError(fmt::format("--imbalance: METIS's tolerance, for --partition metis or stratified (not {})",
+                                   opt.method));
+  }
   if (opt.balance_train) {
     if (train_mask == nullptr)
       throw InputError("--balance-train: needs the training mask, none was given");

@@ -165,6 +165,14 @@ TEST(PartitionFolder, TrainBalanceRecorded) {
   EXPECT_DOUBLE_EQ(m["balance"]["train"].get<double>(), p.train_imbalance);
   EXPECT_EQ(m["part_train"].get<std::vector<int64_t>>(), p.part_train);
   EXPECT_TRUE(m["objective"].is_null());  // no options given
+  // The options that made it, METIS's tolerance among them when one was asked for.
+  opt.imbalance = 1.01;
+  TempDir e;
+  adgnn::write_partition(g, adgnn::partition_graph(g, 2, opt, &train), e.str(), "metis", &opt);
+  const nlohmann::json me = manifest(e);
+  EXPECT_DOUBLE_EQ(me["imbalance"].get<double>(), 1.01);
+  EXPECT_TRUE(me["balance_train"].get<bool>());
+  EXPECT_FALSE(manifest(d).contains("imbalance"));
 }
 
 TEST(PartitionFolder, RefusesAnotherGraphOrRankCount) {

@@ -203,6 +203,14 @@ TEST(Partition, BadArgumentsNameTheFlag) {
   opt.objective = "ratio";
   expect_input_error([&] { adgnn::partition_graph(g, 2, opt); }, "--objective ratio");
   opt = {};
+  for (const double bad : {1.0, 0.5, 2.5, -1.0})  {
+    opt.imbalance = bad;
+    expect_input_error([&] { adgnn::partition_graph(g, 2, opt); }, "--imbalance");
+  }
+  opt.imbalance = 1.01;
+  opt.method = "random";
+  expect_input_error([&] { adgnn::partition_graph(g, 2, opt); }, "--imbalance: METIS's tolerance");
+  opt = {};
   opt.balance_train = true;
   expect_input_error([&] { adgnn::partition_graph(g, 2, opt); }, "--balance-train");
   const std::vector<uint8_t> short_mask(5, 1);
@@ -253,6 +261,30 @@ TEST(Partition, BalanceTrainKeepsTrainingNodesBalanced) {
   const auto [mn, mx] = std::minmax_element(rnd_c.begin(), rnd_c.end());
   EXPECT_LE(*mx - *mn, 1);
   EXPECT_LE(rnd.node_imbalance, 1.0 + 1e-12);
+}
+
+// --imbalance: METIS keeps every part within the tolerance (here 1.002 of the mean of 320 nodes,
+// so at most 320 nodes: exactly balanced); a loose one lets it trade balance for cut, never a
+// worse cut than the tight one's by much.
+TEST(Partition, ImbalanceBoundsThePartsWeights) {
+  const Graph g = grid(40, 40);
+  PartitionOptions tight;
+  tight.imbalance = 1.002;
+  const Partition t = adgnn::partition_graph(g, 5, tight);
+  check_consistent(g, t, 5);
+  EXPECT_LE(t.node_imbalance, 1.002 + 1e-12);
+  tight.balance_edges = true;  // every constraint, the degree sum too
+  tight.imbalance = 1.02;
+  const Partition te = adgnn::partition_graph(g, 5, tight);
+  check_consistent(g, te, 5);
+  EXPECT_LE(te.node_imbalance, 1.02 + 1e-12);
+  EXPECT_LE(te.edge_imbalance, 1.02 + 1e-12);
+  PartitionOptions loose;
+  loose.imbalance = 1.5;
+  const Partition l = adgnn::partition_graph(g, 5, loose);
+  check_consistent(g, l, 5);
+  EXPECT_LE(l.node_imbalance, 1.5 + 1e-12);
+  EXPECT_LE(l.edge_cut, t.edge_cut * 11 / 10);
 }
 
 TEST(Partition, BalanceEdgesOnSkewedDegrees) {

@@ -141,7 +141,9 @@ TEST(DepthBenefit, LogStrataAreDecadesFromTheTop) {
   EXPECT_EQ(size, std::vector<int64_t>({12345 - 1235, 1235 - 124, 124 - 13, 13}));
   for (size_t u = 0; u < s.size(); ++u)
     for (size_t v = 0; v < s.size(); v += 97)
-      if (bin[u] > bin[v]) ASSERT_GE(s[u], s[v]);
+      if (bin[u] > bin[v]) {
+        ASSERT_GE(s[u], s[v]);
+      }
   EXPECT_THROW(adgnn::benefit_strata(std::vector<double>(50, 0.0), 4, "log"), InputError);
   EXPECT_THROW(adgnn::benefit_strata(s, 4, "geometric"), InputError);
 }

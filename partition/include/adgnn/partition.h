@@ -24,6 +24,11 @@ struct PartitionOptions {
   // too (training nodes are dealt first); "contiguous" ignores both.
   bool balance_train = false;
   bool balance_edges = false;
+  // METIS's load-imbalance tolerance for every constraint: a part may weigh up to `imbalance`
+  // times the mean (METIS_OPTION_UFACTOR = 1000 (imbalance - 1)); in (1, 2], 0 for METIS's own
+  // default (1.03 for k-way). A tighter one evens the ranks' work, which a distributed step waits
+  // for at every exchange, at the price of a larger cut. "metis" and "stratified" only.
+  double imbalance = 0;
   // "stratified": the nodes are split into `strata` bins by their fast depth-benefit score
   // (benefit_strata) and METIS balances every bin across the parts (one constraint per bin,
   // replacing the node-count constraint, which their sum implies), so that every layer's active
@@ -178,8 +183,8 @@ class PartBuilder {
 // ---- partition folder (docs/partition.md) ---------------------------------------------------------
 
 // Writes dir/part-<r>.h5 for every rank r (every GraphPart array) and dir/manifest.json (graph
-// hash and name, parts, method, objective, seed, edge cut, balance per constraint, halo rows per
-// part), each atomically; creates dir. method_desc is recorded as the manifest's "method".
+// hash and name, parts, method, objective, seed, imbalance tolerance when set, edge cut, balance
+// per constraint, halo rows per part), each atomically; creates dir. method_desc is recorded as the manifest's "method".
 // `opt` (when given) records the options that made p.
 void write_partition(const Graph& g, const Partition& p, const std::string& dir,
                      const std::string& method_desc, const PartitionOptions* opt = nullptr);
