@@ -1092,7 +1092,8 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
   // computed-row bits, the read bits and keep masks, the counts) on a second stream beside it
   // (v95): the plan is ~40 small operations whose issue the device waited for, ~1 ms a step,
   // before layer 1 could start. The default stream waits for the plan's stream once the counts'
-  // copy is queued; the plan's stream first waits for the masks. (The plan's tensors stay
+  // copy is queued (v96, on by default: once the row lists and the deeper layers' compact graph
+  // are queued there too); the plan's stream first waits for the masks. (The plan's tensors stay
   // alive until the default stream has used them, or a later plan's stream, which first waits
   // for the default one, reuses their memory.)
   const bool plan_beside_layer1 = first_layer_early && pass && x.is_cuda() && detail::halo_plan_beside_layer1();
@@ -1138,7 +1139,8 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
   at::Tensor comp_entries_dev;  // the same, [L] on the device (the per-layer edge counts)
   std::optional<MessageGraph> deep_graph;  // a rank's graph for layers >= 2 (compact halo rows)
   // Built when layer 2 needs it, not right after the host copy below: the device, which that copy
-  // left idle, then gets layer 1's kernels first and runs them while the host builds it.
+  // left idle, then gets layer 1's kernels first and runs them while the host builds it. (A rank
+  // whose layer 1 was issued before its plan builds it on the plan's stream instead: v96.)
   std::function<void()> make_deep_graph;
   if (masks) {
     // Rows of `stacked`: every layer's computed, then active, then band rows, then the frozen

@@ -8,8 +8,8 @@
 // CUDA runtime API only: this file needs no nvcc.
 //
 // Deferred mode (set_deferred): an operation records an event on our stream after its work and
-// makes the compute stream (set_compute_stream; the legacy default stream unless set) wait for it, instead of polling until it completes; a
-// watchdog thread polls the events in order and aborts the communicator when one is not done by
+// makes the compute stream (set_compute_stream; the legacy default stream unless set) wait for
+// it, instead of polling until it completes; a watchdog thread polls the events in order and aborts the communicator when one is not done by
 // its deadline (or NCCL reports an asynchronous error). The mutex serialises the watchdog's
 // abort with the operations' NCCL calls, so that no call ever uses an aborted communicator.
 #include <cuda_runtime_api.h>
@@ -172,7 +172,7 @@ class NcclCommunicator final : public Communicator {
   ncclComm_t comm_ = nullptr;
   cudaStream_t stream_ = nullptr;
   cudaStream_t compute_ = cudaStreamLegacy;  // set_compute_stream
-  cudaEvent_t ready_ = nullptr;     // recorded on the legacy default stream before each operation
+  cudaEvent_t ready_ = nullptr;     // recorded on the compute stream before each operation
   int32_t* scratch_ = nullptr;      // one device int for the barrier
   std::string broken_;              // the failure that made this communicator unusable
   // Deferred mode. mu_ guards comm_ (against the watchdog's abort), broken_, pending_ and
@@ -457,7 +457,7 @@ void NcclCommunicator::complete(const std::string& what, Clock::time_point deadl
   // waits for it.
   const cudaError_t wait = cudaStreamWaitEvent(compute_, done, 0);
   pending_.push_back(Pending{done, deadline, what});
-  cuda(wait, "cudaStreamWaitEvent (default stream)", what);
+  cuda(wait, "cudaStreamWaitEvent (compute stream)", what);
   cv_.notify_all();
 }
 
