@@ -9,9 +9,10 @@
 //
 // Deferred mode (set_deferred): an operation records an event on our stream after its work and
 // makes the compute stream (set_compute_stream; the legacy default stream unless set) wait for
-// it, instead of polling until it completes; a watchdog thread polls the events in order and aborts the communicator when one is not done by
-// its deadline (or NCCL reports an asynchronous error). The mutex serialises the watchdog's
-// abort with the operations' NCCL calls, so that no call ever uses an aborted communicator.
+// it, instead of polling until it completes; a watchdog thread polls the events in order and
+// aborts the communicator when one is not done by its deadline (or NCCL reports an asynchronous
+// error). The mutex serialises the watchdog's abort with the operations' NCCL calls, so that no
+// call ever uses an aborted communicator.
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
