@@ -22,10 +22,11 @@
 
 namespace adgnn::cli {
 
-const char* const kKernelOffHelp =
-    "Scheduling options to switch off, for A/B runs: length-order, skip-unread-rows, mid-row-blocks, reader-lists, "
-    "regroup-kernel, segment-tiles, early-first-layer, row-chunks, flat-dropout, deep-read-bits, halo-plan-stream, "
-    "plan-stream-lists (docs/performance.md v76, v80-v82, v88, v89, v91-v96)";
+std::string kernel_off_help() {
+  std::string names;
+  for (const auto& [name, field] : kernel_option_switches()) names += (names.empty() ? "" : ", ") + name;
+  return "Scheduling options to switch off, for A/B runs: " + names + " (docs/performance.md v76-v96)";
+}
 
 KernelOptions kernel_options_off(const std::vector<std::string>& names) {
   try {
@@ -458,7 +459,7 @@ void add_bench_commands(CLI::App& app, std::function<int()>& run) {
   cmd->add_option("--normalisation", f->normalisation, "AD: depth-benefit normalisation (linear, log)")
       ->check(CLI::IsMember({"linear", "log"}))->capture_default_str();
   cmd->add_option("--seed", f->seed, "Seed")->capture_default_str();
-  cmd->add_option("--kernel-off", f->kernel_off, kKernelOffHelp)->delimiter(',');
+  cmd->add_option("--kernel-off", f->kernel_off, kernel_off_help())->delimiter(',');
   cmd->add_flag("--breakdown", f->breakdown, "Also time forward, backward and optimizer (synchronises between them)");
   cmd->add_flag("--kernels", f->kernels, "Also time the aggregation kernels against the device's bandwidth and matmul rate");
   cmd->add_option("--profile", f->profile, "Profile this many more steps per model (Kineto) and print the largest kernels")

@@ -167,7 +167,7 @@ void register_train_flags(CLI::App* cmd, const std::shared_ptr<TrainArgs>& a) {
   cmd->add_option("--world-size", a->launch.world_size, "Number of ranks (default: from mpirun / srun)");
   cmd->add_option("--local-rank", a->launch.local_rank, "Rank on this host; picks the GPU (default: from mpirun / srun)");
   cmd->add_flag("--no-progress", a->no_progress, "No progress line");
-  cmd->add_option("--kernel-off", a->kernel_off, kKernelOffHelp)->delimiter(',');
+  cmd->add_option("--kernel-off", a->kernel_off, kernel_off_help())->delimiter(',');
 }
 
 // The configuration: YAML first, then every flag given on the command line.

@@ -18,7 +18,7 @@ Kineto's own overhead lengthens the host's time, so read the ranking more than t
 --timeline US: instead, the step in time order: each device event of at least US microseconds
 (NCCL's always) with its start (us from the first event), length, stream and launching scope, and
 each interval of at least US where no kernel but NCCL's ran (a rank waiting for its peers or for
-the host), marked with whether an NCCL kernel was running through it.
+the host), marked with whether an NCCL kernel ran during it.
 """
 import argparse
 import bisect

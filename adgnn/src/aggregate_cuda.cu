@@ -546,7 +546,7 @@ __global__ void dropout_apply_rows(const T* __restrict__ x, const int64_t* __res
 // as one flat array of vectors: a warp takes 32 * U consecutive ones, lane l the vectors
 // base + l + 32 k, so every load and store of the warp is one contiguous span and every lane
 // works (a group of 32 lanes per 25-vector row left 7 idle, and its loads were the row's 400
-// bytes, not 512). The chunk's rows (at most 32: flat_dropout_fits) have their keys hashed by one
+// bytes, not 512). The chunk's rows (at most 32: kFlatMinVecs) have their keys hashed by one
 // lane each and shuffled to the vectors' lanes; a vector's row and column come from stepping the
 // lane's first ones, no division per vector. U loads are issued before the first products.
 constexpr int kFlatVecs = 4;  // U: a lane's vectors in flight
@@ -588,16 +588,18 @@ __global__ void __launch_bounds__(256) dropout_apply_flat(const T* __restrict__ 
         ov[i] = a[k];
       }
       c += 32;
-      while (c >= vecs) {  // vecs >= 8 (flat_dropout_fits): at most 4 steps
+      while (c >= vecs) {  // vecs >= kFlatMinVecs: at most 4 steps
         c -= vecs;
         ++r;
       }
     }
   }
 }
-// Whether a chunk of 32 * kFlatVecs vectors spans at most 32 rows (one key per lane): its rows
-// number at most ceil((32 U - 1) / vecs) + 1.
-inline bool flat_dropout_fits(int64_t vecs) { return vecs >= 8 && (32 * kFlatVecs - 1 + vecs - 1) / vecs + 1 <= 32; }
+// The narrowest rows the flat kernel takes: a chunk of 32 * kFlatVecs vectors then spans at most
+// ceil((32 U - 1) / vecs) + 1 <= 32 rows (one key per lane), and a lane's column steps past a row
+// end at most 32 / vecs times per vector.
+constexpr int64_t kFlatMinVecs = 8;
+static_assert((32 * kFlatVecs - 1 + kFlatMinVecs - 1) / kFlatMinVecs + 1 <= 32, "a chunk's rows: one per lane");
 
 // Lanes per row: enough vectors for the row's width, at most a warp; entries of low-degree rows
 // are then loaded in batches that match the lanes.
@@ -928,7 +930,7 @@ at::Tensor dropout_apply_cuda(const at::Tensor& x, const at::Tensor& gid, uint64
       kernel<<<blocks, threads, 0, stream>>>(xc.data_ptr<T>(), gid.data_ptr<int64_t>(), rows, cols, key, threshold,
                                              static_cast<T>(scale), flags, zero_unflagged, tpr, out.data_ptr<T>());
     };
-    if (vec_ok && flags == nullptr && flat_dropout() && flat_dropout_fits(cols / kVec)) {  // (zeroing: flags only)
+    if (vec_ok && flags == nullptr && flat_dropout() && cols / kVec >= kFlatMinVecs) {  // (zeroing: flags only)
       auto flat = [&](auto kernel) {
         const int64_t blocks = resident_blocks(kernel, threads, (rows * (cols / kVec) + threads * kFlatVecs - 1) /
                                                                     (threads * kFlatVecs));

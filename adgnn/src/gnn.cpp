@@ -309,9 +309,8 @@ bool& detail::deep_read_bits() { return kernels::active_options().deep_read_bits
 bool& detail::halo_plan_beside_layer1() { return kernels::active_options().halo_plan_stream; }
 bool& detail::lists_on_plan_stream() { return kernels::active_options().plan_stream_lists; }
 
-KernelOptions kernel_options_without(const std::vector<std::string>& names) {
-  KernelOptions o;
-  const std::pair<const char*, bool KernelOptions::*> switches[] = {
+const std::vector<std::pair<std::string, bool KernelOptions::*>>& kernel_option_switches() {
+  static const std::vector<std::pair<std::string, bool KernelOptions::*>> switches = {
       {"length-order", &KernelOptions::length_order},   {"skip-unread-rows", &KernelOptions::skip_unread_rows},
       {"mid-row-blocks", &KernelOptions::mid_row_blocks}, {"reader-lists", &KernelOptions::reader_lists},
       {"regroup-kernel", &KernelOptions::regroup_kernel}, {"segment-tiles", &KernelOptions::segment_tiles},
@@ -319,6 +318,12 @@ KernelOptions kernel_options_without(const std::vector<std::string>& names) {
       {"flat-dropout", &KernelOptions::flat_dropout}, {"deep-read-bits", &KernelOptions::deep_read_bits},
       {"halo-plan-stream", &KernelOptions::halo_plan_stream},
       {"plan-stream-lists", &KernelOptions::plan_stream_lists}};
+  return switches;
+}
+
+KernelOptions kernel_options_without(const std::vector<std::string>& names) {
+  KernelOptions o;
+  const auto& switches = kernel_option_switches();
   for (const auto& name : names) {
     bool known = false;
     for (const auto& [n, field] : switches)
@@ -328,7 +333,7 @@ KernelOptions kernel_options_without(const std::vector<std::string>& names) {
       }
     if (!known) {
       std::string all;
-      for (const auto& [n, field] : switches) all += (all.empty() ? "" : ", ") + std::string(n);
+      for (const auto& [n, field] : switches) all += (all.empty() ? "" : ", ") + n;
       throw std::invalid_argument(name + " is not one of " + all);
     }
   }

@@ -222,52 +222,31 @@ TEST(CrossEntropySum, TrainingLossAddsTheRegulariserWhereThereIsOne) {
 // adgnn bench --kernel-off: each option of the CUDA kernels' scheduling reaches the switch the
 // kernels read, one at a time, and the defaults (all on) come back.
 TEST(KernelOptions, EachSwitchReachesTheKernels) {
+  // The accessor each kernel reads, per switch, in kernel_option_switches()'s order.
+  bool& (*const reads[])() = {adgnn::kernels::length_ordered_rows,  adgnn::kernels::skip_unread_rows,
+                              adgnn::kernels::block_mid_rows,       adgnn::kernels::reader_lists,
+                              adgnn::kernels::regroup_kernel,       adgnn::kernels::segment_tiles,
+                              adgnn::detail::first_layer_before_counts, adgnn::kernels::row_chunks,
+                              adgnn::kernels::flat_dropout,         adgnn::detail::deep_read_bits,
+                              adgnn::detail::halo_plan_beside_layer1, adgnn::detail::lists_on_plan_stream};
+  const auto& switches = adgnn::kernel_option_switches();
+  ASSERT_EQ(switches.size(), std::size(reads));
+  EXPECT_EQ(switches[0].first, "length-order");
+  EXPECT_EQ(switches[11].first, "plan-stream-lists");
   const adgnn::KernelOptions defaults = adgnn::kernel_options();
-  EXPECT_TRUE(defaults.length_order && defaults.skip_unread_rows && defaults.mid_row_blocks && defaults.reader_lists &&
-              defaults.regroup_kernel && defaults.segment_tiles && defaults.early_first_layer && defaults.row_chunks &&
-              defaults.flat_dropout && defaults.deep_read_bits && defaults.halo_plan_stream &&
-              defaults.plan_stream_lists);
-  const char* names[] = {"length-order",  "skip-unread-rows", "mid-row-blocks",    "reader-lists",
-                         "regroup-kernel", "segment-tiles",   "early-first-layer", "row-chunks",
-                         "flat-dropout", "deep-read-bits", "halo-plan-stream", "plan-stream-lists"};
-  for (int k = 0; k < 12; ++k) {
-    SCOPED_TRACE(names[k]);
+  for (const auto& [name, field] : switches) EXPECT_TRUE(defaults.*field) << name;
+  for (size_t k = 0; k < switches.size(); ++k) {
+    SCOPED_TRACE(switches[k].first);
     // By name, as adgnn bench / train --kernel-off give it.
-    const adgnn::KernelOptions o = adgnn::kernel_options_without({names[k]});
-    adgnn::set_kernel_options(o);
-    EXPECT_EQ(adgnn::kernels::length_ordered_rows(), k != 0);
-    EXPECT_EQ(adgnn::kernels::skip_unread_rows(), k != 1);
-    EXPECT_EQ(adgnn::kernels::block_mid_rows(), k != 2);
-    EXPECT_EQ(adgnn::kernels::reader_lists(), k != 3);
-    EXPECT_EQ(adgnn::kernels::regroup_kernel(), k != 4);
-    EXPECT_EQ(adgnn::kernels::segment_tiles(), k != 5);
-    EXPECT_EQ(adgnn::detail::first_layer_before_counts(), k != 6);
-    EXPECT_EQ(adgnn::kernels::row_chunks(), k != 7);
-    EXPECT_EQ(adgnn::kernels::flat_dropout(), k != 8);
-    EXPECT_EQ(adgnn::detail::deep_read_bits(), k != 9);
-    EXPECT_EQ(adgnn::detail::halo_plan_beside_layer1(), k != 10);
-    EXPECT_EQ(adgnn::detail::lists_on_plan_stream(), k != 11);
+    adgnn::set_kernel_options(adgnn::kernel_options_without({switches[k].first}));
     const adgnn::KernelOptions back = adgnn::kernel_options();
-    EXPECT_EQ(back.length_order, k != 0);
-    EXPECT_EQ(back.skip_unread_rows, k != 1);
-    EXPECT_EQ(back.mid_row_blocks, k != 2);
-    EXPECT_EQ(back.reader_lists, k != 3);
-    EXPECT_EQ(back.regroup_kernel, k != 4);
-    EXPECT_EQ(back.segment_tiles, k != 5);
-    EXPECT_EQ(back.early_first_layer, k != 6);
-    EXPECT_EQ(back.row_chunks, k != 7);
-    EXPECT_EQ(back.flat_dropout, k != 8);
-    EXPECT_EQ(back.deep_read_bits, k != 9);
-    EXPECT_EQ(back.halo_plan_stream, k != 10);
-    EXPECT_EQ(back.plan_stream_lists, k != 11);
+    for (size_t j = 0; j < switches.size(); ++j) {
+      EXPECT_EQ(reads[j](), j != k) << switches[j].first;
+      EXPECT_EQ(back.*(switches[j].second), j != k) << switches[j].first;
+    }
   }
   adgnn::set_kernel_options(defaults);
-  EXPECT_TRUE(adgnn::kernels::length_ordered_rows() && adgnn::kernels::skip_unread_rows() &&
-              adgnn::kernels::block_mid_rows() && adgnn::kernels::reader_lists() && adgnn::kernels::regroup_kernel() &&
-              adgnn::kernels::segment_tiles() && adgnn::detail::first_layer_before_counts() &&
-              adgnn::kernels::row_chunks() && adgnn::kernels::flat_dropout() &&
-              adgnn::detail::deep_read_bits() && adgnn::detail::halo_plan_beside_layer1() &&
-              adgnn::detail::lists_on_plan_stream());
+  for (size_t j = 0; j < switches.size(); ++j) EXPECT_TRUE(reads[j]()) << switches[j].first;
   // Several names at once; an unknown one named with the known ones.
   const adgnn::KernelOptions two = adgnn::kernel_options_without({"segment-tiles", "early-first-layer"});
   EXPECT_TRUE(two.length_order && two.regroup_kernel && !two.segment_tiles && !two.early_first_layer);

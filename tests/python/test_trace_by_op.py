@@ -1,6 +1,7 @@
 """scripts/trace_by_op.py on a hand-made Chrome trace: kernels are summed under the scope and
 operations that launched them (by the launch's correlation id and thread), a scope filter keeps
-only its kernels, --gaps sums the device's idle gaps by the operation whose launch ended each, an
+only its kernels, --gaps sums the device's idle gaps by the operation whose launch ended each,
+--timeline lists the events in order with the waits where only NCCL (or nothing) ran, an
 autograd node is named without the engine's prefix, --shapes adds the inner operation's input
 shapes, and an unreadable file exits 2 with one line."""
 import json
@@ -96,6 +97,29 @@ with tempfile.TemporaryDirectory() as tmp:
         if rows != [want]:
             print(f"FAIL: autograd node {flags}\n" + out)
             failed += 1
+    # --timeline 20: a compute kernel 0-100 us, NCCL 90-390 on another stream, compute 400-450 and
+    # 600-605: a 300 us wait with NCCL running, a 150 us idle one; the 5 us kernel is not listed.
+    tl_events = [
+        op("forward", "user_annotation", 0, 1000), launch(31, 1), launch(32, 2), launch(33, 3), launch(34, 4),
+        dict(kernel("spmm", 31, 100), ts=0, args={"correlation": 31, "stream": 7}),
+        dict(kernel("ncclDevKernel_SendRecv", 32, 300), ts=90, args={"correlation": 32, "stream": 20}),
+        dict(kernel("gemm", 33, 50), ts=400, args={"correlation": 33, "stream": 7}),
+        dict(kernel("tiny", 34, 5), ts=600, args={"correlation": 34, "stream": 7}),
+    ]
+    tl_path = os.path.join(tmp, "timeline.trace.json")
+    with open(tl_path, "w") as f:
+        json.dump({"traceEvents": tl_events}, f)
+    out = subprocess.run([sys.executable, script, tl_path, "--timeline", "20"], capture_output=True, text=True,
+                         check=True).stdout
+    rows = [line for line in out.splitlines() if line.startswith("| ") and line[2].isdigit()]
+    want = ["| 0 | 100 | 7 | forward | ? | spmm |",
+            "| 90 | 300 | 20 | forward | ? | ncclDevKernel_SendRecv |",
+            "| 100 | 300 | - | wait | NCCL running | (no other kernel) |",
+            "| 400 | 50 | 7 | forward | ? | gemm |",
+            "| 450 | 150 | - | wait | idle | (no other kernel) |"]
+    if rows != want:
+        print("FAIL: --timeline\n" + out)
+        failed += 1
     bad = subprocess.run([sys.executable, script, os.path.join(tmp, "missing.json")], capture_output=True, text=True)
     if bad.returncode != 2 or len(bad.stderr.strip().splitlines()) != 1 or "missing.json" not in bad.stderr:
         print(f"FAIL: missing file: exit {bad.returncode}, stderr {bad.stderr!r}")

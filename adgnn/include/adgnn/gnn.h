@@ -94,6 +94,9 @@ struct KernelOptions {
 // early-first-layer, row-chunks, flat-dropout, deep-read-bits, halo-plan-stream, plan-stream-lists); an unknown name throws std::invalid_argument naming it and the
 // known ones.
 KernelOptions kernel_options_without(const std::vector<std::string>& names);
+// Every switch: its --kernel-off name and its field, in the order above (the one list that
+// kernel_options_without, the commands' help and the tests read).
+const std::vector<std::pair<std::string, bool KernelOptions::*>>& kernel_option_switches();
 KernelOptions kernel_options();
 void set_kernel_options(const KernelOptions& options);
 // Peak bytes allocated by PyTorch's CUDA allocator on `device` since the last reset (0 for the
