@@ -22,6 +22,15 @@ def launch(corr, ts, tid=1):
             "args": {"correlation": corr}}
 
 
+def run(tmp, name, events, *flags):
+    """The script's output on `events` written as tmp/name, and its table rows."""
+    path = os.path.join(tmp, name)
+    with open(path, "w") as f:
+        json.dump({"traceEvents": events}, f)
+    out = subprocess.run([sys.executable, script, path, *flags], capture_output=True, text=True, check=True).stdout
+    return out, [line for line in out.splitlines() if line.startswith("| ") and line[2].isdigit()]
+
+
 def kernel(name, corr, dur):
     return {"name": name, "cat": "kernel", "ts": 1000 + corr, "dur": dur, "tid": 7, "args": {"correlation": corr}}
 
@@ -42,11 +51,7 @@ events = [
 ]
 failed = 0
 with tempfile.TemporaryDirectory() as tmp:
-    path = os.path.join(tmp, "t.trace.json")
-    with open(path, "w") as f:
-        json.dump({"traceEvents": events}, f)
-    out = subprocess.run([sys.executable, script, path], capture_output=True, text=True, check=True).stdout
-    rows = [line for line in out.splitlines() if line.startswith("| ") and line[2].isdigit()]
+    out, rows = run(tmp, "t.trace.json", events)
     want = ["| 300 | 1 | forward | aten::index_select | aten::gather | gather_kernel |",
             "| 120 | 2 | dropout | ? | ? | dropout_kernel |",
             "| 5 | 1 | - | ? | ? | lonely_kernel |"]
@@ -56,8 +61,7 @@ with tempfile.TemporaryDirectory() as tmp:
     if "0.425 ms" not in out.splitlines()[0]:
         print("FAIL: total: " + out.splitlines()[0])
         failed += 1
-    out = subprocess.run([sys.executable, script, path, "--scope", "dropout"], capture_output=True, text=True,
-                         check=True).stdout
+    out, _ = run(tmp, "t.trace.json", events, "--scope", "dropout")
     if "gather_kernel" in out or "dropout_kernel" not in out:
         print("FAIL: --scope dropout\n" + out)
         failed += 1
@@ -70,12 +74,7 @@ with tempfile.TemporaryDirectory() as tmp:
         dict(kernel("mm_kernel", 11, 10), ts=0), dict(kernel("sub_kernel", 12, 10), ts=50),
         dict(kernel("div_kernel", 13, 8), ts=62), dict(kernel("sub_kernel", 14, 10), ts=100),
     ]
-    gap_path = os.path.join(tmp, "gaps.trace.json")
-    with open(gap_path, "w") as f:
-        json.dump({"traceEvents": gap_events}, f)
-    out = subprocess.run([sys.executable, script, gap_path, "--gaps", "5"], capture_output=True, text=True,
-                         check=True).stdout
-    rows = [line for line in out.splitlines() if line.startswith("| ") and line[2].isdigit()]
+    out, rows = run(tmp, "gaps.trace.json", gap_events, "--gaps", "5")
     if rows != ["| 70 | 2 | depth benefit | aten::sub | aten::sub |"] or "0.070 ms per step idle" not in out:
         print("FAIL: --gaps\n" + out)
         failed += 1
@@ -86,14 +85,9 @@ with tempfile.TemporaryDirectory() as tmp:
         dict(op("aten::add_", "cpu_op", 5, 10), args={"Input Dims": [[4, 128], [4, 128], []]}), launch(21, 6),
         dict(kernel("add_kernel", 21, 9), ts=20),
     ]
-    node_path = os.path.join(tmp, "node.trace.json")
-    with open(node_path, "w") as f:
-        json.dump({"traceEvents": node_events}, f)
     for flags, want in (([], "| 9 | 1 | - | CppNode<adgnn::Agg> | aten::add_ | add_kernel |"),
                         (["--shapes"], "| 9 | 1 | - | CppNode<adgnn::Agg> | aten::add_ [[4,128],[4,128],[]] | add_kernel |")):
-        out = subprocess.run([sys.executable, script, node_path] + flags, capture_output=True, text=True,
-                             check=True).stdout
-        rows = [line for line in out.splitlines() if line.startswith("| ") and line[2].isdigit()]
+        out, rows = run(tmp, "node.trace.json", node_events, *flags)
         if rows != [want]:
             print(f"FAIL: autograd node {flags}\n" + out)
             failed += 1
@@ -106,12 +100,7 @@ with tempfile.TemporaryDirectory() as tmp:
         dict(kernel("gemm", 33, 50), ts=400, args={"correlation": 33, "stream": 7}),
         dict(kernel("tiny", 34, 5), ts=600, args={"correlation": 34, "stream": 7}),
     ]
-    tl_path = os.path.join(tmp, "timeline.trace.json")
-    with open(tl_path, "w") as f:
-        json.dump({"traceEvents": tl_events}, f)
-    out = subprocess.run([sys.executable, script, tl_path, "--timeline", "20"], capture_output=True, text=True,
-                         check=True).stdout
-    rows = [line for line in out.splitlines() if line.startswith("| ") and line[2].isdigit()]
+    out, rows = run(tmp, "timeline.trace.json", tl_events, "--timeline", "20")
     want = ["| 0 | 100 | 7 | forward | ? | spmm |",
             "| 90 | 300 | 20 | forward | ? | ncclDevKernel_SendRecv |",
             "| 100 | 300 | - | wait | NCCL running | (no other kernel) |",
