@@ -308,6 +308,7 @@ bool& detail::first_layer_before_counts() { return kernels::active_options().ear
 bool& detail::deep_read_bits() { return kernels::active_options().deep_read_bits; }
 bool& detail::halo_plan_beside_layer1() { return kernels::active_options().halo_plan_stream; }
 bool& detail::lists_on_plan_stream() { return kernels::active_options().plan_stream_lists; }
+bool& detail::first_output_room() { return kernels::active_options().first_output_room; }
 
 const std::vector<std::pair<std::string, bool KernelOptions::*>>& kernel_option_switches() {
   static const std::vector<std::pair<std::string, bool KernelOptions::*>> switches = {
@@ -317,7 +318,8 @@ const std::vector<std::pair<std::string, bool KernelOptions::*>>& kernel_option_
       {"early-first-layer", &KernelOptions::early_first_layer}, {"row-chunks", &KernelOptions::row_chunks},
       {"flat-dropout", &KernelOptions::flat_dropout}, {"deep-read-bits", &KernelOptions::deep_read_bits},
       {"halo-plan-stream", &KernelOptions::halo_plan_stream},
-      {"plan-stream-lists", &KernelOptions::plan_stream_lists}};
+      {"plan-stream-lists", &KernelOptions::plan_stream_lists},
+      {"first-output-room", &KernelOptions::first_output_room}};
   return switches;
 }
 

@@ -32,6 +32,24 @@ RankTransport* transport_of(AutogradContext* ctx) {
 
 std::vector<int64_t> to_vec(const c10::IValue& v) { return v.toIntVector(); }
 
+}  // namespace
+
+at::Tensor rows_with_room(int64_t rows, int64_t cols, int64_t room, const at::TensorOptions& options) {
+  TORCH_CHECK(rows >= 0 && cols >= 0 && room >= 0, "rows_with_room: negative size");
+  const at::Tensor buffer = torch::empty({rows + room, cols}, options);
+  return torch::empty({0}, options).set_(buffer.storage(), 0, {rows, cols}, {cols, 1});
+}
+
+at::Tensor grow_into_room(const at::Tensor& t, int64_t more) {
+  if (t.dim() != 2 || !t.is_contiguous() || t.storage_offset() != 0 || more < 0) return {};
+  const int64_t rows = t.size(0), cols = t.size(1);
+  const auto bytes = size_t((rows + more) * cols) * t.element_size();
+  if (!t.has_storage() || t.storage().nbytes() < bytes) return {};
+  return torch::empty({0}, t.options()).set_(t.storage(), 0, {rows + more, cols}, {cols, 1});
+}
+
+namespace {
+
 // [owned; halo], built in one allocation (a separate cat would copy every row once more):
 // owned = the first num_owned rows of src_in, with rows `rows` replaced by `values` and
 // `add_values` added at `add_rows` (a layer's update of the rows it computed; empty: none);
@@ -43,25 +61,43 @@ std::vector<int64_t> to_vec(const c10::IValue& v) { return v.toIntVector(); }
 // Backward returns the received rows' gradients to their owners (added to owned's own) and the
 // others' to the previous copies: a frozen row read at several later layers accumulates them all
 // there.
+// build (HaloPass::Build): Copy into a new tensor; InPlace: src_in's rows are changed where they
+// change (HaloPass::set_in_place), through a detached alias, which shares src_in's version
+// counter: a backward that had saved src_in fails loudly instead of reading new values;
+// InPlaceRestoring: the same, and the backward writes the overwritten owned rows back (they are
+// layer 1's output, which its backward reads: HaloPass::extend's grow); Grow: src_in, num_owned
+// rows, is extended into its buffer's room (grow_into_room), no owned row copied.
 class HaloExchangeFn : public torch::autograd::Function<HaloExchangeFn> {
  public:
+  using Build = HaloPass::Build;
   static variable_list forward(AutogradContext* ctx, const at::Tensor& src_in, const at::Tensor& prev_halo,
                                const at::Tensor& values, const at::Tensor& add_values, const at::Tensor& token,
                                const at::Tensor& send_idx, const at::Tensor& recv_idx, const at::Tensor& rows,
                                const at::Tensor& add_rows, std::vector<int64_t> send_counts,
                                std::vector<int64_t> recv_counts, int64_t num_owned, int64_t num_halo,
-                               int64_t transport, bool in_place) {
+                               int64_t transport, int64_t build_code) {
     auto* tr = reinterpret_cast<RankTransport*>(transport);
     probe_gradient_hand_over(src_in.device());  // for the backward's gradient_is_exclusive
+    const auto build = Build(build_code);
+    const bool in_place = build == Build::InPlace || build == Build::InPlaceRestoring;
     const int64_t n = num_owned;
     const bool in_halo = src_in.size(0) > n;  // src_in holds the previous copies
     TORCH_CHECK(!in_place || src_in.size(0) == n + num_halo, "HaloExchangeFn: in place needs [owned; halo] rows");
-    // In place: src_in's rows are changed where they change (HaloPass::set_in_place) instead of
-    // copied with the changes into a new tensor. Through a detached alias, which shares src_in's
-    // version counter: a backward that had saved src_in would fail loudly, not read new values.
-    at::Tensor src = in_place ? src_in.detach() : torch::empty({n + num_halo, src_in.size(1)}, src_in.options());
+    at::Tensor src = build == Build::Grow ? grow_into_room(src_in, num_halo)
+                     : in_place           ? src_in.detach()
+                                          : torch::empty({n + num_halo, src_in.size(1)}, src_in.options());
+    TORCH_CHECK(src.defined() && (build != Build::Grow || src_in.size(0) == n),
+                "HaloExchangeFn: growing needs the owned rows alone, with room for ", num_halo, " rows after them");
     at::Tensor owned = src.slice(0, 0, n);
-    if (!in_place) owned.copy_(src_in.slice(0, 0, n));
+    if (build == Build::Copy) owned.copy_(src_in.slice(0, 0, n));
+    if (build == Build::InPlaceRestoring) {
+      // What the update overwrites (both index sets read before either write), and a second
+      // alias to write it back through (src itself becomes the output: holding it would be a
+      // reference cycle).
+      ctx->saved_data["old_rows"] = owned.index_select(0, rows);
+      ctx->saved_data["old_add"] = owned.index_select(0, add_rows);
+      ctx->saved_data["restore_into"] = src_in.detach();
+    }
     if (rows.numel() > 0) owned.index_copy_(0, rows, values);
     if (add_rows.numel() > 0) owned.index_add_(0, add_rows, add_values);
     const at::Tensor recv = tr->exchange(owned.index_select(0, send_idx).contiguous(), send_counts, recv_counts);
@@ -87,6 +123,12 @@ class HaloExchangeFn : public torch::autograd::Function<HaloExchangeFn> {
     const int64_t n = ctx->saved_data["num_owned"].toInt();
     const bool in_halo = ctx->saved_data["in_halo"].toBool(), has_prev = ctx->saved_data["has_prev"].toBool();
     const at::Tensor& g = grads[0];
+    if (ctx->saved_data.count("restore_into")) {
+      // Every later reader of the rows has run its backward (they read this one's output).
+      const at::Tensor into = ctx->saved_data["restore_into"].toTensor().slice(0, 0, n);
+      into.index_copy_(0, add_rows, ctx->saved_data["old_add"].toTensor());
+      into.index_copy_(0, rows, ctx->saved_data["old_rows"].toTensor());
+    }
     // src_in's gradient is the output's (src_in of the output's shape) or its owned rows (src_in
     // of those alone: layer 1's output), changed in place when nothing else holds it, which
     // saves a copy of every owned row per exchange (docs/performance.md, v37).
@@ -332,7 +374,7 @@ HaloPass::Counts HaloPass::counts(const at::Tensor& send_keep, const at::Tensor&
 
 at::Tensor HaloPass::exchange(const at::Tensor& src_in, const at::Tensor& prev_halo, const RowUpdate* update,
                               const at::Tensor& send_keep, const at::Tensor& recv_keep, const Counts& counts,
-                              int64_t t, ForwardStats& st, bool in_place) {
+                              int64_t t, ForwardStats& st, Build build) {
   const auto& [send_counts, recv_counts] = counts;
   const int64_t full = layout_.send_all.numel();
   // The counts are on the host already: selections of known size need no further device wait,
@@ -357,7 +399,7 @@ at::Tensor HaloPass::exchange(const at::Tensor& src_in, const at::Tensor& prev_h
       update ? or_none(update->add_values, none_values) : none_values, token_, sidx, recv_idx,
       update ? or_none(update->rows, none_rows) : none_rows, update ? or_none(update->add_rows, none_rows) : none_rows,
       send_counts, recv_counts, g_.num_dst, compact ? compact_rows_ : g_.num_halo(),
-      reinterpret_cast<int64_t>(g_.transport.get()), in_place);
+      reinterpret_cast<int64_t>(g_.transport.get()), int64_t(build));
   token_ = out[1];
   const size_t k = size_t(t - 1);
   for (auto* v : {&st.halo_rows, &st.halo_rows_full, &st.halo_bytes, &st.halo_bytes_full})
@@ -477,22 +519,38 @@ std::tuple<at::Tensor, at::Tensor, HaloPass::Counts> HaloPass::masks_and_counts(
   return {m.send_go[0], m.recv_go[0], counts_of_layer(c.data_ptr<int64_t>())};
 }
 
+int64_t HaloPass::output_room() const { return g_.num_halo(); }
+
 at::Tensor HaloPass::extend(const at::Tensor& h_owned, int64_t t, bool width_changed, bool all_readers,
-                            ForwardStats& st) {
+                            ForwardStats& st, bool grow) {
   const auto [go, go_recv, c] = masks_and_counts(t, width_changed, all_readers);
   // The previous extend's halo rows are this layer's frozen copies when the widths agree (layer
   // 2 has none: layer 1 reads the input features, every row of which changes).
   const at::Tensor prev = last_src_.defined() && last_src_.size(1) == h_owned.size(1)
                               ? last_src_.slice(0, g_.num_dst)
                               : at::Tensor();
-  last_src_ = exchange(h_owned, prev, nullptr, go, go_recv, c, t, st);
+  grown_ = grow && h_owned.size(0) == g_.num_dst &&
+           grow_into_room(h_owned, compact_pos_.defined() ? compact_rows_ : g_.num_halo()).defined();
+  st.first_output_grown = st.first_output_grown || grown_;
+  last_src_ = exchange(h_owned, prev, nullptr, go, go_recv, c, t, st, grown_ ? Build::Grow : Build::Copy);
   return last_src_;
 }
 
 at::Tensor HaloPass::extend_update(const RowUpdate& update, int64_t t, bool all_readers, ForwardStats& st) {
   TORCH_CHECK(last_src_.defined(), "HaloPass::extend_update: layer ", t, " has no earlier extend to update");
   const auto [go, go_recv, c] = masks_and_counts(t, false, all_readers);
-  last_src_ = exchange(last_src_, at::Tensor(), &update, go, go_recv, c, t, st, in_place_);
+  Build build = in_place_ ? Build::InPlace : Build::Copy;
+  if (build == Build::InPlace && grown_) {
+    // The rows overwritten here are layer 1's output: kept and written back in the backward, or,
+    // for a large update, left as they are under a copy (from then on, in place again).
+    const int64_t changed = (update.rows.defined() ? update.rows.numel() : 0) +
+                            (update.add_rows.defined() ? update.add_rows.numel() : 0);
+    build = changed * 8 <= g_.num_dst ? Build::InPlaceRestoring : Build::Copy;
+    grown_ = build == Build::InPlaceRestoring;
+    if (grown_) st.rows_restored += changed;
+    else st.grown_then_copied = true;
+  }
+  last_src_ = exchange(last_src_, at::Tensor(), &update, go, go_recv, c, t, st, build);
   return last_src_;
 }
 

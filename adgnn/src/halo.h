@@ -36,6 +36,16 @@ struct RowUpdate {
   at::Tensor add_rows, add_values;  // undefined: none
 };
 
+// Layer 1's output on a rank is built with room for the halo rows after it (Layer::
+// set_output_room), so that layer 2's exchange grows it into [owned; halo] where it copied every
+// owned row into a new tensor (v97; 0.29 ms a step on a rank of two at products-scale).
+// rows_with_room: an uninitialised [rows, cols] tensor whose buffer holds `room` more rows after
+// them; a tensor of its own, not a view, so writes into the room do not touch its version.
+at::Tensor rows_with_room(int64_t rows, int64_t cols, int64_t room, const at::TensorOptions& options);
+// t (2-D, contiguous, at its buffer's start) followed by `more` of the buffer's rows, as a tensor
+// of its own; undefined when the buffer holds fewer.
+at::Tensor grow_into_room(const at::Tensor& t, int64_t more);
+
 class HaloPass {
  public:
   // g.distributed() must hold. `layers` <= 64 (computed-layer masks are 64-bit).
@@ -70,7 +80,19 @@ class HaloPass {
   // keep their copy from the previous call (zero at t = 2: layer 1's input is not exchanged).
   // width_changed: layer t-1 changed every row. all_readers: every halo holder reads the rows
   // (MixHop's second hop reads beyond the computed rows' neighbours).
-  at::Tensor extend(const at::Tensor& h_owned, int64_t t, bool width_changed, bool all_readers, ForwardStats& st);
+  // grow: h_owned is layer 1's output built with output_room() rows of room (rows_with_room),
+  // which the result takes in place of a copy. Its owned rows are then what layer 1's backward
+  // reads (its ReLU's mask), so the in-place updates of later layers (set_in_place) keep the
+  // values they overwrite and write them back in their backward; an update of more than an
+  // eighth of the owned rows copies them instead, once.
+  at::Tensor extend(const at::Tensor& h_owned, int64_t t, bool width_changed, bool all_readers, ForwardStats& st,
+                    bool grow = false);
+  // The rows an extend appends after the owned ones, at most (the room layer 1's output needs).
+  int64_t output_room() const;
+  // How an exchange builds its result (halo.cpp's HaloExchangeFn): a new tensor (Copy), its
+  // input changed in place (InPlace; InPlaceRestoring also writes the overwritten owned rows back
+  // in its backward), or its input grown into its buffer's room (Grow).
+  enum class Build { Copy, InPlace, InPlaceRestoring, Grow };
   // The same with h_owned given as the previous extend's owned rows with `update` applied (the
   // width unchanged): no tensor of the updated owned rows alone is built.
   at::Tensor extend_update(const RowUpdate& update, int64_t t, bool all_readers, ForwardStats& st);
@@ -120,7 +142,7 @@ class HaloPass {
   using Counts = std::pair<std::vector<int64_t>, std::vector<int64_t>>;  // rows per peer: send, receive
   at::Tensor exchange(const at::Tensor& src_in, const at::Tensor& prev_halo, const RowUpdate* update,
                       const at::Tensor& send_keep, const at::Tensor& recv_keep, const Counts& counts, int64_t t,
-                      ForwardStats& st, bool in_place = false);
+                      ForwardStats& st, Build build = Build::Copy);
   // Layer t's masks and counts: planned, or computed now.
   std::tuple<at::Tensor, at::Tensor, Counts> masks_and_counts(int64_t t, bool width_changed, bool all_readers);
   // The masks of layers t0..t1's exchanges (row t - t0: which send-list entries go, which halo
@@ -163,6 +185,7 @@ class HaloPass {
   at::Tensor compact_pos_;       // set_compact_halo; undefined: layers >= 2 hold every halo row
   int64_t compact_rows_ = -1;
   bool in_place_ = false;
+  bool grown_ = false;  // last_src_'s owned rows are layer 1's output (extend's grow)
 };
 
 }  // namespace adgnn::detail

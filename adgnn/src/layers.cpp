@@ -89,16 +89,22 @@ at::Tensor addmm_relu(const at::Tensor& b, const at::Tensor& xr, const at::Tenso
 class LinearFn : public torch::autograd::Function<LinearFn> {
  public:
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w,
-                            const at::Tensor& b, bool relu, int64_t rows) {
+                            const at::Tensor& b, bool relu, int64_t rows, int64_t room) {
     const at::Tensor xr = rows == x.size(0) ? x : x.narrow(0, 0, rows);
+    at::Tensor out;
+    if (room > 0) {  // written into a buffer with room for `room` rows after it (halo.h)
+      out = rows_with_room(rows, w.size(1), room, xr.options());
+      if (relu) at::_addmm_activation_out(out, b, xr, w, 1, 1, /*use_gelu=*/false);
+      else at::addmm_out(out, b, xr, w);
+    } else {
 #ifdef ADGNN_HAVE_CUDA_KERNELS
-    const at::Tensor out = kernels::small_linear_applies(xr, w)
-                               ? kernels::small_linear_cuda(xr, w, b, relu)
-                           : relu ? addmm_relu(b, xr, w)
-                                  : at::addmm(b, xr, w);
+      out = kernels::small_linear_applies(xr, w) ? kernels::small_linear_cuda(xr, w, b, relu)
+            : relu                               ? addmm_relu(b, xr, w)
+                                                 : at::addmm(b, xr, w);
 #else
-    const at::Tensor out = relu ? addmm_relu(b, xr, w) : at::addmm(b, xr, w);
+      out = relu ? addmm_relu(b, xr, w) : at::addmm(b, xr, w);
 #endif
+    }
     ctx->save_for_backward({xr, w, relu ? out : at::Tensor()});
     ctx->saved_data["relu"] = relu;
     ctx->saved_data["x_rows"] = x.size(0);
@@ -111,7 +117,7 @@ class LinearFn : public torch::autograd::Function<LinearFn> {
                              ? relu_grad_column_sums(grads[0], ctx->get_saved_variables()[2])
                              : std::make_pair(grads[0], column_sums(grads[0]));
     auto out = linear_backward(ctx, g, gb);
-    out.resize(5);
+    out.resize(6);
     return out;
   }
 };
@@ -165,12 +171,12 @@ int64_t leading_rows(const at::Tensor& x, int64_t rows) {
 
 }  // namespace
 
-at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, int64_t rows) {
-  return LinearFn::apply(x, w, b, false, leading_rows(x, rows));
+at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, int64_t rows, int64_t room) {
+  return LinearFn::apply(x, w, b, false, leading_rows(x, rows), room);
 }
 
-at::Tensor linear_relu(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, int64_t rows) {
-  return LinearFn::apply(x, w, b, true, leading_rows(x, rows));
+at::Tensor linear_relu(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, int64_t rows, int64_t room) {
+  return LinearFn::apply(x, w, b, true, leading_rows(x, rows), room);
 }
 
 std::pair<at::Tensor, at::Tensor> linear_relu_dropout(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b,
@@ -336,7 +342,9 @@ class GcnLayer : public Layer {
       undropped_ = out;
       return dropped;
     }
-    return relu_fused_ ? linear_relu(h, w_, b_, rows) : linear(h, w_, b_, rows);
+    if (!output || output_room_ == 0) return relu_fused_ ? linear_relu(h, w_, b_, rows) : linear(h, w_, b_, rows);
+    with_room_ = relu_fused_ ? linear_relu(h, w_, b_, rows, output_room_) : linear(h, w_, b_, rows, output_room_);
+    return with_room_;
   }
   at::Tensor w_, b_;
 };

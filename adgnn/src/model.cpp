@@ -1021,6 +1021,23 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
     pass->set_first_read_layer(c.backbone == "mixhop" || !detail::deep_read_bits() ? 1 : 2);
   }
 
+  // A rank's training pass builds layer 1's output (over every row) with room for the halo rows
+  // after it, where the layer can, and layer 2's exchange grows it into [owned; halo] instead of
+  // copying every owned row (HaloPass::extend's grow, v97). grown_from: that output.
+  const int64_t first_room =
+      exchange_in_place && L >= 2 && detail::first_output_room() ? pass->output_room() : 0;
+  at::Tensor grown_from;
+  auto first_forward = [&](Layer& layer, auto&& forward) {
+    struct Reset {
+      Layer& layer;
+      ~Reset() { layer.set_output_room(0); }
+    } reset{layer};
+    layer.set_output_room(first_room);
+    at::Tensor r = forward();
+    grown_from = layer.take_output_with_room();
+    return r;
+  };
+
   at::Tensor h_src = x;  // the current layer's input, over the source rows
   at::Tensor h_dst;      // the previous layer's output, over the destination rows
   at::Tensor hin = training ? dropout_rows(h_src, g.global_id, c.dropout, c.seed, epoch, 1) : h_src;
@@ -1084,8 +1101,10 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
     RECORD_USER_SCOPE("layer 1");
     {
       RECORD_USER_SCOPE("aggregate");
-      first_upd = forward_rows(*m.layers.front(), g, hin, m.row_ids(n, g.rowptr.options()), g.col.numel(),
-                               comp_pos_all.select(0, 0));
+      first_upd = first_forward(*m.layers.front(), [&] {
+        return forward_rows(*m.layers.front(), g, hin, m.row_ids(n, g.rowptr.options()), g.col.numel(),
+                            comp_pos_all.select(0, 0));
+      });
     }
   };
   // A rank on a GPU issues it before its halo plan, too, and runs the plan (the exchange of the
@@ -1270,8 +1289,10 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
           h_dst = h_src.slice(0, 0, n);  // layer t-1's output
           out.layer_outputs.push_back(h_dst);
         } else {
-          h_src = pass->extend(h_dst, t, prev_width_change, c.backbone == "mixhop", out.stats);
+          const bool grow = t == 2 && grown_from.defined() && h_dst.is_same(grown_from);
+          h_src = pass->extend(h_dst, t, prev_width_change, c.backbone == "mixhop", out.stats, grow);
         }
+        grown_from = at::Tensor();
       } else {
         h_src = h_dst;
       }
@@ -1351,7 +1372,8 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
         } reset{layer};
         if (fuse)
           layer.set_output_dropout(detail::dropout_mask(gl.global_id, n, x.device(), c.dropout, c.seed, epoch, t + 1));
-        upd = layer.forward(gl, hin, all_rows);
+        upd = t == 1 ? first_forward(layer, [&] { return layer.forward(gl, hin, all_rows); })
+                     : layer.forward(gl, hin, all_rows);
         undropped = layer.take_output_before_dropout();
       }
       if (undropped.defined()) {
@@ -1391,7 +1413,10 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
         out.stats.first_layer_early = true;
         upd = std::exchange(first_upd, at::Tensor());
       } else {
-        upd = forward_rows(layer, gl, hin, comp_rows, comp_entries[size_t(t)], comp_pos_all.select(0, t - 1));
+        auto rows_forward = [&] {
+          return forward_rows(layer, gl, hin, comp_rows, comp_entries[size_t(t)], comp_pos_all.select(0, t - 1));
+        };
+        upd = t == 1 && comp_rows.numel() == n ? first_forward(layer, rows_forward) : rows_forward();
       }
     }
     layer.set_halo(nullptr, 0, nullptr);

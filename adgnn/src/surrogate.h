@@ -49,6 +49,8 @@ bool& deep_read_bits();
 bool& halo_plan_beside_layer1();
 // KernelOptions::plan_stream_lists: the row lists and compact graph go on that stream too.
 bool& lists_on_plan_stream();
+// KernelOptions::first_output_room: a rank's layer 1 output is built with room for the halo rows.
+bool& first_output_room();
 
 // Every layer's row masks for one pass, from the depth benefit eps [n] and the thresholds tau [L]
 // (T(v) = the count of t with eps_v >= tau(t)), or from a given depth [n] (int64).

@@ -228,11 +228,12 @@ TEST(KernelOptions, EachSwitchReachesTheKernels) {
                               adgnn::kernels::regroup_kernel,       adgnn::kernels::segment_tiles,
                               adgnn::detail::first_layer_before_counts, adgnn::kernels::row_chunks,
                               adgnn::kernels::flat_dropout,         adgnn::detail::deep_read_bits,
-                              adgnn::detail::halo_plan_beside_layer1, adgnn::detail::lists_on_plan_stream};
+                              adgnn::detail::halo_plan_beside_layer1, adgnn::detail::lists_on_plan_stream,
+                              adgnn::detail::first_output_room};
   const auto& switches = adgnn::kernel_option_switches();
   ASSERT_EQ(switches.size(), std::size(reads));
   EXPECT_EQ(switches[0].first, "length-order");
-  EXPECT_EQ(switches[11].first, "plan-stream-lists");
+  EXPECT_EQ(switches[12].first, "first-output-room");
   const adgnn::KernelOptions defaults = adgnn::kernel_options();
   for (const auto& [name, field] : switches) EXPECT_TRUE(defaults.*field) << name;
   for (size_t k = 0; k < switches.size(); ++k) {

@@ -193,7 +193,7 @@ expect_error "--fdelta-precision bf16: CUDA only (this bench runs on cpu)" "$adg
   --device cpu --variants plain,ad --fdelta-precision fp32,bf16 --steps 2
 # --kernel-off names the CUDA kernels' scheduling options (A/B runs): an unknown one, or any on
 # the CPU (where it would change nothing but the label), refused.
-expect_error "--kernel-off: fast is not one of length-order, skip-unread-rows, mid-row-blocks, reader-lists, regroup-kernel, segment-tiles, early-first-layer, row-chunks, flat-dropout, deep-read-bits, halo-plan-stream, plan-stream-lists" "$adgnn" bench \
+expect_error "--kernel-off: fast is not one of length-order, skip-unread-rows, mid-row-blocks, reader-lists, regroup-kernel, segment-tiles, early-first-layer, row-chunks, flat-dropout, deep-read-bits, halo-plan-stream, plan-stream-lists, first-output-room" "$adgnn" bench \
   --dataset csbm:demo --device cpu --kernel-off length-order,fast --steps 2
 # train takes the same switches (every rank of a distributed A/B run), on any device.
 expect_error "--kernel-off: fast is not one of length-order" "$adgnn" train csbm:demo --epochs 1 --kernel-off fast

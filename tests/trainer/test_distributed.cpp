@@ -23,6 +23,7 @@
 #include "adgnn/trainer.h"
 #include "nlohmann/json.hpp"
 #include "halo.h"
+#include "layers.h"
 
 namespace {
 
@@ -103,6 +104,7 @@ struct StepResult {
   std::vector<double> loss;
   std::vector<std::map<std::string, at::Tensor>> grads;
   std::vector<bool> first_layer_early;  // per step: layer 1 issued before the counts' wait (v74, v91)
+  std::vector<adgnn::ForwardStats> stats;  // per step
 };
 
 // `steps` Adam steps of `cfg` on the whole graph (part == nullptr) or on a rank's part.
@@ -141,6 +143,7 @@ StepResult run_steps(const adgnn::Graph& g, adgnn::ModelConfig cfg, const adgnn:
     r.loss.push_back(l);
     r.logits.push_back(fw.logits.detach().to(torch::kCPU));
     r.first_layer_early.push_back(fw.stats.first_layer_early);
+    r.stats.push_back(fw.stats);
     std::map<std::string, at::Tensor> gr;
     for (auto& [name, p] : model.named_parameters())
       gr[name] = p.grad().to(torch::kCPU, /*non_blocking=*/false, /*copy=*/true);  // a view of the optimizer's buffer
@@ -162,8 +165,8 @@ adgnn::GraphPart metis_part(const adgnn::Graph& g, int parts, int rank) {
 // Logits, loss and every parameter gradient of the P-rank run equal the one-process run's.
 // dist_cfg: the ranks' configuration where it differs from the reference's (another code path
 // for the same function).
-void expect_equivalent(Dist& t, const adgnn::Graph& g, const adgnn::ModelConfig& cfg,
-                       const adgnn::GraphPart& part, int steps, const adgnn::ModelConfig* dist_cfg = nullptr) {
+StepResult expect_equivalent(Dist& t, const adgnn::Graph& g, const adgnn::ModelConfig& cfg,
+                             const adgnn::GraphPart& part, int steps, const adgnn::ModelConfig* dist_cfg = nullptr) {
   const StepResult ref = run_steps(g, cfg, whole(g), nullptr, nullptr, t.device, steps);
   const StepResult dist = run_steps(g, dist_cfg ? *dist_cfg : cfg, part, t.comm.get(), t.xcomm, t.device, steps);
   const at::Tensor owned = torch::tensor(std::vector<int64_t>(part.global_id.begin(), part.global_id.begin() + part.num_owned));
@@ -194,6 +197,7 @@ void expect_equivalent(Dist& t, const adgnn::Graph& g, const adgnn::ModelConfig&
     }
   }
   EXPECT_TRUE(t.everywhere(!::testing::Test::HasFailure()));
+  return dist;
 }
 
 adgnn::ModelConfig model_config(const adgnn::Graph& g, const std::string& backbone, const std::string& variant) {
@@ -329,6 +333,38 @@ TEST_F(Dist, FullBandAndAnEmptyRankMatchTheOneProcessRun) {
   expect_equivalent(*this, g, cfg, part, 2);
 }
 
+// A rank's layer 2 input grown from GCN's layer 1 output (no copy of the owned rows, v97): the
+// later layers' in-place updates overwrite rows of layer 1's output, which its ReLU's backward
+// reads, and write them back in their backward (few rows), or copy the rows (many). Both happen
+// here (linear normalisation: few rows at the deeper layers; log: many), plain GCN grows too,
+// and every result equals the one-process run's. (Without the write-back the ReLU's mask is
+// wrong on the overwritten rows: the gradients fail.)
+TEST_F(Dist, GrownFirstOutputMatchesTheOneProcessRun) {
+  const adgnn::Graph g = test_graph(240, 3);
+  const adgnn::GraphPart part = metis_part(g, size, rank);
+  double grown = 0, restored = 0, copied = 0;
+  for (const std::string variant : {"plain", "ad_fast", "ad"}) {
+    for (const std::string norm : {"linear", "log"}) {
+      SCOPED_TRACE(variant + " " + norm);
+      adgnn::ModelConfig cfg = model_config(g, "gcn", variant);
+      cfg.layers = 4;
+      cfg.normalisation = norm;
+      const StepResult r = expect_equivalent(*this, g, cfg, part, 3);
+      for (const adgnn::ForwardStats& st : r.stats) {
+        grown += st.first_output_grown;
+        restored += double(st.rows_restored);
+        copied += st.grown_then_copied;
+      }
+    }
+  }
+  for (double* v : {&grown, &restored, &copied}) comm->allreduce(v, 1, adgnn::DType::F64, adgnn::ReduceOp::Sum);
+  if (size > 1) {
+    EXPECT_GT(grown, 0);
+    EXPECT_GT(restored, 0);
+    EXPECT_GT(copied, 0);
+  }
+}
+
 // lambda = 1: tau(t) = 1, so only the node(s) at the maximum depth benefit aggregate; every other
 // rank has an empty active set at every layer and still joins every exchange and reduction.
 TEST_F(Dist, RanksWithNoActiveNodeComplete) {
@@ -340,6 +376,69 @@ TEST_F(Dist, RanksWithNoActiveNodeComplete) {
     cfg.normalisation = "linear";
     expect_equivalent(*this, g, cfg, metis_part(g, size, rank), 2);
   }
+}
+
+// v97's mechanism alone: layer 2's input grown from layer 1's output (linear_relu with room:
+// no copy of the owned rows), then layer 3's in-place update of the rows computed at layer 2
+// (a tenth of them: the write-back path). Layer 1's ReLU backward reads its output, so the
+// update must write the rows it overwrote back in its backward. Its values are negative, so a
+// ReLU mask read from the overwritten rows would drop their whole gradient. The gradients equal
+// the copying path's, and layer 1's output holds its forward values after the backward.
+TEST_F(Dist, GrownLayerOneOutputIsWrittenBackInTheBackward) {
+  const adgnn::Graph g = test_graph(300, 13);
+  const adgnn::GraphPart part = metis_part(g, size, rank);
+  adgnn::PartTensors pt = adgnn::part_tensors(part, device, torch::kFloat64);
+  adgnn::MessageGraph& mg = pt.graph;
+  mg.transport = adgnn::make_rank_transport(*xcomm, xcomm->device_memory());
+  const int64_t n = mg.num_dst, F = 4, L = 3;
+  const auto opts = torch::dtype(torch::kFloat64).device(device);
+  const at::Tensor gid = mg.global_id.to(device);
+  // Computed at layers 2 and 3: every tenth node by global id (all of them at layer 1).
+  const at::Tensor deep = (gid.slice(0, 0, n) % 10 == 0);
+  const at::Tensor bits = torch::where(deep, int64_t(7), int64_t(1));
+  const at::Tensor rows = deep.nonzero().squeeze(1);
+  // Exactly predictable inputs: functions of the global id.
+  const at::Tensor x0 = (gid.slice(0, 0, n).to(torch::kFloat64).unsqueeze(1) * 0.37 +
+                         torch::arange(3, opts).unsqueeze(0)).sin();
+  const at::Tensor w0 = torch::arange(3 * F, opts).reshape({3, F}).mul(0.71).cos();
+  const at::Tensor b0 = torch::arange(F, opts).mul(0.1);
+  struct Result {
+    at::Tensor gx, gw, gb, before, after;
+  };
+  auto run = [&](bool grow) {
+    const at::Tensor x = x0.clone().requires_grad_(), w = w0.clone().requires_grad_(), b = b0.clone().requires_grad_();
+    adgnn::detail::HaloPass pass(mg, L);
+    pass.set_in_place(true);
+    pass.set_computed(bits, false);
+    adgnn::ForwardStats st;
+    const at::Tensor out = adgnn::detail::linear_relu(x, w, b, -1, grow ? pass.output_room() : 0);
+    Result r;
+    r.before = out.detach().clone();
+    const at::Tensor src2 = pass.extend(out, 2, true, false, st, grow);
+    EXPECT_EQ(st.first_output_grown, grow);
+    EXPECT_EQ(src2.data_ptr() == out.data_ptr(), grow);
+    const at::Tensor c = (torch::arange(src2.numel(), opts).reshape(src2.sizes()) * 0.13).sin() + 1.5;
+    at::Tensor loss = (src2 * c).sum();
+    // Layer 2's update of its computed rows, negative, and depending on x.
+    const at::Tensor values = -(x.index_select(0, rows).mm(w).abs() + 1);
+    const at::Tensor src3 = pass.extend_update(adgnn::detail::RowUpdate{rows, values, {}, {}}, 3, false, st);
+    EXPECT_EQ(st.rows_restored, grow ? rows.numel() : 0);
+    EXPECT_FALSE(st.grown_then_copied);
+    loss = loss + pass.finish(src3).mul(c.flip(0)).sum();
+    loss.backward();
+    r.gx = x.grad();
+    r.gw = w.grad();
+    r.gb = b.grad();
+    r.after = out.detach().clone();
+    return r;
+  };
+  const Result copied = run(false), grown = run(true);
+  EXPECT_TRUE(torch::allclose(grown.gx, copied.gx, 1e-12, 1e-12)) << "gradient of x";
+  EXPECT_TRUE(torch::allclose(grown.gw, copied.gw, 1e-12, 1e-12)) << "gradient of w";
+  EXPECT_TRUE(torch::allclose(grown.gb, copied.gb, 1e-12, 1e-12)) << "gradient of b";
+  EXPECT_TRUE(torch::equal(grown.after, grown.before)) << "layer 1's output after the backward";
+  EXPECT_TRUE(torch::equal(copied.before, grown.before));
+  EXPECT_TRUE(everywhere(!HasFailure()));
 }
 
 // nccl-tests style: every halo row is exactly predictable. Row v of layer t's output holds

@@ -87,12 +87,13 @@ bool cuda_kernels_built();
 struct KernelOptions {
   bool length_order = true, skip_unread_rows = true, mid_row_blocks = true, reader_lists = true,
        regroup_kernel = true, segment_tiles = true, early_first_layer = true, row_chunks = true,
-       flat_dropout = true, deep_read_bits = true, halo_plan_stream = true, plan_stream_lists = true;
+       flat_dropout = true, deep_read_bits = true, halo_plan_stream = true, plan_stream_lists = true,
+       first_output_room = true;
 };
 // The options with the named ones off (adgnn bench / train --kernel-off: length-order,
 // skip-unread-rows, mid-row-blocks, reader-lists, regroup-kernel, segment-tiles,
-// early-first-layer, row-chunks, flat-dropout, deep-read-bits, halo-plan-stream, plan-stream-lists); an unknown name throws std::invalid_argument naming it and the
-// known ones.
+// early-first-layer, row-chunks, flat-dropout, deep-read-bits, halo-plan-stream, plan-stream-lists,
+// first-output-room); an unknown name throws std::invalid_argument naming it and the known ones.
 KernelOptions kernel_options_without(const std::vector<std::string>& names);
 // Every switch: its --kernel-off name and its field, in the order above (the one list that
 // kernel_options_without, the commands' help and the tests read).
@@ -235,6 +236,12 @@ struct ForwardStats {
   // Layer 1's forward was issued before the wait for the layers' row counts (one process,
   // lambda = 0: docs/performance.md v74).
   bool first_layer_early = false;
+  // A rank's training pass: layer 2's input was grown from layer 1's output, with no copy of the
+  // owned rows (docs/performance.md v97), and the owned rows the later layers' in-place updates
+  // overwrote and write back in their backward.
+  // grown_then_copied: an update too large to keep copied the rows instead.
+  bool first_output_grown = false, grown_then_copied = false;
+  int64_t rows_restored = 0;
 };
 
 struct ForwardOutput {
