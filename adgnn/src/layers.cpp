@@ -92,7 +92,7 @@ class LinearFn : public torch::autograd::Function<LinearFn> {
                             const at::Tensor& b, bool relu, int64_t rows, int64_t room) {
     const at::Tensor xr = rows == x.size(0) ? x : x.narrow(0, 0, rows);
     at::Tensor out;
-    if (room > 0) {  // written into a buffer with room for `room` rows after it (halo.h)
+    if (room >= 0) {  // written into a buffer with room for `room` rows after it (halo.h)
       out = rows_with_room(rows, w.size(1), room, xr.options());
       if (relu) at::_addmm_activation_out(out, b, xr, w, 1, 1, /*use_gelu=*/false);
       else at::addmm_out(out, b, xr, w);
@@ -342,7 +342,7 @@ class GcnLayer : public Layer {
       undropped_ = out;
       return dropped;
     }
-    if (!output || output_room_ == 0) return relu_fused_ ? linear_relu(h, w_, b_, rows) : linear(h, w_, b_, rows);
+    if (!output || output_room_ < 0) return relu_fused_ ? linear_relu(h, w_, b_, rows) : linear(h, w_, b_, rows);
     with_room_ = relu_fused_ ? linear_relu(h, w_, b_, rows, output_room_) : linear(h, w_, b_, rows, output_room_);
     return with_room_;
   }

@@ -51,13 +51,13 @@ std::pair<at::Tensor, at::Tensor> relu_grad_column_sums(const at::Tensor& g, con
 // column_sums: the dense layers' bias gradients (GCN's, three per depth-4 step).
 // rows >= 0: of x's first `rows` rows only; x's gradient still has x's shape (zeros below them),
 // the product written into it: a slice's backward would be a zero-filled copy of all of x.
-// room > 0: the output is built with that many rows of room after it (rows_with_room, halo.h).
+// room >= 0: the output is built with that many rows of room after it (rows_with_room, halo.h).
 at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, int64_t rows = -1,
-                  int64_t room = 0);
+                  int64_t room = -1);
 // relu(addmm(b, x, w)): on the GPU the ReLU is cuBLASLt's epilogue of the product, and the
 // backward masks the gradient and sums its columns in one pass (v51).
 at::Tensor linear_relu(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, int64_t rows = -1,
-                       int64_t room = 0);
+                       int64_t room = -1);
 
 // A counter-based dropout mask over the rows of a tensor (model.cpp, dropout_rows): element (r, c)
 // is kept (and scaled) when mix64(mix64(key ^ gid[r]) + c) >= threshold.
@@ -196,7 +196,7 @@ class Layer {
   void set_output_dropout(std::optional<DropoutMask> mask) { out_dropout_ = std::move(mask); }
   at::Tensor take_output_before_dropout() { return std::exchange(undropped_, at::Tensor()); }
   // Room for `rows` more rows after the next forward's output over every row (a rank's layer 1:
-  // the halo rows its exchange appends, HaloPass::extend's grow); 0: none. A layer that can
+  // the halo rows its exchange appends, HaloPass::extend's grow); -1: none asked. A layer that can
   // builds its output so (rows_with_room) and take_output_with_room() returns it (undefined:
   // it did not). The model sets it around one forward call.
   void set_output_room(int64_t rows) { output_room_ = rows; }
@@ -225,7 +225,7 @@ class Layer {
   std::vector<std::pair<std::string, at::Tensor>> params_;
   std::optional<DropoutMask> out_dropout_;
   at::Tensor undropped_;
-  int64_t output_room_ = 0;
+  int64_t output_room_ = -1;
   at::Tensor with_room_;
   HaloPass* halo_ = nullptr;
   int64_t halo_layer_ = 0;

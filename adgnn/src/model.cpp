@@ -626,6 +626,12 @@ struct Model::Impl {
   // reductions, host reads or (distributed) allreduce.
   at::Tensor fast_eps;
 
+  // The halo rows that the last training pass's layers >= 2 held (a rank; -1: none yet): the
+  // room the next pass leaves after layer 1's output (v97), whose size it must pick before its
+  // own count reaches the host. Every halo row would cost 0.5 GiB of peak memory a rank at
+  // products-scale, for ~15% of them used.
+  int64_t halo_rows_held = -1;
+
   // 0..n-1 on the device (layer 1's rows when it computes every row), kept between passes.
   at::Tensor row_ids_cache;
   const at::Tensor& row_ids(int64_t n, const at::TensorOptions& opts) {
@@ -1023,14 +1029,18 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
 
   // A rank's training pass builds layer 1's output (over every row) with room for the halo rows
   // after it, where the layer can, and layer 2's exchange grows it into [owned; halo] instead of
-  // copying every owned row (HaloPass::extend's grow, v97). grown_from: that output.
+  // copying every owned row (HaloPass::extend's grow, v97). The room: as many rows as the last
+  // training pass held, and an eighth more (the depths move little between steps); the first
+  // pass, or one that needs more, copies. grown_from: that output.
   const int64_t first_room =
-      exchange_in_place && L >= 2 && detail::first_output_room() ? pass->output_room() : 0;
+      exchange_in_place && L >= 2 && detail::first_output_room() && m.halo_rows_held >= 0
+          ? std::min(pass->output_room(), m.halo_rows_held + m.halo_rows_held / 8)
+          : -1;
   at::Tensor grown_from;
   auto first_forward = [&](Layer& layer, auto&& forward) {
     struct Reset {
       Layer& layer;
-      ~Reset() { layer.set_output_room(0); }
+      ~Reset() { layer.set_output_room(-1); }
     } reset{layer};
     layer.set_output_room(first_room);
     at::Tensor r = forward();
@@ -1548,7 +1558,10 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
     h_dst = next;
     out.layer_outputs.push_back(h_dst);
   }
-  if (exchange_in_place) out.layer_outputs.clear();  // the in-place updates overwrote them
+  if (exchange_in_place) {
+    out.layer_outputs.clear();  // the in-place updates overwrote them
+    if (L >= 2) m.halo_rows_held = out.stats.deep_halo_rows >= 0 ? out.stats.deep_halo_rows : g.num_halo();
+  }
   // (Then they are comp_entries_dev already: no stack of its rows.)
   out.stats.pending_edges = edges_are_entries && int64_t(edges.size()) == L ? comp_entries_dev : torch::stack(edges);
   if (!m.defer_stats) out.stats.settle();
