@@ -56,6 +56,12 @@ class Dist : public ::testing::Test {
     }
   }
   void TearDown() override { nccl.reset(); }
+  // This rank's METIS part of g, as float64 tensors on the test device with the transport set.
+  struct RankPart {
+    adgnn::GraphPart part;
+    adgnn::PartTensors tensors;
+  };
+  RankPart rank_part(const adgnn::Graph& g);
   bool everywhere(bool v) {
     int64_t x = v ? 1 : 0;
     comm->allreduce(&x, 1, adgnn::DType::I64, adgnn::ReduceOp::Min);
@@ -160,6 +166,13 @@ adgnn::GraphPart whole(const adgnn::Graph& g) {
 adgnn::GraphPart metis_part(const adgnn::Graph& g, int parts, int rank) {
   adgnn::PartitionOptions o;
   return adgnn::build_part(g, adgnn::partition_graph(g, parts, o), rank);
+}
+
+Dist::RankPart Dist::rank_part(const adgnn::Graph& g) {
+  RankPart r{metis_part(g, size, rank), {}};
+  r.tensors = adgnn::part_tensors(r.part, device, torch::kFloat64);
+  r.tensors.graph.transport = adgnn::make_rank_transport(*xcomm, xcomm->device_memory());
+  return r;
 }
 
 // Logits, loss and every parameter gradient of the P-rank run equal the one-process run's.
@@ -388,11 +401,8 @@ TEST_F(Dist, RanksWithNoActiveNodeComplete) {
 // ReLU mask read from the overwritten rows would drop their whole gradient. The gradients equal
 // the copying path's, and layer 1's output holds its forward values after the backward.
 TEST_F(Dist, GrownLayerOneOutputIsWrittenBackInTheBackward) {
-  const adgnn::Graph g = test_graph(300, 13);
-  const adgnn::GraphPart part = metis_part(g, size, rank);
-  adgnn::PartTensors pt = adgnn::part_tensors(part, device, torch::kFloat64);
-  adgnn::MessageGraph& mg = pt.graph;
-  mg.transport = adgnn::make_rank_transport(*xcomm, xcomm->device_memory());
+  RankPart rp = rank_part(test_graph(300, 13));
+  adgnn::MessageGraph& mg = rp.tensors.graph;
   const int64_t n = mg.num_dst, F = 4, L = 3;
   const auto opts = torch::dtype(torch::kFloat64).device(device);
   const at::Tensor gid = mg.global_id.to(device);
@@ -461,11 +471,9 @@ TEST_F(Dist, GrownLayerOneOutputIsWrittenBackInTheBackward) {
 // its owner changed it), and rows travel only when they changed and someone reads them.
 // Depths 5, 12, 20 and 40: the computed-layer masks travel as bytes, int16, int32 and int64.
 TEST_F(Dist, HaloRowsAreExactlyTheOwnersLatestRows) {
-  const adgnn::Graph g = test_graph(300, 13);
-  const adgnn::GraphPart part = metis_part(g, size, rank);
-  adgnn::PartTensors pt = adgnn::part_tensors(part, device, torch::kFloat64);
-  adgnn::MessageGraph& mg = pt.graph;
-  mg.transport = adgnn::make_rank_transport(*xcomm, xcomm->device_memory());
+  RankPart rp = rank_part(test_graph(300, 13));
+  const adgnn::GraphPart& part = rp.part;
+  adgnn::MessageGraph& mg = rp.tensors.graph;
   for (const int64_t L : {int64_t(5), int64_t(12), int64_t(20), int64_t(40)}) {
     SCOPED_TRACE("layers " + std::to_string(L));
     const int64_t n = mg.num_dst;
