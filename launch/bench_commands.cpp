@@ -25,7 +25,7 @@ namespace adgnn::cli {
 std::string kernel_off_help() {
   std::string names;
   for (const auto& [name, field] : kernel_option_switches()) names += (names.empty() ? "" : ", ") + name;
-  return "Scheduling options to switch off, for A/B runs: " + names + " (docs/performance.md v76-v96)";
+  return "Scheduling options to switch off, for A/B runs: " + names + " (docs/performance.md, from v76)";
 }
 
 KernelOptions kernel_options_off(const std::vector<std::string>& names) {

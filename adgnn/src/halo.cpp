@@ -40,12 +40,15 @@ at::Tensor rows_with_room(int64_t rows, int64_t cols, int64_t room, const at::Te
   return torch::empty({0}, options).set_(buffer.storage(), 0, {rows, cols}, {cols, 1});
 }
 
+bool has_room(const at::Tensor& t, int64_t more) {
+  if (t.dim() != 2 || !t.is_contiguous() || t.storage_offset() != 0 || more < 0 || !t.has_storage()) return false;
+  return t.storage().nbytes() >= size_t((t.size(0) + more) * t.size(1)) * t.element_size();
+}
+
 at::Tensor grow_into_room(const at::Tensor& t, int64_t more) {
-  if (t.dim() != 2 || !t.is_contiguous() || t.storage_offset() != 0 || more < 0) return {};
-  const int64_t rows = t.size(0), cols = t.size(1);
-  const auto bytes = size_t((rows + more) * cols) * t.element_size();
-  if (!t.has_storage() || t.storage().nbytes() < bytes) return {};
-  return torch::empty({0}, t.options()).set_(t.storage(), 0, {rows + more, cols}, {cols, 1});
+  if (!has_room(t, more)) return {};
+  const int64_t cols = t.size(1);
+  return torch::empty({0}, t.options()).set_(t.storage(), 0, {t.size(0) + more, cols}, {cols, 1});
 }
 
 namespace {
@@ -519,8 +522,6 @@ std::tuple<at::Tensor, at::Tensor, HaloPass::Counts> HaloPass::masks_and_counts(
   return {m.send_go[0], m.recv_go[0], counts_of_layer(c.data_ptr<int64_t>())};
 }
 
-int64_t HaloPass::output_room() const { return g_.num_halo(); }
-
 at::Tensor HaloPass::extend(const at::Tensor& h_owned, int64_t t, bool width_changed, bool all_readers,
                             ForwardStats& st, bool grow) {
   const auto [go, go_recv, c] = masks_and_counts(t, width_changed, all_readers);
@@ -530,7 +531,7 @@ at::Tensor HaloPass::extend(const at::Tensor& h_owned, int64_t t, bool width_cha
                               ? last_src_.slice(0, g_.num_dst)
                               : at::Tensor();
   grown_ = grow && h_owned.size(0) == g_.num_dst &&
-           grow_into_room(h_owned, compact_pos_.defined() ? compact_rows_ : g_.num_halo()).defined();
+           has_room(h_owned, compact_pos_.defined() ? compact_rows_ : g_.num_halo());
   st.first_output_grown = st.first_output_grown || grown_;
   last_src_ = exchange(h_owned, prev, nullptr, go, go_recv, c, t, st, grown_ ? Build::Grow : Build::Copy);
   return last_src_;

@@ -42,8 +42,9 @@ struct RowUpdate {
 // rows_with_room: an uninitialised [rows, cols] tensor whose buffer holds `room` more rows after
 // them; a tensor of its own, not a view, so writes into the room do not touch its version.
 at::Tensor rows_with_room(int64_t rows, int64_t cols, int64_t room, const at::TensorOptions& options);
-// t (2-D, contiguous, at its buffer's start) followed by `more` of the buffer's rows, as a tensor
-// of its own; undefined when the buffer holds fewer.
+// Whether t (2-D, contiguous, at its buffer's start) has `more` rows of its buffer after it; and
+// t followed by them, as a tensor of its own (undefined without that room).
+bool has_room(const at::Tensor& t, int64_t more);
 at::Tensor grow_into_room(const at::Tensor& t, int64_t more);
 
 class HaloPass {
@@ -80,15 +81,13 @@ class HaloPass {
   // keep their copy from the previous call (zero at t = 2: layer 1's input is not exchanged).
   // width_changed: layer t-1 changed every row. all_readers: every halo holder reads the rows
   // (MixHop's second hop reads beyond the computed rows' neighbours).
-  // grow: h_owned is layer 1's output built with output_room() rows of room (rows_with_room),
-  // which the result takes in place of a copy. Its owned rows are then what layer 1's backward
+  // grow: h_owned is layer 1's output built with room for the halo rows held (rows_with_room),
+  // which the result takes in place of a copy (without enough room, it copies). Its owned rows are then what layer 1's backward
   // reads (its ReLU's mask), so the in-place updates of later layers (set_in_place) keep the
   // values they overwrite and write them back in their backward; an update of more than an
   // eighth of the owned rows copies them instead, once.
   at::Tensor extend(const at::Tensor& h_owned, int64_t t, bool width_changed, bool all_readers, ForwardStats& st,
                     bool grow = false);
-  // The rows an extend appends after the owned ones, at most (the room layer 1's output needs).
-  int64_t output_room() const;
   // How an exchange builds its result (halo.cpp's HaloExchangeFn): a new tensor (Copy), its
   // input changed in place (InPlace; InPlaceRestoring also writes the overwritten owned rows back
   // in its backward), or its input grown into its buffer's room (Grow).

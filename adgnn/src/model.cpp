@@ -1034,7 +1034,7 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
   // pass, or one that needs more, copies. grown_from: that output.
   const int64_t first_room =
       exchange_in_place && L >= 2 && detail::first_output_room() && m.halo_rows_held >= 0
-          ? std::min(pass->output_room(), m.halo_rows_held + m.halo_rows_held / 8)
+          ? std::min(g.num_halo(), m.halo_rows_held + m.halo_rows_held / 8)
           : -1;
   at::Tensor grown_from;
   auto first_forward = [&](Layer& layer, auto&& forward) {

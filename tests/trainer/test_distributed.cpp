@@ -431,7 +431,7 @@ TEST_F(Dist, GrownLayerOneOutputIsWrittenBackInTheBackward) {
     r.before = out.detach().clone();
     const at::Tensor src2 = pass.extend(out, 2, true, false, st, grow);
     // Grown where the room holds the halo rows; else copied, as without room.
-    const bool grown = grow && room >= pass.output_room();
+    const bool grown = grow && room >= mg.num_halo();
     EXPECT_EQ(st.first_output_grown, grown);
     EXPECT_EQ(src2.data_ptr() == out.data_ptr(), grown);
     const at::Tensor c = (torch::arange(src2.numel(), opts).reshape(src2.sizes()) * 0.13).sin() + 1.5;

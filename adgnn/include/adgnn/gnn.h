@@ -83,7 +83,9 @@ bool cuda_kernels_built();
 // halo_plan_stream: a rank on a GPU with layer 1 issued early (early_first_layer) issues it before
 // its halo plan, which runs on a second stream beside it (v95);
 // plan_stream_lists: that stream also takes the row lists and the deeper layers' compact graph,
-// once the host has the counts (v96).
+// once the host has the counts (v96);
+// first_output_room: a rank's training pass builds layer 1's output (GCN) with room for the halo
+// rows after it, which layer 2's exchange grows into instead of copying the owned rows (v97).
 struct KernelOptions {
   bool length_order = true, skip_unread_rows = true, mid_row_blocks = true, reader_lists = true,
        regroup_kernel = true, segment_tiles = true, early_first_layer = true, row_chunks = true,
