@@ -173,6 +173,10 @@ void add_data_commands(CLI::App& app, std::function<int()>& run) {
     cmd->add_option("--features", p->features, "Feature dimension");
     cmd->add_option("--separation", p->separation, "Distance scale of the class means");
     cmd->add_option("--noise", p->noise, "Standard deviation of the feature noise");
+    cmd->add_option("--communities", p->communities,
+                    "Blocks of consecutive node ids (independent of the classes) that --locality keeps edges in");
+    cmd->add_option("--locality", p->locality,
+                    "Share of the edges with both ends in one community, in [0, 1] (sets how small a cut exists)");
     cmd->add_option("--seed", p->seed, "Random seed (same seed: same graph, any thread count)");
     cmd->add_option("--threads", p->threads, "Threads (0: all cores)")->check(CLI::NonNegativeNumber);
     cmd->add_option("--deflate", *deflate, "Deflate level 0-9 for the output")->check(CLI::Range(0, 9));
@@ -194,6 +198,8 @@ void add_data_commands(CLI::App& app, std::function<int()>& run) {
         if (given("--features")) q.features = p->features;
         if (given("--separation")) q.separation = p->separation;
         if (given("--noise")) q.noise = p->noise;
+        if (given("--communities")) q.communities = p->communities;
+        if (given("--locality")) q.locality = p->locality;
         if (given("--seed")) q.seed = p->seed;
         if (given("--threads")) q.threads = p->threads;
       }

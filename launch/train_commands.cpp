@@ -223,7 +223,8 @@ TrainConfig resolve(CLI::App* cmd, const TrainArgs& args, std::vector<std::strin
   c.profile = f.profile;
   c.profile_steps = f.profile_steps;
   c.progress = !a->no_progress;
-  if (c.dataset.empty()) throw InputError("--dataset: required (a name, a path, or csbm:<preset>)");
+  if (c.dataset.empty() && c.partition_dir.empty())
+    throw InputError("--dataset: required (a name, a path, or csbm:<preset>), or --partition-dir");
   models = given("--model") || a->config.empty()
                                         ? split_list(a->models) : std::vector<std::string>{c.model.backbone};
   variants = given("--variant") || a->config.empty()
@@ -231,6 +232,70 @@ TrainConfig resolve(CLI::App* cmd, const TrainArgs& args, std::vector<std::strin
   if (models.empty()) throw InputError("--model: empty list");
   if (variants.empty()) throw InputError("--variant: empty list");
   return c;
+}
+
+// The graph a dataset names, as graph_fingerprint: read from our HDF5 file's attributes, else
+// computed from the loaded graph.
+std::string dataset_graph_hash(const std::string& dataset, const std::string& data_dir) {
+  std::string path;
+  try {
+    path = resolve_dataset(dataset, data_dir);
+  } catch (const InputError&) {
+    path.clear();  // csbm:<preset> and the like: generated, hashed below
+  }
+  const std::string stored = path.empty() ? "" : stored_graph_hash(path);
+  return stored.empty() ? graph_fingerprint(load_dataset(dataset, data_dir)) : stored;
+}
+
+// Rank 0's failure, thrown on every rank (so none waits in a collective the others left).
+void rethrow_everywhere(Communicator* comm, std::string why) {
+  if (!comm) {
+    if (!why.empty()) throw InputError(why);
+    return;
+  }
+  int64_t len = int64_t(why.size());
+  host_broadcast(*comm, &len, sizeof len, 0);
+  why.resize(size_t(len));
+  if (len) host_broadcast(*comm, why.data(), len, 0);
+  if (!why.empty()) throw InputError(why);
+}
+
+// This run's share of the graph, and how it was obtained (the summary says which path ran).
+struct RunGraph {
+  GraphPart part;
+  std::string loading;
+};
+
+// With --partition-dir a rank reads its own part file and the manifest, never the graph (a
+// --dataset given beside it is checked against the manifest by rank 0: through our HDF5 file's
+// stored hash, or by loading it). Without, every rank loads the dataset and takes its part.
+RunGraph load_run_graph(const TrainConfig& c, Communicator* comm) {
+  const int P = comm ? comm->size() : 1, rank = comm ? comm->rank() : 0;
+  RunGraph out;
+  if (!c.partition_dir.empty()) {
+    std::string why;
+    if (rank == 0) {
+      try {
+        const PartitionManifest m = read_partition_manifest(c.partition_dir);
+        if (!c.dataset.empty() && dataset_graph_hash(c.dataset, c.data_dir) != m.graph_hash)
+          why = fmt::format("--partition-dir {}: made for graph '{}' ({}), not --dataset {}", c.partition_dir,
+                            m.graph_name, m.graph_hash.substr(0, 12), c.dataset);
+      } catch (const InputError& e) {
+        why = e.what();
+      }
+    }
+    rethrow_everywhere(comm, why);
+    out.part = read_part(c.partition_dir, rank, P, "");
+    out.loading = fmt::format("rank-local: each rank read its part of {} ({} parts)", c.partition_dir, P);
+    return out;
+  }
+  {
+    const Graph g = load_dataset(c.dataset, c.data_dir);
+    out.part = rank_part(g, c, comm);
+  }  // the whole graph is released before training
+  out.loading = P > 1 ? fmt::format("whole graph on every rank, partitioned in memory ({})", c.partition.method)
+                      : "whole graph (one process)";
+  return out;
 }
 
 }  // namespace
@@ -260,9 +325,11 @@ void add_train_commands(CLI::App& app, std::function<int()>& run) {
                        c.model.fdelta_precision.c_str(), c.model.device.c_str());
         c.model.fdelta_precision = "fp32";
       }
-      const Graph g = load_dataset(c.dataset, c.data_dir);
+      const RunGraph rg = load_run_graph(c, ranks.comm);
+      const GraphPart& part = rg.part;
       nlohmann::ordered_json out = nlohmann::ordered_json::array();
       if (!lead) c.progress = false;
+      if (!a->json && lead) std::printf("graph: %s\n", rg.loading.c_str());
       if (!a->json && lead)
         std::printf("%-16s %-10s %8s %18s %18s %9s %10s\n", "model", "dataset", "params", "test acc (%)",
                     "val acc (%)", "runs", "ms/epoch");
@@ -278,7 +345,7 @@ void add_train_commands(CLI::App& app, std::function<int()>& run) {
             rc.metrics = (ext ? c.metrics.substr(0, dot) : c.metrics) + "-" + m + "-" + v +
                          (ext ? c.metrics.substr(dot) : "");
           }
-          const TrainSummary s = train(g, rc, ranks.comm);
+          const TrainSummary s = train(part, rc, ranks.comm);
           if (!lead) continue;
           double ms = 0;
           for (const auto& r : s.runs) ms += r.ms_per_epoch;
@@ -291,15 +358,18 @@ void add_train_commands(CLI::App& app, std::function<int()>& run) {
                               {"depth_histogram", r.depth_histogram}, {"edges_per_layer", r.edges_per_layer},
                               {"halo_rows_per_layer", r.halo_rows}, {"halo_rows_full_per_layer", r.halo_rows_full},
                               {"halo_bytes_per_layer", r.halo_bytes}, {"halo_bytes_full_per_layer", r.halo_bytes_full},
-                              {"peak_memory_bytes", r.peak_memory_bytes}});
-            out.push_back({{"model", label(rc.model)}, {"dataset", g.name}, {"config", describe(rc)},
-                           {"ranks", s.runs.front().ranks}, {"partition", s.runs.front().ranks > 1 ? rc.partition.method : "none"},
+                              {"peak_memory_bytes", r.peak_memory_bytes},
+                              {"peak_memory_bytes_per_rank", r.peak_memory_per_rank}});
+            out.push_back({{"model", label(rc.model)}, {"dataset", part.graph_name}, {"config", describe(rc)},
+                           {"ranks", s.runs.front().ranks},
+                           {"partition", s.runs.front().ranks > 1 ? (rc.partition_dir.empty() ? rc.partition.method : part.method) : "none"},
+                           {"graph_loading", rg.loading}, {"nodes", part.global_nodes},
                            {"parameters", s.parameters}, {"test_mean", s.test_mean}, {"test_std", s.test_std},
                            {"val_mean", s.val_mean}, {"val_std", s.val_std}, {"ms_per_epoch", ms},
                            {"runs", runs}});
           } else {
             std::printf("%-16s %-10s %8lld %11.2f +- %-5.2f %11.2f +- %-5.2f %9zu %10.1f\n",
-                        label(rc.model).c_str(), g.name.c_str(), (long long)s.parameters,
+                        label(rc.model).c_str(), part.graph_name.c_str(), (long long)s.parameters,
                         100 * s.test_mean, 100 * s.test_std, 100 * s.val_mean, 100 * s.val_std,
                         s.runs.size(), ms);
             std::fflush(stdout);

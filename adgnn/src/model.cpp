@@ -184,8 +184,10 @@ PartTensors part_tensors(const GraphPart& part, c10::Device device, c10::ScalarT
   const at::Tensor bnd = (cols >= g.num_dst).nonzero().squeeze(1);
   g.boundary_row = rows.index_select(0, bnd);
   g.boundary_halo = cols.index_select(0, bnd) - g.num_dst;
-  const std::vector<float> dense = part.features.to_dense();
-  pt.x = torch::from_blob(const_cast<float*>(dense.data()), {g.num_src, part.features.cols}, torch::kFloat32)
+  // Dense features are copied once, straight from the part (to_dense would copy them twice).
+  const std::vector<float> densified = part.features.sparse ? part.features.to_dense() : std::vector<float>();
+  const float* dense = part.features.sparse ? densified.data() : part.features.dense.data();
+  pt.x = torch::from_blob(const_cast<float*>(dense), {g.num_src, part.features.cols}, torch::kFloat32)
              .clone()
              .to(device);
   pt.y = vec_tensor(part.labels, torch::kInt64).to(device);

@@ -1,5 +1,8 @@
 // Contextual stochastic block model: balanced classes, degree-corrected edges with an exact edge
-// homophily, Gaussian class-conditional features and a random 60/20/20 split.
+// homophily, Gaussian class-conditional features and a random 60/20/20 split; optionally a
+// locality structure: communities of consecutive node ids, independent of the classes, that an
+// exact share of the edges stays within (what lets a partitioner find a small cut, as on real
+// graphs).
 //
 // Reproducibility: every random draw comes from a small counter-seeded generator keyed by
 // (seed, stream, index) - one per block of edge candidates, per feature row, per class mean - so
@@ -83,7 +86,7 @@ class Rng {
   uint64_t s_[4];
 };
 
-enum Stream : uint64_t { kLabels = 1, kWeights, kIntra, kInter, kMeans, kFeatures, kSplits };
+enum Stream : uint64_t { kLabels = 1, kWeights, kIntra, kInter, kMeans, kFeatures, kSplits, kIntraLocal, kInterLocal };
 
 std::vector<int64_t> permutation(int64_t n, uint64_t seed, uint64_t stream) {
   std::vector<int64_t> perm(static_cast<size_t>(n));
@@ -186,6 +189,9 @@ void radix_sort(std::vector<uint64_t>& a, int bits, int threads) {
 
 // ---- edges --------------------------------------------------------------------------------------
 
+// Which edges a draw makes: both ends in one class or not, both ends in one community or anywhere.
+enum class EdgeKind { kIntra, kInter, kIntraLocal, kInterLocal };
+
 struct EdgeSampler {
   int64_t n = 0;
   int bits = 1;  // key = min << bits | max
@@ -195,11 +201,20 @@ struct EdgeSampler {
   const AliasEntry* global = nullptr;
   const AliasEntry* by_class = nullptr;  // classes' tables back to back
   const int64_t* class_off = nullptr;    // class c: by_class[class_off[c] .. class_off[c + 1])
+  // Communities (local kinds only): node v is in community v / community_size; its nodes'
+  // table is by_community[v0 .. v0 + size) (v0 its first node), and the members of class c in
+  // community m are by_cell[cell_off[m * classes + c] .. cell_off[m * classes + c + 1]).
+  int64_t community_size = 1, classes = 1;
+  const AliasEntry* by_community = nullptr;
+  const AliasEntry* by_cell = nullptr;
+  const int64_t* cell_off = nullptr;
 
   uint64_t key(uint64_t u, uint64_t v) const {
     return u < v ? (u << bits) | v : (v << bits) | u;
   }
-  uint64_t draw(Rng& rng, bool intra) const {
+  uint64_t draw(Rng& rng, EdgeKind kind) const {
+    if (kind == EdgeKind::kIntraLocal || kind == EdgeKind::kInterLocal) return draw_local(rng, kind == EdgeKind::kIntraLocal);
+    const bool intra = kind == EdgeKind::kIntra;
     while (true) {  // rejections redraw both ends, so a kept pair's chance is ~ w_u w_v
       const int32_t u = alias_sample(global, static_cast<uint64_t>(n), rng.next());
       const int32_t c = label[u];
@@ -214,17 +229,39 @@ struct EdgeSampler {
       }
     }
   }
+  // One end anywhere, the other in its community (of its class, or of another); a node whose
+  // community offers no partner is redrawn (the sizes check guarantees that partners exist).
+  uint64_t draw_local(Rng& rng, bool intra) const {
+    while (true) {
+      const int32_t u = alias_sample(global, static_cast<uint64_t>(n), rng.next());
+      const int64_t m = u / community_size, first = m * community_size;
+      const int64_t size = std::min(n, first + community_size) - first;
+      int32_t v;
+      if (intra) {
+        const int64_t cell = m * classes + label[u];
+        const int64_t members = cell_off[cell + 1] - cell_off[cell];
+        if (members < 2) continue;
+        v = alias_sample(by_cell + cell_off[cell], static_cast<uint64_t>(members), rng.next());
+        if (v != u) return key(static_cast<uint64_t>(u), static_cast<uint64_t>(v));
+      } else {
+        if (cell_off[m * classes + label[u] + 1] - cell_off[m * classes + label[u]] == size) continue;
+        v = alias_sample(by_community + first, static_cast<uint64_t>(size), rng.next());
+        if (label[v] != label[u]) return key(static_cast<uint64_t>(u), static_cast<uint64_t>(v));
+      }
+    }
+  }
 
-  // The sorted keys of `target` distinct edges of one kind. Rounds draw as many candidates as
-  // edges are missing and keep the new distinct ones; a round can then never overshoot, so the
-  // result is the first `target` distinct keys of the candidate sequence. Only a tiny final top-up
-  // draws a fixed minimum batch and keeps its earliest new keys.
-  std::vector<uint64_t> sample(int64_t target, bool intra) const {
+  // The sorted keys of `have` (sorted, distinct) plus new distinct edges of one kind, `target`
+  // in all. Rounds draw as many candidates as edges are missing and keep the new distinct ones;
+  // a round can then never overshoot, so the result is the first new distinct keys of the
+  // candidate sequence. Only a tiny final top-up draws a fixed minimum batch and keeps its
+  // earliest new keys.
+  std::vector<uint64_t> sample(int64_t target, EdgeKind kind, std::vector<uint64_t> have = {}) const {
     constexpr int64_t kBlock = 1 << 16;     // candidates per RNG block
     constexpr int64_t kMinBatch = 1 << 12;  // smallest round
     constexpr uint64_t kMaxRounds = 100000;
-    const uint64_t stream = intra ? kIntra : kInter;
-    std::vector<uint64_t> have;
+    const uint64_t stream = kind == EdgeKind::kIntra ? kIntra : kind == EdgeKind::kInter ? kInter
+                            : kind == EdgeKind::kIntraLocal ? kIntraLocal : kInterLocal;
     for (uint64_t round = 0; static_cast<int64_t>(have.size()) < target; ++round) {
       if (round == kMaxRounds)
         throw std::runtime_error("csbm: edge sampling did not converge (graph too dense)");
@@ -236,7 +273,7 @@ struct EdgeSampler {
       for (int64_t b = 0; b < blocks; ++b) {
         Rng rng(stream_seed(seed, stream, (round << 32) | static_cast<uint64_t>(b)));
         const int64_t end = std::min(count, (b + 1) * kBlock);
-        for (int64_t i = b * kBlock; i < end; ++i) cand[i] = draw(rng, intra);
+        for (int64_t i = b * kBlock; i < end; ++i) cand[i] = draw(rng, kind);
       }
       std::vector<uint64_t> fresh;
       if (count == missing) {
@@ -325,6 +362,8 @@ Csr symmetric_csr(int64_t n, int bits, const std::vector<uint64_t>& a,
 
 struct Sizes {
   int64_t edges = 0, intra = 0, inter = 0;
+  int64_t intra_local = 0, inter_local = 0;  // of intra / inter: both ends in one community
+  int64_t community_size = 1;                // nodes per community (the last may have fewer)
 };
 
 // Validates `p` and returns the edge counts. Each kind of edge may use at most half of its node
@@ -354,6 +393,10 @@ Sizes check(const CsbmParams& p) {
   if (!(p.noise >= 0.0 && std::isfinite(p.noise)))
     fail(fmt::format("--noise {}: must be a finite number >= 0", p.noise));
   if (p.threads < 0) fail(fmt::format("--threads {}: must be >= 0", p.threads));
+  if (p.communities < 1 || p.communities > p.nodes)
+    fail(fmt::format("--communities {}: must be in [1, {}] (the node count)", p.communities, p.nodes));
+  if (!(p.locality >= 0.0 && p.locality <= 1.0))
+    fail(fmt::format("--locality {}: must be in [0, 1]", p.locality));
 
   const int64_t n = p.nodes, k = p.classes;
   const int64_t pairs = n * (n - 1) / 2;
@@ -389,6 +432,24 @@ Sizes check(const CsbmParams& p) {
     fail(fmt::format("--homophily {}: {} inter-class edges exceed half of the {} inter-class node "
                      "pairs ({}; {} classes)",
                      p.homophily, s.inter, inter_pairs, flag, k));
+  if (p.communities > 1 && p.locality > 0) {
+    // Consecutive blocks of ceil(n / communities) ids; classes are a random permutation, so
+    // every block holds about size / k nodes of each class: count the local pairs as if exactly.
+    s.community_size = (n + p.communities - 1) / p.communities;
+    s.intra_local = std::llround(p.locality * static_cast<double>(s.intra));
+    s.inter_local = std::llround(p.locality * static_cast<double>(s.inter));
+    int64_t local_intra_pairs = 0, local_pairs = 0;
+    for (int64_t first = 0; first < n; first += s.community_size) {
+      const int64_t size = std::min(n, first + s.community_size) - first, q1 = size / k, r1 = size % k;
+      local_pairs += size * (size - 1) / 2;
+      local_intra_pairs += (k - r1) * (q1 * (q1 - 1) / 2) + r1 * ((q1 + 1) * q1 / 2);
+    }
+    // A quarter, not a half: the classes within a community are only about balanced.
+    if (s.intra_local > local_intra_pairs / 4 || s.inter_local > (local_pairs - local_intra_pairs) / 4)
+      fail(fmt::format("--locality {}: {} + {} edges within communities exceed a quarter of the node pairs "
+                       "there ({} communities of {} nodes; use fewer communities or a lower locality)",
+                       p.locality, s.intra_local, s.inter_local, p.communities, s.community_size));
+  }
   return s;
 }
 
@@ -503,6 +564,8 @@ Graph generate_csbm(const CsbmParams& p) {
       "homophily={} features={} separation={} noise={} seed={}",
       n, k, sizes.edges, sizes.intra, p.degree_dist, p.powerlaw_exponent, p.homophily, f,
       p.separation, p.noise, p.seed);
+  if (sizes.intra_local + sizes.inter_local > 0)
+    g.source += fmt::format(" communities={} locality={}", p.communities, p.locality);
   g.source_sha256 = sha256_hex(g.source);
   g.directed = false;
   g.num_nodes = n;
@@ -535,8 +598,42 @@ Graph generate_csbm(const CsbmParams& p) {
       build_alias(members.data() + class_off[c], w.data(), class_off[c + 1] - class_off[c],
                   by_class.data() + class_off[c]);
 
+    // Communities: every block's nodes, and its nodes of each class.
+    const int64_t blocks = (n + sizes.community_size - 1) / sizes.community_size;
+    const bool local = sizes.intra_local + sizes.inter_local > 0;
+    std::vector<AliasEntry> by_community, by_cell;
+    std::vector<int64_t> cell_off;
+    if (local) {
+      by_community.resize(static_cast<size_t>(n));
+      by_cell.resize(static_cast<size_t>(n));
+      cell_off.assign(static_cast<size_t>(blocks * k) + 1, 0);
+      for (int64_t v = 0; v < n; ++v) ++cell_off[(v / sizes.community_size) * k + label[v] + 1];
+      for (int64_t c = 0; c < blocks * k; ++c) cell_off[c + 1] += cell_off[c];
+      std::vector<int32_t> cell_members(static_cast<size_t>(n));
+      {
+        std::vector<int64_t> fill(cell_off.begin(), cell_off.end() - 1);
+        for (int64_t v = 0; v < n; ++v)
+          cell_members[fill[(v / sizes.community_size) * k + label[v]]++] = static_cast<int32_t>(v);
+      }
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+      for (int64_t m = 0; m < blocks; ++m) {
+        const int64_t first = m * sizes.community_size;
+        build_alias(all.data() + first, w.data(), std::min(n, first + sizes.community_size) - first,
+                    by_community.data() + first);
+        for (int64_t c = m * k; c < (m + 1) * k; ++c)
+          if (cell_off[c + 1] > cell_off[c])
+            build_alias(cell_members.data() + cell_off[c], w.data(), cell_off[c + 1] - cell_off[c],
+                        by_cell.data() + cell_off[c]);
+      }
+    }
+
     EdgeSampler s;
     s.n = n;
+    s.community_size = sizes.community_size;
+    s.classes = k;
+    s.by_community = by_community.data();
+    s.by_cell = by_cell.data();
+    s.cell_off = cell_off.data();
     s.bits = bit_width(static_cast<uint64_t>(n - 1));
     s.seed = p.seed;
     s.threads = threads;
@@ -544,8 +641,9 @@ Graph generate_csbm(const CsbmParams& p) {
     s.global = global.data();
     s.by_class = by_class.data();
     s.class_off = class_off.data();
-    const auto intra = s.sample(sizes.intra, true);
-    const auto inter = s.sample(sizes.inter, false);
+    // Local edges first; the rest are drawn anywhere, distinct from them.
+    const auto intra = s.sample(sizes.intra, EdgeKind::kIntra, s.sample(sizes.intra_local, EdgeKind::kIntraLocal));
+    const auto inter = s.sample(sizes.inter, EdgeKind::kInter, s.sample(sizes.inter_local, EdgeKind::kInterLocal));
     global = {};
     by_class = {};
     g.adj = symmetric_csr(n, s.bits, intra, inter);

@@ -530,6 +530,7 @@ void write_graph_h5(const Graph& g, const std::string& path, const H5WriteOption
     w.attr_string(root, "name", g.name);
     w.attr_string(root, "source", g.source);
     w.attr_string(root, "source_sha256", g.source_sha256);
+    w.attr_string(root, "graph_hash", graph_fingerprint(g));
     w.attr_int(root, "directed", g.directed ? 1 : 0);
     w.attr_int(root, "num_nodes", g.num_nodes);
     w.attr_int(root, "num_classes", g.num_classes);
@@ -575,6 +576,18 @@ void write_graph_h5(const Graph& g, const std::string& path, const H5WriteOption
       }
     }
   });
+}
+
+std::string stored_graph_hash(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return "";
+  silence_hdf5();
+  if (H5Fis_hdf5(path.c_str()) <= 0) return "";
+  Reader r(path, 1);
+  const hid_t root = r.file();
+  if (H5Aexists(root, "format") <= 0 || r.attr_string(root, "format") != "adgnn-graph") return "";
+  if (H5Aexists(root, "graph_hash") <= 0) return "";
+  return r.attr_string(root, "graph_hash");
 }
 
 Graph read_graph_h5(const std::string& path, int threads) {

@@ -19,7 +19,9 @@ namespace adgnn {
 
 namespace {
 
-constexpr int kFormatVersion = 1;
+// 2: labels and split masks over every source row, the partition id, the graph's identity and
+// sizes in the manifest (a rank reads no graph). Version 1 folders are refused: rerun partition.
+constexpr int kFormatVersion = 2;
 constexpr const char* kPartFormat = "adgnn-partition-part";
 constexpr const char* kManifestFormat = "adgnn-partition";
 
@@ -67,6 +69,9 @@ std::map<std::string, H5Array> part_arrays(GraphPart& gp, std::map<std::string, 
   attrs["rank"] = std::to_string(gp.rank);
   attrs["parts"] = std::to_string(gp.parts);
   attrs["graph_hash"] = gp.graph_hash;
+  attrs["graph_name"] = gp.graph_name;
+  attrs["graph_source_sha256"] = gp.graph_source_sha256;
+  attrs["partition_id"] = gp.partition_id;
   attrs["method"] = gp.method;
   attrs["global_nodes"] = std::to_string(gp.global_nodes);
   attrs["num_classes"] = std::to_string(gp.num_classes);
@@ -76,7 +81,7 @@ std::map<std::string, H5Array> part_arrays(GraphPart& gp, std::map<std::string, 
   attrs["features_cols"] = std::to_string(gp.features.cols);
   attrs["splits"] = std::to_string(gp.splits.size());
 
-  const int64_t owned = gp.num_owned;
+  const int64_t sources = static_cast<int64_t>(gp.global_id.size());  // before global_id is released
   std::map<std::string, H5Array> a;
   a["global_id"] = i64_array(gp.global_id);
   a["halo_owner"] = i64_array(gp.halo_owner);
@@ -120,7 +125,7 @@ std::map<std::string, H5Array> part_arrays(GraphPart& gp, std::map<std::string, 
     SplitSet& set = gp.splits[s];
     attrs[fmt::format("split_{}_name", s)] = set.name;
     attrs[fmt::format("split_{}_count", s)] = std::to_string(set.count);
-    const std::vector<int64_t> shape{set.count, owned};
+    const std::vector<int64_t> shape{set.count, sources};
     for (auto [name, mask] : {std::pair<const char*, std::vector<uint8_t>*>{"train", &set.train},
                               {"val", &set.val},
                               {"test", &set.test}})
@@ -241,13 +246,23 @@ nlohmann::json read_manifest(const std::string& dir, const std::string& flag) {
       throw InputError(fmt::format("{}: manifest.json is not a partition manifest", flag));
     const int v = m.at("format_version").get<int>();
     if (v != kFormatVersion)
-      throw InputError(fmt::format("{}: format version {}, this build reads version {}", flag, v,
-                                   kFormatVersion));
-    (void)m.at("graph_hash").get<std::string>();
-    (void)m.at("parts").get<int64_t>();
+      throw InputError(fmt::format("{}: format version {}, this build reads version {} (run "
+                                   "`adgnn partition` again)",
+                                   flag, v, kFormatVersion));
+    bool ok = true;
+    for (const char* key : {"graph_hash", "graph_name", "graph_source_sha256", "partition_id", "method"})
+      (void)m.at(key).get<std::string>();
+    for (const char* key : {"parts", "nodes", "stored_edges", "features", "classes"})
+      ok = ok && m.at(key).get<int64_t>() >= 0;
+    for (const auto& f : m.at("split_families"))
+      ok = ok && !f.at("name").get<std::string>().empty() && f.at("count").get<int64_t>() >= 0;
+    for (const char* key : {"part_nodes", "halo_rows"})
+      ok = ok && m.at(key).is_array() && m.at(key).size() == m.at("parts").get<size_t>();
+    if (!ok) throw InputError(fmt::format("{}: manifest.json has a negative size or count, or per-part "
+                                          "lists of the wrong length (corrupt?)", flag));
   } catch (const nlohmann::json::exception&) {
-    throw InputError(fmt::format("{}: manifest.json lacks format, format_version, graph_hash or "
-                                 "parts (corrupt?)",
+    throw InputError(fmt::format("{}: manifest.json lacks or garbles a required key (format, graph "
+                                 "identity, sizes, split families, parts; corrupt?)",
                                  flag));
   }
   return m;
@@ -279,8 +294,10 @@ void write_partition(const Graph& g, const Partition& p, const std::string& dir,
 
   PartBuilder builder(g, p);
   std::vector<int64_t> halo_rows, send_rows;
+  std::string partition_id;
   for (int32_t r = 0; r < p.parts; ++r) {
     GraphPart gp = builder.build(r);
+    partition_id = gp.partition_id;
     halo_rows.push_back(gp.num_halo());
     int64_t sent = 0;
     for (const auto& s : gp.send) sent += static_cast<int64_t>(s.size());
@@ -296,8 +313,14 @@ void write_partition(const Graph& g, const Partition& p, const std::string& dir,
   m["graph_hash"] = builder.graph_hash();
   m["graph_name"] = g.name;
   m["graph_source_sha256"] = g.source_sha256;
+  m["partition_id"] = partition_id;
   m["nodes"] = g.num_nodes;
   m["stored_edges"] = g.adj.nnz();
+  m["features"] = g.features.cols;
+  m["classes"] = g.num_classes;
+  nlohmann::json families = nlohmann::json::array();
+  for (const SplitSet& s : g.splits) families.push_back({{"name", s.name}, {"count", s.count}});
+  m["split_families"] = families;
   m["parts"] = p.parts;
   m["method"] = method_desc;
   if (opt) {
@@ -348,13 +371,33 @@ void write_partition(const Graph& g, const Partition& p, const std::string& dir,
   write_file_atomic(manifest.string(), m.dump(2) + "\n");
 }
 
+PartitionManifest read_partition_manifest(const std::string& dir) {
+  const nlohmann::json m = read_manifest(dir, fmt::format("--partition-dir {}", dir));
+  PartitionManifest out;
+  out.dir = dir;
+  out.graph_hash = m["graph_hash"];
+  out.graph_name = m["graph_name"];
+  out.graph_source_sha256 = m["graph_source_sha256"];
+  out.partition_id = m["partition_id"];
+  out.method = m["method"];
+  out.parts = m["parts"];
+  out.nodes = m["nodes"];
+  out.stored_edges = m["stored_edges"];
+  out.features = m["features"];
+  out.classes = m["classes"];
+  for (const auto& f : m["split_families"]) out.split_families.emplace_back(f["name"], f["count"]);
+  out.part_nodes = m["part_nodes"].get<std::vector<int64_t>>();
+  out.halo_rows = m["halo_rows"].get<std::vector<int64_t>>();
+  return out;
+}
+
 GraphPart read_part(const std::string& dir, int32_t rank, int32_t expected_parts,
                     const std::string& expected_graph_hash) {
   const std::string flag = fmt::format("--partition-dir {}", dir);
-  const nlohmann::json m = read_manifest(dir, flag);
-  const int64_t parts = m["parts"].get<int64_t>();
-  const std::string hash = m["graph_hash"].get<std::string>();
-  const std::string name = m.value("graph_name", std::string());
+  const PartitionManifest m = read_partition_manifest(dir);
+  const int64_t parts = m.parts;
+  const std::string& hash = m.graph_hash;
+  const std::string& name = m.graph_name;
   if (parts != expected_parts)
     throw InputError(fmt::format("{}: made for {} parts, this run has {} ranks", flag, parts,
                                  expected_parts));
@@ -381,15 +424,25 @@ GraphPart read_part(const std::string& dir, int32_t rank, int32_t expected_parts
   if (r.attr("graph_hash") != hash || r.attr_int("parts") != parts || r.attr_int("rank") != rank)
     r.fail(fmt::format("is rank {} of {} parts of graph {}, the manifest says rank {} of {} of {}",
                        r.attr("rank"), r.attr("parts"), r.attr("graph_hash"), rank, parts, hash));
+  if (r.attr("partition_id") != m.partition_id)
+    r.fail(fmt::format("belongs to partition {}, the manifest's is {} (part files of two "
+                       "partitions mixed in one folder)",
+                       r.attr("partition_id"), m.partition_id));
 
   GraphPart gp;
   gp.rank = rank;
   gp.parts = static_cast<int32_t>(parts);
   gp.graph_hash = hash;
+  gp.graph_name = m.graph_name;
+  gp.graph_source_sha256 = m.graph_source_sha256;
+  gp.partition_id = m.partition_id;
   gp.method = r.attr("method");
   gp.global_nodes = r.attr_int("global_nodes");
   gp.num_classes = r.attr_int("num_classes");
   gp.num_owned = r.attr_int("num_owned");
+  if (gp.global_nodes != m.nodes || gp.num_classes != m.classes)
+    r.fail(fmt::format("has {} nodes and {} classes, the manifest {} and {}", gp.global_nodes,
+                       gp.num_classes, m.nodes, m.classes));
   const int64_t n = gp.global_nodes, owned = gp.num_owned;
   if (n < 0 || owned < 0 || owned > n) r.fail(fmt::format("{} owned rows of {} nodes", owned, n));
   gp.recv_offset = r.indptr("recv_offset", parts);
@@ -427,9 +480,11 @@ GraphPart read_part(const std::string& dir, int32_t rank, int32_t expected_parts
   } else {
     f.dense = r.floats("features/dense", {f.rows, f.cols});
   }
-  // Labels of the owned rows, or none (a graph without labels).
+  if (f.cols != m.features)
+    r.fail(fmt::format("has {} feature columns, the manifest {}", f.cols, m.features));
+  // Labels of the source rows, or none (a graph without labels).
   const std::vector<int64_t> label_shape = r.shape("labels");
-  const int64_t labelled = label_shape == std::vector<int64_t>{0} ? 0 : owned;
+  const int64_t labelled = label_shape == std::vector<int64_t>{0} ? 0 : sources;
   gp.labels = r.ints("labels", labelled, 0, std::max<int64_t>(gp.num_classes, 1));
   const int64_t splits = r.attr_int("splits");
   for (int64_t s = 0; s < splits; ++s) {
@@ -441,7 +496,7 @@ GraphPart read_part(const std::string& dir, int32_t rank, int32_t expected_parts
                                {"val", &set.val},
                                {"test", &set.test}}) {
       const std::string key = fmt::format("splits/{}/{}", s, which);
-      if (r.has(key)) *mask = r.bytes(key, {set.count, owned});
+      if (r.has(key)) *mask = r.bytes(key, {set.count, sources});
     }
     gp.splits.push_back(std::move(set));
   }

@@ -1,8 +1,6 @@
-// One rank's share of a partitioned graph (GraphPart) and the graph fingerprint. Every step is a
+// One rank's share of a partitioned graph (GraphPart). Every step is a
 // pass over nodes or edges with flat arrays (a global -> local index array instead of maps), so
 // building a part of the 2.4M-node products-scale graph takes seconds.
-#include <openssl/evp.h>
-
 #include <algorithm>
 #include <cstring>
 #include <stdexcept>
@@ -13,49 +11,6 @@
 namespace adgnn {
 
 namespace {
-
-class Sha256 {
- public:
-  Sha256() : ctx_(EVP_MD_CTX_new()) {
-    if (!ctx_ || EVP_DigestInit_ex(ctx_, EVP_sha256(), nullptr) != 1)
-      throw std::runtime_error("graph_fingerprint: cannot initialise SHA-256");
-  }
-  ~Sha256() { EVP_MD_CTX_free(ctx_); }
-  Sha256(const Sha256&) = delete;
-  Sha256& operator=(const Sha256&) = delete;
-
-  void bytes(const void* p, size_t n) {
-    if (n > 0 && EVP_DigestUpdate(ctx_, p, n) != 1)
-      throw std::runtime_error("graph_fingerprint: SHA-256 update failed");
-  }
-  void i64(int64_t v) { bytes(&v, sizeof v); }
-  // Length-prefixed, so that adjacent fields can never shift into each other.
-  template <class T>
-  void vec(const std::vector<T>& v) {
-    i64(static_cast<int64_t>(v.size()));
-    bytes(v.data(), v.size() * sizeof(T));
-  }
-  void str(const std::string& s) {
-    i64(static_cast<int64_t>(s.size()));
-    bytes(s.data(), s.size());
-  }
-  std::string hex() {
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned int len = 0;
-    if (EVP_DigestFinal_ex(ctx_, md, &len) != 1)
-      throw std::runtime_error("graph_fingerprint: SHA-256 final failed");
-    static const char* digits = "0123456789abcdef";
-    std::string out;
-    for (unsigned i = 0; i < len; ++i) {
-      out += digits[md[i] >> 4];
-      out += digits[md[i] & 15];
-    }
-    return out;
-  }
-
- private:
-  EVP_MD_CTX* ctx_;
-};
 
 void check_partition(const Graph& g, const Partition& p) {
   if (p.parts < 1) throw InputError(fmt::format("partition: {} parts, must be >= 1", p.parts));
@@ -70,45 +25,12 @@ void check_partition(const Graph& g, const Partition& p) {
 
 }  // namespace
 
-std::string graph_fingerprint(const Graph& g) {
-  Sha256 h;
-  h.str("adgnn-graph-fingerprint-1");
-  h.i64(g.num_nodes);
-  h.i64(g.adj.rows);
-  h.i64(g.adj.cols);
-  h.vec(g.adj.indptr);
-  h.vec(g.adj.indices);
-  h.vec(g.adj.values);
-  const Features& f = g.features;
-  h.i64(f.rows);
-  h.i64(f.cols);
-  h.i64(f.sparse ? 1 : 0);
-  if (f.sparse) {
-    h.vec(f.csr.indptr);
-    h.vec(f.csr.indices);
-    h.vec(f.csr.values);
-  } else {
-    h.vec(f.dense);
-  }
-  h.vec(g.labels);
-  h.i64(g.num_classes);
-  h.i64(static_cast<int64_t>(g.splits.size()));
-  for (const SplitSet& s : g.splits) {
-    h.str(s.name);
-    h.i64(s.count);
-    h.vec(s.train);
-    h.vec(s.val);
-    h.vec(s.test);
-  }
-  return h.hex();
-}
-
 // The whole graph's views that every rank's share is cut from.
 struct PartBuilder::Views {
   Csr sym, out, in;
   std::vector<int64_t> index_in_owner;  // per node: its position among its owner's nodes
   double max_degree_product = 1;
-  std::string hash;
+  std::string hash, partition_id;
 };
 
 PartBuilder::PartBuilder(const Graph& g, const Partition& p) : g_(g), p_(p) {
@@ -132,6 +54,9 @@ PartBuilder::PartBuilder(const Graph& g, const Partition& p) : g_(g), p_(p) {
   }
   v.max_degree_product = v.sym.nnz() > 0 ? static_cast<double>(best) : 1.0;
   v.hash = graph_fingerprint(g);
+  std::string owners = v.hash + "/" + std::to_string(p.parts) + "/";
+  owners.append(reinterpret_cast<const char*>(p.owner.data()), p.owner.size() * sizeof(int32_t));
+  v.partition_id = sha256_hex(owners).substr(0, 32);
 }
 
 PartBuilder::~PartBuilder() = default;
@@ -151,6 +76,9 @@ GraphPart PartBuilder::build(int32_t rank) const {
   gp.rank = rank;
   gp.parts = parts;
   gp.graph_hash = v.hash;
+  gp.graph_name = g.name;
+  gp.graph_source_sha256 = g.source_sha256;
+  gp.partition_id = v.partition_id;
   gp.method = p.method;
   gp.global_nodes = n;
   gp.num_classes = g.num_classes;
@@ -281,20 +209,20 @@ GraphPart PartBuilder::build(int32_t rank) const {
   }
 
   if (static_cast<int64_t>(g.labels.size()) == n) {
-    gp.labels.resize(static_cast<size_t>(owned));
-    for (int64_t i = 0; i < owned; ++i) gp.labels[i] = g.labels[gp.global_id[i]];
+    gp.labels.resize(static_cast<size_t>(sources));
+    for (int64_t i = 0; i < sources; ++i) gp.labels[i] = g.labels[gp.global_id[i]];
   }
 
-  // Split masks are [split][node]: each split's row restricted to the owned nodes.
+  // Split masks are [split][node]: each split's row restricted to the source rows.
   for (const SplitSet& s : g.splits) {
     SplitSet o;
     o.name = s.name;
     o.count = s.count;
     auto restrict_mask = [&](const std::vector<uint8_t>& m, std::vector<uint8_t>& out) {
       if (static_cast<int64_t>(m.size()) != s.count * n) return;  // absent mask stays absent
-      out.resize(static_cast<size_t>(s.count * owned));
+      out.resize(static_cast<size_t>(s.count * sources));
       for (int64_t k = 0; k < s.count; ++k)
-        for (int64_t i = 0; i < owned; ++i) out[k * owned + i] = m[k * n + gp.global_id[i]];
+        for (int64_t i = 0; i < sources; ++i) out[k * sources + i] = m[k * n + gp.global_id[i]];
     };
     restrict_mask(s.train, o.train);
     restrict_mask(s.val, o.val);

@@ -336,3 +336,48 @@ TEST(Csbm, Presets) {
   EXPECT_NEAR(edge_homophily(g), demo.homophily, 0.01);
   expect_simple_symmetric(g);
 }
+
+// Locality: an exact share of each kind of edge has both ends in one community (blocks of
+// consecutive ids); the other edges still join any two nodes, so at least that share (plus the
+// chance ones) is local. The edge count and homophily stay exact, the graph simple and
+// symmetric, the output thread-independent; without communities the graph is the one it was.
+TEST(Csbm, CommunitiesKeepTheirShareOfTheEdges) {
+  for (double locality : {0.0, 0.5, 0.95}) {
+    SCOPED_TRACE(locality);
+    auto p = small(0.4);
+    p.nodes = 4000;
+    p.communities = 4;
+    p.locality = locality;
+    const adgnn::Graph g = adgnn::generate_csbm(p);
+    expect_simple_symmetric(g);
+    EXPECT_EQ(g.adj.nnz(), 2 * 20000);
+    EXPECT_EQ(std::lround(edge_homophily(g) * 20000), std::lround(0.4 * 20000));
+    int64_t local = 0;
+    for (int64_t u = 0; u < g.num_nodes; ++u)
+      for (int64_t k = g.adj.indptr[u]; k < g.adj.indptr[u + 1]; ++k) local += u / 1000 == g.adj.indices[k] / 1000;
+    const double share = double(local) / double(g.adj.nnz());
+    // Chance edges land in one of 4 blocks a quarter of the time.
+    EXPECT_GE(share, locality - 1e-9);
+    EXPECT_NEAR(share, locality + (1 - locality) * 0.25, 0.02);
+    p.threads = 3;
+    EXPECT_EQ(adgnn::generate_csbm(p).adj.indices, g.adj.indices);
+    if (locality == 0.0) {
+      auto plain = small(0.4);
+      plain.nodes = 4000;
+      const adgnn::Graph q = adgnn::generate_csbm(plain);
+      EXPECT_EQ(q.adj.indices, g.adj.indices);
+      EXPECT_EQ(q.source, g.source);
+    } else {
+      EXPECT_NE(g.source.find("communities=4 locality="), std::string::npos) << g.source;
+    }
+  }
+  auto p = small(0.5);
+  p.communities = 0;
+  expect_input_error(p, "--communities 0");
+  p.communities = 4;
+  p.locality = 1.5;
+  expect_input_error(p, "--locality 1.5");
+  p.communities = 500;  // 4 nodes per community cannot hold 95% of 10,000 edges
+  p.locality = 0.95;
+  expect_input_error(p, "--locality 0.95");
+}

@@ -95,6 +95,25 @@ TEST(H5Graph, RoundTripSparseSmall) {
   EXPECT_EQ(adgnn::load_dataset(dir + "/s.h5").num_nodes, 50);
 }
 
+// The file stores the graph's fingerprint (what a partition folder is checked against), equal to
+// the fingerprint of the graph written and of the graph read back; sparse features stored without
+// values hash as the ones the file then holds. A non-graph file has none.
+TEST(H5Graph, StoresTheGraphFingerprint) {
+  const std::string dir = fixtures::scratch_dir();
+  for (bool sparse : {false, true}) {
+    auto g = random_graph(300, 8, sparse, 3);
+    if (sparse) g.features.csr.values.clear();
+    adgnn::write_graph_h5(g, dir + "/fp.h5");
+    const std::string stored = adgnn::stored_graph_hash(dir + "/fp.h5");
+    EXPECT_EQ(stored.size(), 64u);
+    EXPECT_EQ(stored, adgnn::graph_fingerprint(g));
+    EXPECT_EQ(stored, adgnn::graph_fingerprint(adgnn::read_graph_h5(dir + "/fp.h5")));
+  }
+  adgnn::write_arrays_h5(dir + "/arrays.h5", {}, {{"format", "something-else"}});
+  EXPECT_EQ(adgnn::stored_graph_hash(dir + "/arrays.h5"), "");
+  EXPECT_EQ(adgnn::stored_graph_hash(dir + "/missing.h5"), "");
+}
+
 TEST(H5Graph, Faults) {
   const std::string dir = fixtures::scratch_dir();
   auto expect = [](const std::string& path, const std::string& fragment) {

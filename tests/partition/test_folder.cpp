@@ -52,6 +52,9 @@ void expect_part_eq(const GraphPart& a, const GraphPart& b) {
   EXPECT_EQ(a.rank, b.rank);
   EXPECT_EQ(a.parts, b.parts);
   EXPECT_EQ(a.graph_hash, b.graph_hash);
+  EXPECT_EQ(a.graph_name, b.graph_name);
+  EXPECT_EQ(a.graph_source_sha256, b.graph_source_sha256);
+  EXPECT_EQ(a.partition_id, b.partition_id);
   EXPECT_EQ(a.method, b.method);
   EXPECT_EQ(a.global_nodes, b.global_nodes);
   EXPECT_EQ(a.num_classes, b.num_classes);
@@ -133,7 +136,7 @@ TEST(PartitionFolder, RoundTripDenseAndSparse) {
       EXPECT_EQ(files, parts + 1);
 
       const nlohmann::json m = manifest(d);
-      EXPECT_EQ(m["format_version"], 1);
+      EXPECT_EQ(m["format_version"], 2);
       EXPECT_EQ(m["graph_hash"], hash);
       EXPECT_EQ(m["graph_name"], g.name);
       EXPECT_EQ(m["parts"], parts);
@@ -149,8 +152,71 @@ TEST(PartitionFolder, RoundTripDenseAndSparse) {
       ASSERT_EQ(m["halo_rows"].size(), static_cast<size_t>(parts));
       for (int32_t r = 0; r < parts; ++r)
         EXPECT_EQ(m["halo_rows"][r], adgnn::build_part(g, p, r).num_halo());
+      // What a rank learns without the graph.
+      const adgnn::PartitionManifest pm = adgnn::read_partition_manifest(d.str());
+      EXPECT_EQ(pm.graph_hash, hash);
+      EXPECT_EQ(pm.graph_source_sha256, g.source_sha256);
+      EXPECT_EQ(pm.partition_id, adgnn::build_part(g, p, 0).partition_id);
+      EXPECT_EQ(pm.nodes, g.num_nodes);
+      EXPECT_EQ(pm.stored_edges, g.adj.nnz());
+      EXPECT_EQ(pm.features, g.features.cols);
+      EXPECT_EQ(pm.classes, g.num_classes);
+      ASSERT_EQ(pm.split_families.size(), g.splits.size());
+      for (size_t s = 0; s < g.splits.size(); ++s) {
+        EXPECT_EQ(pm.split_families[s].first, g.splits[s].name);
+        EXPECT_EQ(pm.split_families[s].second, g.splits[s].count);
+      }
     }
   }
+}
+
+// A rank's labels and split masks cover its halo rows too, as the whole graph has them.
+TEST(PartitionFolder, HaloRowsCarryLabelsAndSplits) {
+  const Graph g = adgnn::test::small_csbm();
+  const Partition p = adgnn::partition_graph(g, 3);
+  for (int32_t r = 0; r < 3; ++r) {
+    const GraphPart gp = adgnn::build_part(g, p, r);
+    const size_t sources = gp.global_id.size();
+    ASSERT_GT(gp.num_halo(), 0);
+    ASSERT_EQ(gp.labels.size(), sources);
+    for (size_t i = 0; i < sources; ++i) EXPECT_EQ(gp.labels[i], g.labels[size_t(gp.global_id[i])]);
+    ASSERT_EQ(gp.splits.size(), g.splits.size());
+    for (size_t s = 0; s < g.splits.size(); ++s)
+      for (int64_t k = 0; k < g.splits[s].count; ++k)
+        for (size_t i = 0; i < sources; ++i)
+          EXPECT_EQ(gp.splits[s].train[size_t(k) * sources + i],
+                    g.splits[s].train[size_t(k * g.num_nodes + gp.global_id[i])]);
+  }
+}
+
+// Part files of two partitions of the same graph (same graph, same part count) never mix: each
+// carries its partition's id, which must be the manifest's.
+TEST(PartitionFolder, PartsOfAnotherPartitionAreRefused) {
+  const Graph g = adgnn::test::small_csbm();
+  TempDir a, b;
+  PartitionOptions metis, random;
+  random.method = "random";
+  adgnn::write_partition(g, adgnn::partition_graph(g, 2, metis), a.str(), "metis", &metis);
+  adgnn::write_partition(g, adgnn::partition_graph(g, 2, random), b.str(), "random", &random);
+  EXPECT_NE(manifest(a)["partition_id"], manifest(b)["partition_id"]);
+  fs::copy_file(b.file("part-1.h5"), a.file("part-1.h5"), fs::copy_options::overwrite_existing);
+  const std::string hash = adgnn::graph_fingerprint(g);
+  EXPECT_EQ(adgnn::read_part(a.str(), 0, 2, hash).rank, 0);
+  const std::string msg = input_error([&] { adgnn::read_part(a.str(), 1, 2, hash); });
+  EXPECT_NE(msg.find("two partitions mixed"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("--partition-dir"), std::string::npos) << msg;
+}
+
+// A folder of an earlier format is refused with the way out.
+TEST(PartitionFolder, OlderFormatIsRefusedWithTheRemedy) {
+  const Graph g = adgnn::test::small_csbm();
+  TempDir d;
+  adgnn::write_partition(g, adgnn::partition_graph(g, 2), d.str(), "metis");
+  nlohmann::json m = manifest(d);
+  m["format_version"] = 1;
+  std::ofstream(d.file("manifest.json")) << m.dump();
+  const std::string msg = input_error([&] { adgnn::read_partition_manifest(d.str()); });
+  EXPECT_NE(msg.find("run `adgnn partition` again"), std::string::npos) << msg;
 }
 
 TEST(PartitionFolder, TrainBalanceRecorded) {

@@ -127,27 +127,27 @@ void check_parts(const Graph& g, const Partition& p) {
     }
     EXPECT_DOUBLE_EQ(gp.max_degree_product, max_prod);
 
-    // Features of every source row, labels and split masks of owned rows.
+    // Features of every source row, labels and split masks of every source row.
     ASSERT_EQ(gp.features.rows, src);
     ASSERT_EQ(gp.features.cols, g.features.cols);
     ASSERT_EQ(gp.features.sparse, g.features.sparse);
     for (int64_t i = 0; i < src; ++i)
       EXPECT_EQ(feature_row(gp.features, i), feature_row(g.features, gp.global_id[i]));
-    ASSERT_EQ(static_cast<int64_t>(gp.labels.size()), owned);
-    for (int64_t i = 0; i < owned; ++i) EXPECT_EQ(gp.labels[i], g.labels[gp.global_id[i]]);
+    ASSERT_EQ(static_cast<int64_t>(gp.labels.size()), src);
+    for (int64_t i = 0; i < src; ++i) EXPECT_EQ(gp.labels[i], g.labels[gp.global_id[i]]);
     ASSERT_EQ(gp.splits.size(), g.splits.size());
     for (size_t s = 0; s < g.splits.size(); ++s) {
       const auto& a = gp.splits[s];
       const auto& b = g.splits[s];
       EXPECT_EQ(a.name, b.name);
       ASSERT_EQ(a.count, b.count);
-      ASSERT_EQ(static_cast<int64_t>(a.train.size()), a.count * owned);
+      ASSERT_EQ(static_cast<int64_t>(a.train.size()), a.count * src);
       for (int64_t k = 0; k < a.count; ++k)
-        for (int64_t i = 0; i < owned; ++i) {
+        for (int64_t i = 0; i < src; ++i) {
           const int64_t u = gp.global_id[i];
-          EXPECT_EQ(a.train[k * owned + i], b.train[k * n + u]);
-          EXPECT_EQ(a.val[k * owned + i], b.val[k * n + u]);
-          EXPECT_EQ(a.test[k * owned + i], b.test[k * n + u]);
+          EXPECT_EQ(a.train[k * src + i], b.train[k * n + u]);
+          EXPECT_EQ(a.val[k * src + i], b.val[k * n + u]);
+          EXPECT_EQ(a.test[k * src + i], b.test[k * n + u]);
         }
     }
   }

@@ -633,3 +633,88 @@ TEST_F(Dist, MismatchedPartitionFolderIsRefused) {
 }
 
 }  // namespace
+
+namespace {
+
+// Every array of two prediction files: integer arrays equal, floating ones within kRel.
+void expect_same_predictions(const std::map<std::string, adgnn::H5Array>& a,
+                             const std::map<std::string, adgnn::H5Array>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (const auto& [name, x] : a) {
+    SCOPED_TRACE(name);
+    const auto it = b.find(name);
+    ASSERT_NE(it, b.end());
+    const adgnn::H5Array& y = it->second;
+    ASSERT_EQ(x.dtype, y.dtype);
+    ASSERT_EQ(x.shape, y.shape);
+    if (x.dtype == "f64") {
+      const auto opts = torch::TensorOptions().dtype(torch::kFloat64);
+      const int64_t count = int64_t(x.bytes.size() / 8);
+      const at::Tensor tx = torch::from_blob(const_cast<char*>(x.bytes.data()), {count}, opts);
+      const at::Tensor ty = torch::from_blob(const_cast<char*>(y.bytes.data()), {count}, opts);
+      EXPECT_LE(rel_diff(tx, ty), kRel);
+    } else {
+      EXPECT_EQ(x.bytes, y.bytes);
+    }
+  }
+}
+
+}  // namespace
+
+// Rank-local training: each rank reads only its part file of a folder (no graph in memory) and
+// trains the one-process function: same accuracies, depths and edges; each rank writes its own
+// rows' predictions, and the assembled file equals the one-process run's (stored split family and
+// the seeded random split alike).
+TEST_F(Dist, RankLocalTrainingFromAFolderMatchesTheOneProcessRun) {
+  const adgnn::Graph g = test_graph(300, 23);
+  const std::string stem = "/tmp/adgnn_dist_local_" + std::to_string(::getppid()) + "_" + std::to_string(size);
+  const std::string dir = stem + "_parts";
+  if (rank == 0) {
+    std::filesystem::remove_all(dir);
+    adgnn::write_partition(g, adgnn::partition_graph(g, size, {}), dir, "metis");
+  }
+  comm->barrier();
+  const adgnn::GraphPart part = adgnn::read_part(dir, rank, size, "");
+  for (const char* splits : {"random", "auto"}) {
+    SCOPED_TRACE(splits);
+    adgnn::TrainConfig c;
+    c.model = model_config(g, "gcn", "ad_fast");
+    c.epochs = 6;
+    c.progress = false;
+    c.threads = 1;
+    c.splits = splits;
+    c.model.device = device.str();
+    c.predictions = stem + "_one.h5";
+    const adgnn::RunResult one = rank == 0 ? adgnn::train_run(g, c, 0, nullptr) : adgnn::RunResult{};
+    c.predictions = stem + "_many.h5";
+    const adgnn::RunResult many = adgnn::train_run(part, c, 0, xcomm);
+    comm->barrier();
+    if (rank == 0) {
+      EXPECT_EQ(many.ranks, size);
+      EXPECT_EQ(many.best_epoch, one.best_epoch);
+      EXPECT_NEAR(many.best_val, one.best_val, 1e-12);
+      EXPECT_NEAR(many.test_at_best, one.test_at_best, 1e-12);
+      EXPECT_EQ(many.depth_histogram, one.depth_histogram);
+      EXPECT_EQ(many.edges_per_layer, one.edges_per_layer);
+      EXPECT_EQ(many.peak_memory_per_rank.size(), size_t(size));
+      std::map<std::string, std::string> attrs;
+      const auto assembled = adgnn::read_predictions(c.predictions, &attrs);
+      expect_same_predictions(assembled, adgnn::read_predictions(stem + "_one.h5", nullptr));
+      if (size > 1) {
+        // No rank wrote every row: each part file holds its owned rows only.
+        std::map<std::string, std::string> pa;
+        const auto rows = adgnn::read_arrays_h5(stem + "_many.part-0.h5", &pa);
+        EXPECT_EQ(rows.at("logits").shape[0], part.num_owned);
+        EXPECT_LT(part.num_owned, g.num_nodes);
+      }
+    }
+    comm->barrier();
+  }
+  if (rank == 0) {
+    std::filesystem::remove_all(dir);
+    for (const std::string f : {"_one.h5", "_many.h5"}) std::filesystem::remove(stem + f);
+    for (int r = 0; r < size; ++r) std::filesystem::remove(stem + "_many.part-" + std::to_string(r) + ".h5");
+  }
+  EXPECT_TRUE(everywhere(!HasFailure()));
+}
+

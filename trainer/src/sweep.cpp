@@ -123,6 +123,7 @@ SweepResult sweep(const Graph& g, const TrainConfig& base, const SweepOptions& o
   size_t finished = 0;
   std::string first_error;
   at::set_num_threads(1);  // parallelism comes from the workers
+  const GraphPart whole = rank_part(g, base, nullptr);  // shared by every point
   auto worker = [&] {
     for (size_t i = next++; i < grid.size(); i = next++) {
       SweepPoint p;
@@ -146,7 +147,7 @@ SweepResult sweep(const Graph& g, const TrainConfig& base, const SweepOptions& o
       }
       try {
         const auto t0 = std::chrono::steady_clock::now();
-        const TrainSummary s = train(g, p.cfg);
+        const TrainSummary s = train(whole, p.cfg);
         p.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         p.val_mean = s.val_mean, p.val_std = s.val_std, p.test_mean = s.test_mean, p.test_std = s.test_std;
       } catch (const std::exception& e) {

@@ -31,40 +31,94 @@ namespace adgnn {
 namespace {
 
 struct Masks {
-  at::Tensor train, val, test;  // bool [N]
+  at::Tensor train, val, test;  // bool [source rows]: owned rows first, then the halo
 };
 
 at::Tensor bool_tensor(const uint8_t* p, int64_t n) {
   return torch::from_blob(const_cast<uint8_t*>(p), {n}, torch::kUInt8).to(torch::kBool).clone();
 }
 
-Masks choose_split(const Graph& g, const TrainConfig& cfg, int64_t run) {
-  const int64_t n = g.num_nodes;
-  std::string family = cfg.splits;
-  if (family == "auto") family = g.find_splits("platonov") ? "platonov" : "random";
-  Masks m;
-  if (family == "random") {
-    // Seeded per run; independent of the model seed's use elsewhere.
-    auto gen = at::make_generator<at::CPUGeneratorImpl>(cfg.model.seed * 1000003ULL + uint64_t(run) + 17);
-    const at::Tensor perm = torch::randperm(n, gen, torch::kInt64);
-    const int64_t n_train = int64_t(std::llround(cfg.train_fraction * double(n)));
-    const int64_t n_val = int64_t(std::llround(cfg.val_fraction * double(n)));
-    m.train = torch::zeros({n}, torch::kBool).index_fill_(0, perm.slice(0, 0, n_train), true);
-    m.val = torch::zeros({n}, torch::kBool).index_fill_(0, perm.slice(0, n_train, n_train + n_val), true);
-    m.test = torch::zeros({n}, torch::kBool).index_fill_(0, perm.slice(0, n_train + n_val), true);
-    return m;
+// A bijection of 64-bit integers (SplitMix64's finaliser): distinct node ids get distinct keys.
+uint64_t mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+// The seeded random split, computed from the node ids alone, so that any rank can compute its
+// rows' share without an N-sized array: the nodes in order of a keyed hash of their id are a
+// random permutation, whose first round(train_fraction N) nodes train and next
+// round(val_fraction N) validate. The two cut keys are found by bisection over the key range
+// with the ranks' counts summed (64 rounds of one small all-reduce).
+Masks random_split(const GraphPart& part, const TrainConfig& cfg, int64_t run, Communicator* comm) {
+  const int64_t n = part.global_nodes, owned = part.num_owned, sources = int64_t(part.global_id.size());
+  const uint64_t salt = mix64(cfg.model.seed * 1000003ULL + uint64_t(run) + 17);
+  std::vector<uint64_t> key(static_cast<size_t>(sources));
+  for (int64_t i = 0; i < sources; ++i) key[size_t(i)] = mix64(uint64_t(part.global_id[size_t(i)]) ^ salt);
+  std::vector<uint64_t> sorted(key.begin(), key.begin() + owned);
+  std::sort(sorted.begin(), sorted.end());
+  const int64_t n_train = int64_t(std::llround(cfg.train_fraction * double(n)));
+  const int64_t n_val = int64_t(std::llround(cfg.val_fraction * double(n)));
+  // cut[j]: the smallest key x with at least want[j] keys below or at x; a node belongs to the
+  // first want[j] nodes exactly when its key <= cut[j] (want 0: none).
+  const int64_t want[2] = {n_train, n_train + n_val};
+  uint64_t lo[2] = {0, 0}, hi[2] = {~0ULL, ~0ULL};
+  for (int round = 0; round < 64; ++round) {
+    std::vector<int64_t> below(2);
+    uint64_t mid[2];
+    for (int j = 0; j < 2; ++j) {
+      mid[j] = lo[j] + (hi[j] - lo[j]) / 2;
+      below[size_t(j)] = int64_t(std::upper_bound(sorted.begin(), sorted.end(), mid[j]) - sorted.begin());
+    }
+    if (comm) host_allreduce(*comm, below.data(), 2, DType::I64, ReduceOp::Sum);
+    for (int j = 0; j < 2; ++j) {
+      if (below[size_t(j)] >= want[j]) hi[j] = mid[j];
+      else lo[j] = mid[j] + 1;
+    }
   }
-  const SplitSet* s = g.find_splits(family);
+  Masks m;
+  m.train = torch::zeros({sources}, torch::kBool);
+  m.val = torch::zeros({sources}, torch::kBool);
+  m.test = torch::zeros({sources}, torch::kBool);
+  bool* tr = m.train.data_ptr<bool>();
+  bool* va = m.val.data_ptr<bool>();
+  bool* te = m.test.data_ptr<bool>();
+  for (int64_t i = 0; i < sources; ++i) {
+    const uint64_t k = key[size_t(i)];
+    const bool in_train = want[0] > 0 && k <= hi[0];
+    const bool in_first = want[1] > 0 && k <= hi[1];
+    tr[i] = in_train;
+    va[i] = in_first && !in_train;
+    te[i] = !in_first;
+  }
+  return m;
+}
+
+// Run `run`'s split over the part's source rows: a stored family's split run mod count, or the
+// seeded random split.
+Masks choose_split(const GraphPart& part, const TrainConfig& cfg, int64_t run, Communicator* comm) {
+  auto find = [&](const std::string& name) -> const SplitSet* {
+    for (const SplitSet& s : part.splits)
+      if (s.name == name) return &s;
+    return nullptr;
+  };
+  std::string family = cfg.splits;
+  if (family == "auto") family = find("platonov") ? "platonov" : "random";
+  if (family == "random") return random_split(part, cfg, run, comm);
+  const SplitSet* s = find(family);
   if (!s) {
     std::string have;
-    for (const auto& x : g.splits) have += (have.empty() ? "" : ", ") + x.name;
-    throw InputError("--splits " + family + ": " + g.name + " has no such split family (it has: " +
+    for (const auto& x : part.splits) have += (have.empty() ? "" : ", ") + x.name;
+    throw InputError("--splits " + family + ": " + part.graph_name + " has no such split family (it has: " +
                      (have.empty() ? "none" : have) + "; or use random)");
   }
-  const int64_t k = run % s->count;
-  m.train = bool_tensor(s->train.data() + k * n, n);
-  m.val = bool_tensor(s->val.data() + k * n, n);
-  m.test = bool_tensor(s->test.data() + k * n, n);
+  const int64_t sources = int64_t(part.global_id.size()), k = run % s->count;
+  if (s->train.empty() || s->val.empty() || s->test.empty())
+    throw InputError("--splits " + family + ": " + part.graph_name + " stores this family without all three masks");
+  Masks m;
+  m.train = bool_tensor(s->train.data() + k * sources, sources);
+  m.val = bool_tensor(s->val.data() + k * sources, sources);
+  m.test = bool_tensor(s->test.data() + k * sources, sources);
   return m;
 }
 
@@ -310,11 +364,11 @@ class PhaseClock {
 
 }  // namespace
 
-RunResult train_run(const Graph& g, const TrainConfig& cfg_in, int64_t run, Communicator* comm) {
+RunResult train_run(const GraphPart& part, const TrainConfig& cfg_in, int64_t run, Communicator* comm) {
   validate_train_config(cfg_in);
   TrainConfig cfg = cfg_in;
-  cfg.model.in_dim = g.features.cols;
-  cfg.model.out_dim = g.num_classes;
+  cfg.model.in_dim = part.features.cols;
+  cfg.model.out_dim = part.num_classes;
   cfg.model.seed = cfg_in.model.seed + uint64_t(run);
   if (cfg.threads > 0) at::set_num_threads(int(cfg.threads));
   if (comm && comm->size() == 1) comm = nullptr;  // one rank: the one-process run
@@ -325,8 +379,12 @@ RunResult train_run(const Graph& g, const TrainConfig& cfg_in, int64_t run, Comm
   model.set_defer_stats(true);  // settled after the step (its device wait is there anyway)
   const c10::Device device(cfg.model.device);
   const c10::ScalarType dtype = cfg.model.float64 ? torch::kFloat64 : torch::kFloat32;
+  if ((comm ? comm->size() : 1) != part.parts)
+    throw InputError("--partition-dir: a part of " + std::to_string(part.parts) + " for a run of " +
+                     std::to_string(comm ? comm->size() : 1) + " ranks");
+  if (int64_t(part.labels.size()) != int64_t(part.global_id.size()))
+    throw InputError(part.graph_name + ": the graph has no labels to train on");
   // This rank's nodes (P = 1: all of them) and the transport to the others.
-  const GraphPart part = rank_part(g, cfg, comm);
   PartTensors pt = part_tensors(part, device, dtype);
   MessageGraph& mg = pt.graph;
   std::shared_ptr<RankTransport> transport;
@@ -337,20 +395,20 @@ RunResult train_run(const Graph& g, const TrainConfig& cfg_in, int64_t run, Comm
   const at::Tensor x = pt.x.to(dtype);
   const int64_t n = mg.num_dst;
 
-  // Splits are drawn over the whole graph (every rank holds it), then restricted to this rank's
-  // rows: owned rows for the loss and accuracies, all source rows for L_reg's training edges.
-  const Masks global = choose_split(g, cfg, run);
+  // The split over this rank's source rows: owned rows for the loss and accuracies, all source
+  // rows for L_reg's training edges. Set sizes are the ranks' counts summed.
+  const Masks split = choose_split(part, cfg, run, comm);
   const at::Tensor gid = mg.global_id.to(torch::kCPU), owned_gid = gid.slice(0, 0, n);
-  const Masks masks{global.train.index_select(0, owned_gid).to(device),
-                    global.val.index_select(0, owned_gid).to(device),
-                    global.test.index_select(0, owned_gid).to(device)};
-  const at::Tensor train_src = global.train.index_select(0, gid).to(device);
-  const at::Tensor labels_all = torch::from_blob(const_cast<int64_t*>(g.labels.data()), {g.num_nodes}, torch::kInt64);
-  const at::Tensor y_src = labels_all.index_select(0, gid).to(device);
+  const Masks masks{split.train.slice(0, 0, n).to(device), split.val.slice(0, 0, n).to(device),
+                    split.test.slice(0, 0, n).to(device)};
+  const at::Tensor train_src = split.train.to(device);
+  const at::Tensor y_src = pt.y.to(device);
   const at::Tensor y = y_src.slice(0, 0, n);
-  const int64_t n_train = global.train.sum().item<int64_t>();
-  const double counts[3] = {double(n_train), double(global.val.sum().item<int64_t>()),
-                            double(global.test.sum().item<int64_t>())};
+  std::vector<int64_t> set_sizes{masks.train.sum().item<int64_t>(), masks.val.sum().item<int64_t>(),
+                                 masks.test.sum().item<int64_t>()};
+  if (comm) host_allreduce(*comm, set_sizes.data(), 3, DType::I64, ReduceOp::Sum);
+  const int64_t n_train = set_sizes[0];
+  const double counts[3] = {double(set_sizes[0]), double(set_sizes[1]), double(set_sizes[2])};
   if (n_train == 0)
     throw InputError("--splits " + cfg.splits + ": run " + std::to_string(run) + " has no training nodes");
   const at::Tensor train_idx = masks.train.nonzero().squeeze(1);
@@ -381,7 +439,7 @@ RunResult train_run(const Graph& g, const TrainConfig& cfg_in, int64_t run, Comm
   const std::string ckpt = run_path(cfg.checkpoint, run);
   // Everything that changes the trajectory, except --epochs: a finished run can be extended.
   // Not the rank count: P ranks compute the one-process function, so a run may resume on others.
-  const std::string fingerprint = describe(cfg) + " run=" + std::to_string(run) + " graph=" + g.source_sha256;
+  const std::string fingerprint = describe(cfg) + " run=" + std::to_string(run) + " graph=" + part.graph_source_sha256;
   Checkpoint state;
   if (cfg.resume && !ckpt.empty() && std::filesystem::exists(ckpt))
     state = load_checkpoint(ckpt, model, opt, fingerprint);
@@ -572,45 +630,51 @@ RunResult train_run(const Graph& g, const TrainConfig& cfg_in, int64_t run, Comm
   res.halo_rows_full = last_stats.halo_rows_full;
   res.halo_bytes = last_stats.halo_bytes;
   res.halo_bytes_full = last_stats.halo_bytes_full;
-  double peak = device.is_cuda() ? double(peak_device_memory(device)) : peak_rss_bytes();
-  if (comm) host_allreduce(*comm, &peak, 1, DType::F64, ReduceOp::Max);
-  res.peak_memory_bytes = peak;
+  // Every rank's peak, in one sum of a vector with one slot per rank.
+  res.peak_memory_per_rank.assign(size_t(P), 0.0);
+  res.peak_memory_per_rank[size_t(comm ? comm->rank() : 0)] =
+      device.is_cuda() ? double(peak_device_memory(device)) : peak_rss_bytes();
+  if (comm) host_allreduce(*comm, res.peak_memory_per_rank.data(), P, DType::F64, ReduceOp::Sum);
+  res.peak_memory_bytes = *std::max_element(res.peak_memory_per_rank.begin(), res.peak_memory_per_rank.end());
 
   if (!cfg.predictions.empty()) {
     torch::NoGradGuard no_grad;
     const ForwardOutput ev = model.forward(mg, x, false, epoch);
-    // Rows of every rank in global order (each rank fills its owned rows, the sum gathers them).
-    auto gather = [&](const at::Tensor& t) {
-      at::Tensor rows = t.to(torch::kCPU).to(t.is_floating_point() ? torch::kFloat64 : torch::kInt64);
-      std::vector<int64_t> shape(rows.sizes().begin(), rows.sizes().end());
-      shape[0] = g.num_nodes;
-      at::Tensor all = torch::zeros(shape, rows.options()).index_copy_(0, owned_gid, rows).contiguous();
-      if (comm) host_allreduce(*comm, all.data_ptr(), all.numel(), all.is_floating_point() ? DType::F64 : DType::I64, ReduceOp::Sum);
-      return t.is_floating_point() ? all.to(t.scalar_type()) : all;
-    };
-    std::map<std::string, H5Array> arrays{{"logits", to_array(gather(ev.logits))},
-                                          {"prediction", to_array(gather(ev.logits.argmax(1)))},
-                                          {"depth", to_array(gather(ev.depth))},
-                                          {"labels", to_array(labels_all)}};
-    if (ev.eps.defined()) arrays["eps"] = to_array(gather(ev.eps));
+    // This rank's owned rows only: one file of every row (P = 1), or one file per rank plus an
+    // index that read_predictions assembles (no rank ever holds every row).
+    std::map<std::string, H5Array> arrays{{"logits", to_array(ev.logits)},
+                                          {"prediction", to_array(ev.logits.argmax(1))},
+                                          {"depth", to_array(ev.depth)},
+                                          {"labels", to_array(y)}};
+    if (ev.eps.defined()) arrays["eps"] = to_array(ev.eps.slice(0, 0, n));
     if (ev.layer_outputs.size() >= 2)
-      arrays["embedding"] = to_array(gather(ev.layer_outputs[ev.layer_outputs.size() - 2]));
+      arrays["embedding"] = to_array(ev.layer_outputs[ev.layer_outputs.size() - 2].slice(0, 0, n));
     if (cfg.layer_embeddings)  // per-layer cluster quality (the appendix's silhouette / CH scores)
       for (size_t t = 0; t < ev.layer_outputs.size(); ++t)
-        arrays["layer_" + std::to_string(t + 1)] = to_array(gather(ev.layer_outputs[t]));
-    arrays["degree"] = to_array(gather(mg.degree.slice(0, 0, n).to(torch::kInt64)));
-    if (lead) write_arrays_h5(run_path(cfg.predictions, run), arrays, {{"config", fingerprint}});
+        arrays["layer_" + std::to_string(t + 1)] = to_array(ev.layer_outputs[t].slice(0, 0, n));
+    arrays["degree"] = to_array(mg.degree.slice(0, 0, n).to(torch::kInt64));
+    write_predictions(run_path(cfg.predictions, run), std::move(arrays), owned_gid, part, fingerprint, comm);
   }
   if (comm) comm->set_deferred(false);  // waits for the last operations; throws a failure among them
   return res;
 }
 
+RunResult train_run(const Graph& g, const TrainConfig& cfg, int64_t run, Communicator* comm) {
+  validate_train_config(cfg);
+  return train_run(rank_part(g, cfg, comm), cfg, run, comm);
+}
+
 TrainSummary train(const Graph& g, const TrainConfig& cfg, Communicator* comm) {
+  validate_train_config(cfg);
+  return train(rank_part(g, cfg, comm), cfg, comm);
+}
+
+TrainSummary train(const GraphPart& part, const TrainConfig& cfg, Communicator* comm) {
   validate_train_config(cfg);
   TrainSummary s;
   const int64_t workers = std::min(cfg.run_workers, cfg.runs);
   if (workers <= 1) {
-    for (int64_t r = 0; r < cfg.runs; ++r) s.runs.push_back(train_run(g, cfg, r, comm));
+    for (int64_t r = 0; r < cfg.runs; ++r) s.runs.push_back(train_run(part, cfg, r, comm));
   } else {
     // The ranks of a distributed job run their collectives in one order: runs stay sequential.
     if (comm && comm->size() > 1)
@@ -634,7 +698,7 @@ TrainSummary train(const Graph& g, const TrainConfig& cfg, Communicator* comm) {
           if (first_error) return;
         }
         try {
-          s.runs[size_t(r)] = train_run(g, c, r, nullptr);
+          s.runs[size_t(r)] = train_run(part, c, r, nullptr);
         } catch (...) {
           std::lock_guard<std::mutex> lock(mu);
           if (!first_error) first_error = std::current_exception();
@@ -658,8 +722,8 @@ TrainSummary train(const Graph& g, const TrainConfig& cfg, Communicator* comm) {
   mean_std([](const RunResult& r) { return r.test_at_best; }, s.test_mean, s.test_std);
   mean_std([](const RunResult& r) { return r.best_val; }, s.val_mean, s.val_std);
   ModelConfig mc = cfg.model;
-  mc.in_dim = g.features.cols;
-  mc.out_dim = g.num_classes;
+  mc.in_dim = part.features.cols;
+  mc.out_dim = part.num_classes;
   s.parameters = Model(mc).num_parameters();
   return s;
 }

@@ -108,19 +108,6 @@ GraphPart rank_part(const Graph& g, const TrainConfig& cfg, Communicator* comm) 
     Partition whole = partition_stats(g, 1, std::vector<int32_t>(size_t(g.num_nodes), 0));
     return build_part(g, whole, 0);
   }
-  // Runs of one command (--runs, several models) share the graph: partition it once.
-  static struct {
-    const Graph* graph = nullptr;
-    int64_t nodes = -1;
-    int parts = 0;
-    std::string key;
-    std::vector<int32_t> owner;
-  } cache;
-  const std::string key = cfg.partition.method + "/" + cfg.partition.objective + "/" +
-                          std::to_string(cfg.partition.seed) + "/" + std::to_string(cfg.partition.balance_edges) + "/" +
-                          std::to_string(cfg.partition.strata) + "/" + g.source_sha256;
-  if (cache.graph == &g && cache.nodes == g.num_nodes && cache.parts == P && cache.key == key)
-    return build_part(g, partition_stats(g, P, cache.owner), rank);
   // Rank 0 partitions (METIS may differ between builds, so one answer is broadcast); a failure
   // there must not leave the others waiting in the broadcast, so its message travels too.
   std::vector<int32_t> owner(size_t(g.num_nodes), 0);
@@ -143,11 +130,6 @@ GraphPart rank_part(const Graph& g, const TrainConfig& cfg, Communicator* comm) 
     throw InputError(why);
   }
   host_broadcast(*comm, owner.data(), int64_t(owner.size() * sizeof(int32_t)), 0);
-  cache.graph = &g;
-  cache.nodes = g.num_nodes;
-  cache.parts = P;
-  cache.key = key;
-  cache.owner = owner;
   return build_part(g, partition_stats(g, P, std::move(owner)), rank);
 }
 

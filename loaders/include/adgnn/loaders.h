@@ -131,6 +131,14 @@ std::vector<std::string> known_datasets();
 // refers to the first graph.
 Graph permute_nodes(const Graph& g, const std::vector<int64_t>& order, const std::string& where = "order");
 
+// A stable hash of the graph's training problem: SHA-256 over the node count, the stored
+// adjacency (indptr, indices), the features (shape and values; sparse features without values
+// hash as all ones), labels, class count and split families in name order; not the name, source
+// or original ids, so a converted copy of a graph hashes alike. What a partition folder records,
+// so that it is never used with another graph; our HDF5 files store it (attribute graph_hash).
+// Same value on every little-endian machine.
+std::string graph_fingerprint(const Graph& g);
+
 // ---- our HDF5 graph format (docs/hdf5-format.md) ------------------------------------------------
 
 struct H5WriteOptions {
@@ -139,6 +147,9 @@ struct H5WriteOptions {
 };
 void write_graph_h5(const Graph& g, const std::string& path, const H5WriteOptions& opt = {});
 Graph read_graph_h5(const std::string& path, int threads = 0);
+// The graph_fingerprint stored in one of our graph files (attributes only, nothing else is
+// read); empty when `path` is not our HDF5 graph format or predates the attribute.
+std::string stored_graph_hash(const std::string& path);
 
 // Named arrays in an HDF5 file (checkpoints, predictions): each array is raw little-endian
 // bytes of dtype "f32", "f64", "i64" or "u8", plus string attributes on the root. Written
@@ -167,6 +178,12 @@ struct CsbmParams {
   int64_t features = 64;
   double separation = 1.0;         // distance scale of the class means
   double noise = 1.0;              // std of the per-node Gaussian noise
+  // Locality: the ids are cut into `communities` blocks of consecutive ids (independent of the
+  // classes), and a `locality` share of the intra-class and of the inter-class edges has both
+  // ends in one block; the other edges join any two nodes. A partition along the blocks then
+  // cuts about (1 - locality) (1 - 1/parts) of the edges. 1 community or locality 0: none.
+  int64_t communities = 1;
+  double locality = 0.0;
   uint64_t seed = 0;
   int threads = 0;                 // 0 = hardware concurrency; results do not depend on it
 };

@@ -126,6 +126,10 @@ double same_block_fraction(const Graph& g, int64_t block_nodes);
 struct GraphPart {
   int32_t rank = 0, parts = 1;
   std::string graph_hash;    // graph_fingerprint() of the whole graph
+  std::string graph_name, graph_source_sha256;  // the whole graph's name and Graph::source_sha256
+  // Names the assignment of owners (a hash of the graph hash and every node's owner): every part
+  // of one partition carries the same id, so parts of two partitions of a graph never mix.
+  std::string partition_id;
   std::string method;        // how the owners were chosen (metis, random, ...)
   int64_t global_nodes = 0, num_classes = 0, num_owned = 0;
   std::vector<int64_t> global_id;          // [num_owned + halo]: owned ascending, then halo
@@ -145,17 +149,12 @@ struct GraphPart {
   std::vector<int64_t> degree, in_degree, out_degree;
   double max_degree_product = 1;  // max over symmetric edges (u, v) of degree(u) * degree(v); 1 if no edges
   Features features;              // [num_owned + halo] rows
-  std::vector<int64_t> labels;    // [num_owned]
-  std::vector<SplitSet> splits;   // the graph's stored split families, masks over owned rows
+  std::vector<int64_t> labels;    // [num_owned + halo] (empty: a graph without labels)
+  // The graph's stored split families, masks [count][num_owned + halo] over the source rows
+  // (the depth mechanism's regulariser reads the training mask of halo rows too).
+  std::vector<SplitSet> splits;
   int64_t num_halo() const { return int64_t(global_id.size()) - num_owned; }
 };
-
-// A stable hash of the graph's structure and sizes (nodes, stored edges, features, classes):
-// what a partition folder records, so that it is never used with another graph. SHA-256 (hex)
-// over the node count, the stored adjacency (indptr, indices), the features (shape and values),
-// labels, class count and split masks; not the name or source path, so a converted copy of a
-// graph hashes alike. Same value on every little-endian machine.
-std::string graph_fingerprint(const Graph& g);
 
 // Rank `rank`'s share of g under `p` (p.owner.size() == g.num_nodes). P = 1 gives the whole
 // graph with an empty halo. O(nodes + edges); computes the whole graph's views (symmetric,
@@ -189,10 +188,24 @@ class PartBuilder {
 void write_partition(const Graph& g, const Partition& p, const std::string& dir,
                      const std::string& method_desc, const PartitionOptions* opt = nullptr);
 
+// What a partition folder's manifest says about the folder and its graph: enough to check a
+// run against it and to size the model without reading the graph.
+struct PartitionManifest {
+  std::string dir;
+  std::string graph_hash, graph_name, graph_source_sha256, partition_id, method;
+  int64_t parts = 0, nodes = 0, stored_edges = 0, features = 0, classes = 0;
+  std::vector<std::pair<std::string, int64_t>> split_families;  // name, number of splits
+  std::vector<int64_t> part_nodes, halo_rows;                   // per part
+};
+// Reads dir/manifest.json; a missing or corrupt manifest, or one of another format version,
+// throws InputError naming "--partition-dir <dir>".
+PartitionManifest read_partition_manifest(const std::string& dir);
+
 // Rank `rank`'s share from a partition folder, reading only the manifest and part-<rank>.h5.
 // A folder made for another graph (graph_hash differs; an empty expected hash skips this check,
 // for a rank that never loads the whole graph) or for another number of ranks, and a missing or
-// corrupt file, throw InputError naming "--partition-dir <dir>".
+// corrupt file, and a part of another partition of the same graph (its partition_id differs
+// from the manifest's), throw InputError naming "--partition-dir <dir>".
 GraphPart read_part(const std::string& dir, int32_t rank, int32_t expected_parts,
                     const std::string& expected_graph_hash);
 

@@ -60,6 +60,7 @@ struct RunResult {
   std::vector<int64_t> halo_rows, halo_rows_full, halo_bytes, halo_bytes_full;
   int ranks = 1;
   double peak_memory_bytes = 0;  // max over ranks: CUDA allocator peak, or peak RSS on the CPU
+  std::vector<double> peak_memory_per_rank;  // the same, per rank
 };
 
 struct TrainSummary {
@@ -71,16 +72,32 @@ struct TrainSummary {
 // Checks the configuration against the graph (flags named in the errors).
 void validate_train_config(const TrainConfig& cfg);
 // comm: the ranks of a distributed run (every rank calls with the same arguments); null or of
-// size 1: one process. Rank 0 writes metrics, checkpoints and predictions; every rank returns the
-// same (globally reduced) result.
+// size 1: one process. Rank 0 writes metrics and checkpoints, every rank its rows' predictions;
+// every rank returns the same (globally reduced) result.
+// On a part: `part` is this rank's share (read_part of a partition folder: no rank ever holds
+// the whole graph; or rank_part of a graph in memory), part.parts == comm's size.
+RunResult train_run(const GraphPart& part, const TrainConfig& cfg, int64_t run, Communicator* comm = nullptr);
+TrainSummary train(const GraphPart& part, const TrainConfig& cfg, Communicator* comm = nullptr);
+// On a graph every rank holds: its part by rank_part, then the above.
 RunResult train_run(const Graph& g, const TrainConfig& cfg, int64_t run, Communicator* comm = nullptr);
 TrainSummary train(const Graph& g, const TrainConfig& cfg, Communicator* comm = nullptr);
+
+// --predictions: `arrays` hold this rank's owned rows (global ids `node_id`, ascending). One rank:
+// `path` holds every row in node order. P ranks: rank r writes <path>.part-<r>.h5 with its rows
+// and their node_id, and rank 0 then writes `path` as the index of the P files (attributes
+// format "adgnn-predictions-index", parts, nodes), written atomically after every part.
+void write_predictions(const std::string& path, std::map<std::string, H5Array> arrays, const at::Tensor& node_id,
+                       const GraphPart& part, const std::string& config, Communicator* comm);
+// Every row of a predictions file in node order: the file itself, or the part files of an index
+// assembled (node ids checked: each node exactly once). Bad or missing files throw InputError.
+std::map<std::string, H5Array> read_predictions(const std::string& path, std::map<std::string, std::string>* attrs);
 
 // The transport of a rank's forward pass over a communicator. Tensors on another device than
 // the communicator takes (host memory for MPI, CUDA memory for NCCL) are staged through it.
 std::shared_ptr<RankTransport> make_rank_transport(Communicator& comm, bool device_memory);
 // Rank `rank`'s part of g, P = comm's size: rank 0 partitions (cfg.partition) and broadcasts the
-// owners, or every rank reads its file of cfg.partition_dir. comm null: the whole graph.
+// owners, or every rank reads its file of cfg.partition_dir (checked against g's fingerprint).
+// comm null: the whole graph.
 GraphPart rank_part(const Graph& g, const TrainConfig& cfg, Communicator* comm);
 // Collectives on host memory over any communicator: staged through the current CUDA device
 // when the communicator takes device memory only (NCCL).
