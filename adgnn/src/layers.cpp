@@ -321,8 +321,7 @@ class GcnLayer : public Layer {
     // else aggregate first (only the chosen rows are transformed). Not when few rows are computed
     // (AD's deeper layers): transforming every source row (a rank's halo included) and its two
     // backward products would then cost more than aggregating the few rows' entries wider.
-    const bool few_rows = rows.numel() * 8 < g.num_dst;
-    if (out_dim_ < in_dim_ && !few_rows) {
+    if (out_dim_ < in_dim_ && !computes_few_rows(rows.numel(), g.num_dst)) {
       const at::Tensor out = BiasAddFn::apply(aggregate_rows(g, g.gcn_weight, h.mm(w_), rows, self_w), b_);
       return relu_fused_ ? torch::relu(out) : out;
     }

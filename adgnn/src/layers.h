@@ -79,6 +79,13 @@ at::Tensor apply_dropout_mask(const at::Tensor& h, const DropoutMask& mask);
 // over every row is gone.
 std::pair<at::Tensor, at::Tensor> linear_relu_dropout(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b,
                                                       int64_t rows, const DropoutMask& mask);
+// Whether a layer computing `rows` of its `num_dst` destination rows computes few of them: then
+// forward(g, h, rows) reads only the rows and their neighbours (read_csrs), so the model's input
+// dropout may leave every other row of h unset, and GCN aggregates before it transforms. One
+// predicate for both: a layer that transformed every row of such an input would read unset rows
+// (its weight's gradient, h^T g, multiplies them by zero: NaN or garbage on a rank's unread halo).
+inline bool computes_few_rows(int64_t rows, int64_t num_dst) { return rows * 8 < num_dst; }
+
 // Whether the plain models' hidden layers fuse the next layer's dropout (linear_relu_dropout);
 // tests turn it off to compare with the separate dropout.
 bool& fuse_output_dropout();

@@ -1322,7 +1322,7 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
       if (!training || t == 1) return;
       RECORD_USER_SCOPE("dropout");
       at::Tensor read;
-      const bool few = comp_rows.defined() && comp_rows.numel() > 0 && comp_rows.numel() * 4 < n;
+      const bool few = comp_rows.defined() && comp_rows.numel() > 0 && detail::computes_few_rows(comp_rows.numel(), n);
       const bool compact_ok = c.compact_deep_layers == "on" || (c.compact_deep_layers == "auto" && h_src.is_cpu());
       if (few && !reads_frozen && compact_ok) read = layer.rows_read(gl, comp_rows);
       if (!read.defined()) {
