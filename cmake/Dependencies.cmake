@@ -67,3 +67,27 @@ if(ADGNN_NCCL)
   set_target_properties(NCCL::NCCL PROPERTIES IMPORTED_LOCATION "${NCCL_LIBRARY}"
                         INTERFACE_INCLUDE_DIRECTORIES "${NCCL_INCLUDE_DIR}")
 endif()
+
+# PT-Scotch (the distributed partitioner), its 64-bit-index build: Debian's libptscotch-dev puts it
+# under include/scotch-int64 and lib/<arch>/scotch-int64. Elsewhere: -DSCOTCH_ROOT=<prefix> of a
+# build with 64-bit SCOTCH_Num.
+find_path(PTSCOTCH_INCLUDE_DIR ptscotch.h HINTS ${SCOTCH_ROOT} ENV SCOTCH_ROOT
+          PATH_SUFFIXES include/scotch-int64 include NO_DEFAULT_PATH)
+find_path(PTSCOTCH_INCLUDE_DIR ptscotch.h PATH_SUFFIXES scotch-int64)
+foreach(_lib ptscotch scotch ptscotcherr)
+  find_library(PTSCOTCH_${_lib}_LIBRARY ${_lib} HINTS ${SCOTCH_ROOT} ENV SCOTCH_ROOT
+               PATH_SUFFIXES lib/x86_64-linux-gnu/scotch-int64 lib/scotch-int64 lib lib64 NO_DEFAULT_PATH)
+  find_library(PTSCOTCH_${_lib}_LIBRARY ${_lib} PATH_SUFFIXES scotch-int64
+               PATHS /usr/lib/x86_64-linux-gnu/scotch-int64 NO_DEFAULT_PATH)
+  if(NOT PTSCOTCH_${_lib}_LIBRARY)
+    message(FATAL_ERROR "PT-Scotch not found: install libptscotch-dev or pass -DSCOTCH_ROOT=<prefix>")
+  endif()
+endforeach()
+if(NOT PTSCOTCH_INCLUDE_DIR)
+  message(FATAL_ERROR "PT-Scotch not found: install libptscotch-dev or pass -DSCOTCH_ROOT=<prefix>")
+endif()
+add_library(PTScotch::PTScotch INTERFACE IMPORTED)
+set_target_properties(PTScotch::PTScotch PROPERTIES
+  INTERFACE_INCLUDE_DIRECTORIES "${PTSCOTCH_INCLUDE_DIR}"
+  INTERFACE_LINK_LIBRARIES "${PTSCOTCH_ptscotch_LIBRARY};${PTSCOTCH_scotch_LIBRARY};${PTSCOTCH_ptscotcherr_LIBRARY};MPI::MPI_CXX")
+message(STATUS "PT-Scotch: ${PTSCOTCH_INCLUDE_DIR}/ptscotch.h, ${PTSCOTCH_ptscotch_LIBRARY}")

@@ -9,6 +9,9 @@
 #include <numeric>
 
 #include "CLI/CLI.hpp"
+#include "adgnn/comm.h"
+#include "adgnn/graph_file.h"
+#include "adgnn/launch.h"
 #include "adgnn/loaders.h"
 #include "adgnn/partition.h"
 #include "commands.h"
@@ -45,6 +48,11 @@ std::string join(const std::vector<double>& v) {
   std::string s;
   for (double x : v) s += fmt::format("{}{:.3f}", s.empty() ? "" : " ", x);
   return s;
+}
+
+// "512 MiB" below 1 GiB, else "3.25 GiB".
+std::string memory(double gib) {
+  return gib < 1 ? fmt::format("{:.0f} MiB", gib * 1024) : fmt::format("{:.2f} GiB", gib);
 }
 
 void print_table(const nlohmann::json& m, const nlohmann::json& run) {
@@ -94,12 +102,82 @@ void print_table(const nlohmann::json& m, const nlohmann::json& run) {
     std::printf("\n");
   }
   const nlohmann::json& t = run["time_s"];
+  const double graph_gib = run["graph_memory_gib"].get<double>();
+  if (run.contains("peak_rss_gib_per_process")) {
+    std::string peaks;
+    for (const auto& x : run["peak_rss_gib_per_process"])
+      peaks += fmt::format("{}{:.2f}", peaks.empty() ? "" : ", ", x.get<double>());
+    std::printf("\ntime: read %.1f s, partition %.1f s, build and write %.1f s (%lld processes); "
+                "peak memory per process: %s GiB; the whole graph in memory: %s; folder %.1f MiB\n",
+                t["read"].get<double>(), t["partition"].get<double>(), t["write"].get<double>(),
+                static_cast<long long>(run["processes"].get<int64_t>()), peaks.c_str(), memory(graph_gib).c_str(),
+                run["folder_bytes"].get<double>() / (1024.0 * 1024.0));
+    return;
+  }
   const nlohmann::json& r = run["peak_rss_gib"];
   std::printf("\ntime: load %.1f s, partition %.1f s, write %.1f s; peak memory: load %.2f GiB, "
-              "partition %.2f GiB, write %.2f GiB; folder %.1f MiB\n",
+              "partition %.2f GiB, write %.2f GiB (%s; the whole graph in memory: %s); "
+              "folder %.1f MiB\n",
               t["load"].get<double>(), t["partition"].get<double>(), t["write"].get<double>(),
               r["load"].get<double>(), r["partition"].get<double>(), r["write"].get<double>(),
+              run["loaded"].get<std::string>().c_str(), memory(graph_gib).c_str(),
               run["folder_bytes"].get<double>() / (1024.0 * 1024.0));
+}
+
+double folder_bytes(const std::string& dir) {
+  double bytes = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    if (e.is_regular_file()) bytes += static_cast<double>(e.file_size());
+  return bytes;
+}
+
+void print_result(const PartitionArgs& a, nlohmann::json run) {
+  nlohmann::json m = nlohmann::json::parse(read_file((std::filesystem::path(a.out) / "manifest.json").string()));
+  run["out"] = a.out;
+  run["undirected_edges"] =
+      std::accumulate(m["part_edges"].begin(), m["part_edges"].end(), int64_t{0},
+                      [](int64_t s, const nlohmann::json& x) { return s + x.get<int64_t>(); }) / 2;
+  run["folder_bytes"] = folder_bytes(a.out);
+  if (a.json) {
+    m.erase("files");
+    for (auto it = run.begin(); it != run.end(); ++it) m[it.key()] = it.value();
+    std::printf("%s\n", m.dump(2).c_str());
+  } else {
+    print_table(m, run);
+  }
+}
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+// Across processes (mpirun -n P, or --partition ptscotch in one): every process reads its slice
+// of the graph file; rank 0 prints.
+int run_partition_distributed(const PartitionArgs& a, const std::string& path) {
+  std::unique_ptr<Communicator> comm = make_mpi_communicator();
+  DistributedPartitionOptions o;
+  o.method = a.opt.method;
+  o.seed = a.opt.seed;
+  if (a.opt.imbalance > 0) o.imbalance = a.opt.imbalance;
+  const DistributedPartitionReport rep = partition_distributed(*comm, path, a.parts, a.out, o);
+  if (comm->rank() != 0) return 0;
+  nlohmann::json run;
+  run["processes"] = comm->size();
+  run["time_s"] = {{"read", rep.read_s}, {"partition", rep.partition_s}, {"write", rep.write_s}};
+  std::vector<double> peaks;
+  for (int64_t b : rep.peak_rss_bytes) peaks.push_back(static_cast<double>(b) / kGiB);
+  run["peak_rss_gib_per_process"] = peaks;
+  run["graph_memory_gib"] = static_cast<double>(GraphFileReader(path).info().memory_bytes()) / kGiB;
+  print_result(a, run);
+  return 0;
+}
+
+// The bytes a Graph holds (adjacency, features, labels, masks): the whole graph in memory.
+double graph_memory_gib(const Graph& g) {
+  double b = static_cast<double>(g.adj.indptr.size()) * 8 + static_cast<double>(g.adj.indices.size()) * 4 +
+             static_cast<double>(g.features.dense.size()) * 4 + static_cast<double>(g.labels.size()) * 8;
+  if (g.features.sparse)
+    b += static_cast<double>(g.features.csr.indptr.size()) * 8 + static_cast<double>(g.features.csr.nnz()) * 8;
+  for (const SplitSet& s : g.splits) b += static_cast<double>(s.train.size() + s.val.size() + s.test.size());
+  return b / kGiB;
 }
 
 int run_partition(const PartitionArgs& a) {
@@ -123,9 +201,45 @@ int run_partition(const PartitionArgs& a) {
       throw InputError(fmt::format("--out {}: exists and is not a folder", a.out));
   }
 
+  // Our HDF5 files are read without their features (each part reads its rows of them), and
+  // are what the partitioner across processes reads.
+  const bool generated = dataset.rfind("csbm:", 0) == 0;
+  const std::string path = generated ? dataset : resolve_dataset(dataset, a.data_dir);
+  const bool ours = !generated && !stored_graph_hash(path).empty();
+  LaunchInfo li;
+  try {
+    li = detect_launch({});
+  } catch (const std::invalid_argument& e) {
+    throw InputError(e.what());
+  }
+  if (a.opt.method == "ptscotch" || launched_multi(li)) {
+    if (a.opt.method != "ptscotch")
+      throw InputError(fmt::format("--partition {}: runs in one process; across processes use "
+                                   "--partition ptscotch",
+                                   a.opt.method));
+    if (!ours)
+      throw InputError(fmt::format("--dataset {}: ptscotch reads our HDF5 graph files (with their "
+                                   "graph_hash); convert it first with `adgnn data convert`",
+                                   dataset));
+    if (a.opt.balance_train || a.opt.balance_edges || a.opt.objective != "cut")
+      throw InputError("--partition ptscotch: balances nodes and minimises the edge cut only "
+                       "(no --balance-train, --balance-edges, --objective vol)");
+    return run_partition_distributed(a, path);
+  }
+
   reset_peak_rss();
   const auto t0 = std::chrono::steady_clock::now();
-  const Graph g = load_dataset(dataset, a.data_dir);
+  std::unique_ptr<GraphFileReader> rows;
+  Graph g;
+  double graph_gib = 0;
+  if (ours) {
+    rows = std::make_unique<GraphFileReader>(path);
+    g = rows->read_structure();
+    graph_gib = static_cast<double>(rows->info().memory_bytes()) / kGiB;
+  } else {
+    g = load_dataset(dataset, a.data_dir);
+    graph_gib = graph_memory_gib(g);
+  }
   const double t_load = seconds_since(t0), rss_load = peak_rss_gib();
 
   // The training mask of split 0 of the chosen family: balanced on request, reported always.
@@ -149,28 +263,15 @@ int run_partition(const PartitionArgs& a) {
 
   reset_peak_rss();
   const auto t2 = std::chrono::steady_clock::now();
-  write_partition(g, p, a.out, a.opt.method, &a.opt);
+  write_partition(g, p, a.out, a.opt.method, &a.opt, rows.get());
   const double t_write = seconds_since(t2), rss_write = peak_rss_gib();
 
-  const nlohmann::json m =
-      nlohmann::json::parse(read_file((fs::path(a.out) / "manifest.json").string()));
-  double folder_bytes = 0;
-  for (const auto& e : fs::directory_iterator(a.out))
-    if (e.is_regular_file()) folder_bytes += static_cast<double>(e.file_size());
   nlohmann::json run;
-  run["out"] = a.out;
-  run["undirected_edges"] = std::accumulate(p.part_edges.begin(), p.part_edges.end(), int64_t{0}) / 2;
+  run["loaded"] = ours ? "structure only: features read per part" : "whole graph";
+  run["graph_memory_gib"] = graph_gib;
   run["time_s"] = {{"load", t_load}, {"partition", t_part}, {"write", t_write}};
   run["peak_rss_gib"] = {{"load", rss_load}, {"partition", rss_part}, {"write", rss_write}};
-  run["folder_bytes"] = folder_bytes;
-  if (a.json) {
-    nlohmann::json out = m;
-    out.erase("files");
-    for (auto it = run.begin(); it != run.end(); ++it) out[it.key()] = it.value();
-    std::printf("%s\n", out.dump(2).c_str());
-  } else {
-    print_table(m, run);
-  }
+  print_result(a, run);
   return 0;
 }
 
@@ -185,22 +286,24 @@ void add_partition_commands(CLI::App& app, std::function<int()>& run) {
   cmd->add_option("--data-dir", a->data_dir, "Folder holding the datasets (default: $ADGNN_DATA)");
   cmd->add_option("--parts,-p", a->parts, "Number of parts (= ranks of the training run)")->required();
   cmd->add_option("--out,-o", a->out, "Output folder: part-<r>.h5 per rank and manifest.json")->required();
-  cmd->add_option("--partition", a->opt.method, "metis, stratified, random or contiguous")
-      ->check(CLI::IsMember({"metis", "stratified", "random", "contiguous"}));
+  cmd->add_option("--partition,--method", a->opt.method,
+                  "metis, stratified, random, contiguous (one process) or ptscotch (any number of "
+                  "processes under mpirun, for graphs no one host holds; our HDF5 files only)")
+      ->check(CLI::IsMember({"metis", "stratified", "random", "contiguous", "ptscotch"}));
   cmd->add_option("--objective", a->opt.objective, "METIS objective: cut (edge cut) or vol (communication volume)")
       ->check(CLI::IsMember({"cut", "vol"}));
   cmd->add_flag("--balance-train", a->opt.balance_train, "Also balance the training nodes (split 0)");
   cmd->add_flag("--balance-edges", a->opt.balance_edges, "Also balance the degree sum per part");
   cmd->add_option("--imbalance", a->opt.imbalance,
-                  "METIS's tolerance: the largest part may weigh this times the mean, per constraint, in (1, 2] "
-                  "(default: METIS's 1.03)");
+                  "Tolerance: the largest part may weigh this times the mean, per constraint, in (1, 2] "
+                  "(default 1.03)");
   cmd->add_option("--strata", a->opt.strata,
                   "Depth-benefit quantile bins: balanced by stratified, reported for every method");
   cmd->add_option("--strata-spacing", a->opt.strata_spacing,
                   "equal (quantile bins) or log (decades from the top: 0.1%, 0.9%, 9%, 90% for 4)")
       ->check(CLI::IsMember({"equal", "log"}));
   cmd->add_option("--splits", a->splits, "Split family whose split 0 gives the training nodes (default: the first stored)");
-  cmd->add_option("--seed", a->opt.seed, "Seed of METIS / the random partitioner");
+  cmd->add_option("--seed", a->opt.seed, "Seed of METIS, PT-Scotch or the random partitioner");
   cmd->add_flag("--json", a->json, "Print the manifest and the run's time and memory as JSON");
   cmd->callback([&run, a] { run = [a] { return run_partition(*a); }; });
 }

@@ -11,7 +11,7 @@ log() { printf '[setup %s] %s\n' "$(date +%H:%M:%S)" "$*"; }
 packages=(build-essential cmake ninja-build ccache pkg-config git python3 python3-venv
   libopenmpi-dev openmpi-bin libmetis-dev libhdf5-dev libgtest-dev libgmock-dev
   libopenblas0-openmp libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
-  libyaml-cpp-dev zlib1g-dev libssl-dev gnuplot-nox)
+  libyaml-cpp-dev zlib1g-dev libssl-dev gnuplot-nox libptscotch-dev)
 if [ "${ADGNN_SKIP_APT:-0}" != 1 ]; then
   missing=()
   for p in "${packages[@]}"; do

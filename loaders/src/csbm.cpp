@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "adgnn/loaders.h"
+#include "adgnn/mix64.h"
 #include "fmt/format.h"
 #include "internal.h"
 
@@ -25,12 +26,6 @@ namespace adgnn {
 namespace {
 
 // ---- random numbers -----------------------------------------------------------------------------
-
-uint64_t mix64(uint64_t z) {  // splitmix64's finaliser
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
 
 // Independent streams: a seed for (seed, stream, index) through chained splitmix64 mixing.
 uint64_t stream_seed(uint64_t seed, uint64_t stream, uint64_t index) {

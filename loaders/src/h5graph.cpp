@@ -12,42 +12,16 @@
 
 #include "adgnn/loaders.h"
 #include "fmt/format.h"
+#include "h5_internal.h"
 #include "fmt/ranges.h"
 
 namespace adgnn {
 
 namespace {
 
-constexpr int kFormatVersion = 1;
+constexpr int kFormatVersion = kGraphFormatVersion;
 constexpr hsize_t kChunkBytes = 4 << 20;     // ~4 MiB of raw data per chunk
 constexpr hsize_t kContiguousBelow = 1 << 16;  // small datasets: contiguous, unfiltered
-
-struct H5Handle {
-  hid_t id = -1;
-  herr_t (*close)(hid_t) = nullptr;
-  H5Handle() = default;
-  H5Handle(hid_t i, herr_t (*c)(hid_t)) : id(i), close(c) {}
-  H5Handle(const H5Handle&) = delete;
-  H5Handle& operator=(const H5Handle&) = delete;
-  H5Handle(H5Handle&& o) noexcept : id(o.id), close(o.close) { o.id = -1; }
-  H5Handle& operator=(H5Handle&& o) noexcept {
-    std::swap(id, o.id);
-    std::swap(close, o.close);
-    return *this;
-  }
-  ~H5Handle() {
-    if (id >= 0 && close) close(id);
-  }
-  operator hid_t() const { return id; }
-};
-
-void silence_hdf5() {
-  static bool done = [] {
-    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
-    return true;
-  }();
-  (void)done;
-}
 
 int threads_or_default(int t) { return t > 0 ? t : std::max(1, omp_get_num_procs()); }
 
@@ -264,44 +238,9 @@ class Reader {
   }
 
   std::string attr_string(hid_t obj, const std::string& name) const {
-    if (H5Aexists(obj, name.c_str()) <= 0)
-      throw InputError(fmt::format("{}: missing attribute '{}'", path_, name));
-    H5Handle a(H5Aopen(obj, name.c_str(), H5P_DEFAULT), H5Aclose);
-    expect_scalar(a, name);
-    H5Handle ftype(H5Aget_type(a), H5Tclose);
-    if (H5Tget_class(ftype) != H5T_STRING)
-      throw InputError(fmt::format("{}: attribute '{}' is not a string", path_, name));
-    if (H5Tis_variable_str(ftype) > 0) {
-      H5Handle mtype(H5Tcopy(H5T_C_S1), H5Tclose);
-      H5Tset_size(mtype, H5T_VARIABLE);
-      H5Tset_cset(mtype, H5Tget_cset(ftype));
-      char* p = nullptr;
-      if (H5Aread(a, mtype, &p) < 0)
-        throw InputError(fmt::format("{}: cannot read attribute '{}'", path_, name));
-      std::string s = p ? p : "";
-      H5free_memory(p);
-      return s;
-    }
-    const size_t n = H5Tget_size(ftype);
-    std::string s(n, '\0');
-    if (H5Aread(a, ftype, s.data()) < 0)
-      throw InputError(fmt::format("{}: cannot read attribute '{}'", path_, name));
-    s.resize(std::strlen(s.c_str()));
-    return s;
+    return h5_attr_string(obj, name, path_);
   }
-  int64_t attr_int(hid_t obj, const std::string& name) const {
-    if (H5Aexists(obj, name.c_str()) <= 0)
-      throw InputError(fmt::format("{}: missing attribute '{}'", path_, name));
-    H5Handle a(H5Aopen(obj, name.c_str(), H5P_DEFAULT), H5Aclose);
-    expect_scalar(a, name);
-    H5Handle ftype(H5Aget_type(a), H5Tclose);
-    if (H5Tget_class(ftype) != H5T_INTEGER)
-      throw InputError(fmt::format("{}: attribute '{}' is not an integer", path_, name));
-    int64_t v = 0;
-    if (H5Aread(a, H5T_NATIVE_INT64, &v) < 0)
-      throw InputError(fmt::format("{}: cannot read attribute '{}'", path_, name));
-    return v;
-  }
+  int64_t attr_int(hid_t obj, const std::string& name) const { return h5_attr_int(obj, name, path_); }
 
   H5Handle open(const std::string& name) const {
     if (!exists(name)) throw InputError(fmt::format("{}: missing dataset {}", path_, name));
@@ -391,13 +330,6 @@ class Reader {
       if (failed) throw InputError(fmt::format("{}: corrupt compressed chunk", path_));
     }
     return true;
-  }
-
-  // Attributes must hold exactly one value: H5Aread writes every element it has.
-  void expect_scalar(hid_t attr, const std::string& name) const {
-    H5Handle space(H5Aget_space(attr), H5Sclose);
-    if (space < 0 || H5Sget_simple_extent_npoints(space) != 1)
-      throw InputError(fmt::format("{}: attribute '{}' is not a single value", path_, name));
   }
 
   std::string path_;

@@ -13,6 +13,7 @@
 #include "adgnn/partition.h"
 #include "fmt/format.h"
 #include "fmt/ranges.h"
+#include "internal.h"
 #include "nlohmann/json.hpp"
 
 namespace adgnn {
@@ -270,8 +271,9 @@ nlohmann::json read_manifest(const std::string& dir, const std::string& flag) {
 
 }  // namespace
 
-void write_partition(const Graph& g, const Partition& p, const std::string& dir,
-                     const std::string& method_desc, const PartitionOptions* opt) {
+namespace detail {
+
+void prepare_partition_folder(const std::string& dir, int32_t parts) {
   namespace fs = std::filesystem;
   const std::string flag = fmt::format("--out {}", dir);
   std::error_code ec;
@@ -288,38 +290,37 @@ void write_partition(const Graph& g, const Partition& p, const std::string& dir,
   for (const auto& e : fs::directory_iterator(dir)) {
     std::smatch m;
     const std::string name = e.path().filename().string();
-    if (std::regex_match(name, m, part_name) && std::stoll(m[1].str()) >= p.parts)
+    if (std::regex_match(name, m, part_name) && std::stoll(m[1].str()) >= parts)
       fs::remove(e.path(), ec);
   }
+}
 
-  PartBuilder builder(g, p);
-  std::vector<int64_t> halo_rows, send_rows;
-  std::string partition_id;
-  for (int32_t r = 0; r < p.parts; ++r) {
-    GraphPart gp = builder.build(r);
-    partition_id = gp.partition_id;
-    halo_rows.push_back(gp.num_halo());
-    int64_t sent = 0;
-    for (const auto& s : gp.send) sent += static_cast<int64_t>(s.size());
-    send_rows.push_back(sent);
-    std::map<std::string, std::string> attrs;
-    const std::map<std::string, H5Array> arrays = part_arrays(gp, attrs);
-    write_arrays_h5(part_file(dir, r), arrays, attrs);
-  }
+int64_t write_part_file(const std::string& dir, GraphPart& gp) {
+  int64_t sent = 0;
+  for (const auto& s : gp.send) sent += static_cast<int64_t>(s.size());
+  std::map<std::string, std::string> attrs;
+  const int32_t rank = gp.rank;
+  const std::map<std::string, H5Array> arrays = part_arrays(gp, attrs);
+  write_arrays_h5(part_file(dir, rank), arrays, attrs);
+  return sent;
+}
 
+void write_manifest(const std::string& dir, const PartitionManifest& id, const Partition& p,
+                    const std::string& method_desc, const PartitionOptions* opt,
+                    const std::vector<int64_t>& send_rows) {
   nlohmann::json m;
   m["format"] = kManifestFormat;
   m["format_version"] = kFormatVersion;
-  m["graph_hash"] = builder.graph_hash();
-  m["graph_name"] = g.name;
-  m["graph_source_sha256"] = g.source_sha256;
-  m["partition_id"] = partition_id;
-  m["nodes"] = g.num_nodes;
-  m["stored_edges"] = g.adj.nnz();
-  m["features"] = g.features.cols;
-  m["classes"] = g.num_classes;
+  m["graph_hash"] = id.graph_hash;
+  m["graph_name"] = id.graph_name;
+  m["graph_source_sha256"] = id.graph_source_sha256;
+  m["partition_id"] = id.partition_id;
+  m["nodes"] = id.nodes;
+  m["stored_edges"] = id.stored_edges;
+  m["features"] = id.features;
+  m["classes"] = id.classes;
   nlohmann::json families = nlohmann::json::array();
-  for (const SplitSet& s : g.splits) families.push_back({{"name", s.name}, {"count", s.count}});
+  for (const auto& [name, count] : id.split_families) families.push_back({{"name", name}, {"count", count}});
   m["split_families"] = families;
   m["parts"] = p.parts;
   m["method"] = method_desc;
@@ -363,12 +364,38 @@ void write_partition(const Graph& g, const Partition& p, const std::string& dir,
     m["top_fractions"] = std::vector<double>(std::begin(kTopFractions), std::end(kTopFractions));
     m["part_top"] = rows;  // [part][fraction]: nodes among the highest-score fraction
   }
-  m["halo_rows"] = halo_rows;
+  m["halo_rows"] = id.halo_rows;
   m["send_rows"] = send_rows;
   nlohmann::json files = nlohmann::json::array();
   for (int32_t r = 0; r < p.parts; ++r) files.push_back(fmt::format("part-{}.h5", r));
   m["files"] = files;
-  write_file_atomic(manifest.string(), m.dump(2) + "\n");
+  write_file_atomic((std::filesystem::path(dir) / "manifest.json").string(), m.dump(2) + "\n");
+}
+
+}  // namespace detail
+
+void write_partition(const Graph& g, const Partition& p, const std::string& dir,
+                     const std::string& method_desc, const PartitionOptions* opt,
+                     const GraphFileReader* rows) {
+  detail::prepare_partition_folder(dir, p.parts);
+  PartBuilder builder(g, p, rows);
+  PartitionManifest id;
+  id.graph_hash = builder.graph_hash();
+  id.graph_name = g.name;
+  id.graph_source_sha256 = g.source_sha256;
+  id.nodes = g.num_nodes;
+  id.stored_edges = g.adj.nnz();
+  id.features = g.features.cols;
+  id.classes = g.num_classes;
+  for (const SplitSet& s : g.splits) id.split_families.emplace_back(s.name, s.count);
+  std::vector<int64_t> send_rows;
+  for (int32_t r = 0; r < p.parts; ++r) {
+    GraphPart gp = builder.build(r);
+    id.partition_id = gp.partition_id;
+    id.halo_rows.push_back(gp.num_halo());
+    send_rows.push_back(detail::write_part_file(dir, gp));
+  }
+  detail::write_manifest(dir, id, p, method_desc, opt, send_rows);
 }
 
 PartitionManifest read_partition_manifest(const std::string& dir) {

@@ -20,4 +20,16 @@ void fill_top(Partition& p, const std::vector<int32_t>& rank);
 // Fills p.strata, p.part_strata and p.stratum_imbalance from each node's bin in [0, strata).
 void fill_strata(Partition& p, const std::vector<int32_t>& bin, int32_t strata);
 
+// The pieces of write_partition (folder.cpp), shared with partition_distributed:
+// creates `dir` and invalidates it (removes manifest.json and part files numbered >= parts);
+void prepare_partition_folder(const std::string& dir, int32_t parts);
+// writes dir/part-<gp.rank>.h5 (atomically), releasing gp's arrays on the way, and returns the
+// part's send rows;
+int64_t write_part_file(const std::string& dir, GraphPart& gp);
+// writes dir/manifest.json (atomically) from the graph identity in `id` (halo_rows included)
+// and p's statistics (p.owner unused).
+void write_manifest(const std::string& dir, const PartitionManifest& id, const Partition& p,
+                    const std::string& method_desc, const PartitionOptions* opt,
+                    const std::vector<int64_t>& send_rows);
+
 }  // namespace adgnn::detail

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "adgnn/graph_file.h"
+#include "adgnn/mix64.h"
 #include "adgnn/partition.h"
 #include "fmt/format.h"
 
@@ -25,6 +27,18 @@ void check_partition(const Graph& g, const Partition& p) {
 
 }  // namespace
 
+uint64_t owner_digest(const int32_t* owner, int64_t first_node, int64_t count) {
+  uint64_t sum = 0;
+  for (int64_t i = 0; i < count; ++i)
+    sum += mix64(mix64(static_cast<uint64_t>(first_node + i) + 0x5851F42D4C957F2Dull) ^
+                 static_cast<uint64_t>(owner[i]));
+  return sum;
+}
+
+std::string partition_id(const std::string& graph_hash, int32_t parts, uint64_t digest) {
+  return sha256_hex(fmt::format("{}/{}/{:016x}", graph_hash, parts, digest)).substr(0, 32);
+}
+
 // The whole graph's views that every rank's share is cut from.
 struct PartBuilder::Views {
   Csr sym, out, in;
@@ -33,7 +47,8 @@ struct PartBuilder::Views {
   std::string hash, partition_id;
 };
 
-PartBuilder::PartBuilder(const Graph& g, const Partition& p) : g_(g), p_(p) {
+PartBuilder::PartBuilder(const Graph& g, const Partition& p, const GraphFileReader* rows)
+    : g_(g), p_(p), rows_(rows) {
   check_partition(g, p);
   v_ = std::make_unique<Views>();
   Views& v = *v_;
@@ -53,10 +68,16 @@ PartBuilder::PartBuilder(const Graph& g, const Partition& p) : g_(g), p_(p) {
       best = std::max(best, du * v.sym.degree(v.sym.indices[k]));
   }
   v.max_degree_product = v.sym.nnz() > 0 ? static_cast<double>(best) : 1.0;
-  v.hash = graph_fingerprint(g);
-  std::string owners = v.hash + "/" + std::to_string(p.parts) + "/";
-  owners.append(reinterpret_cast<const char*>(p.owner.data()), p.owner.size() * sizeof(int32_t));
-  v.partition_id = sha256_hex(owners).substr(0, 32);
+  if (rows) {
+    v.hash = rows->info().graph_hash;
+    if (v.hash.empty())
+      throw InputError(fmt::format("{}: stores no graph_hash (written before it existed): write it "
+                                   "again with `adgnn data convert`",
+                                   rows->info().path));
+  } else {
+    v.hash = graph_fingerprint(g);
+  }
+  v.partition_id = partition_id(v.hash, p.parts, owner_digest(p.owner.data(), 0, n));
 }
 
 PartBuilder::~PartBuilder() = default;
@@ -178,11 +199,12 @@ GraphPart PartBuilder::build(int32_t rank) const {
     }
   }
 
-  // Features of every source row: dense rows copied, sparse rows sliced.
+  // Features of every source row: read from the file, or dense rows copied, sparse rows sliced.
   const Features& f = g.features;
+  if (rows_) gp.features = rows_->feature_rows(gp.global_id);
   gp.features.cols = f.cols;
   gp.features.sparse = f.sparse;
-  if (f.rows == n) {
+  if (!rows_ && f.rows == n) {
     gp.features.rows = sources;
     if (f.sparse) {
       Csr& c = gp.features.csr;

@@ -1,5 +1,6 @@
 #include "fixtures.h"
 
+#include <random>
 #include <gtest/gtest.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -133,6 +134,54 @@ void expect_same_content(const adgnn::Graph& a, const adgnn::Graph& b) {
     EXPECT_EQ(a.splits[k].val, b.splits[k].val);
     EXPECT_EQ(a.splits[k].test, b.splits[k].test);
   }
+}
+
+adgnn::Graph random_graph(int64_t n, int64_t f, bool sparse, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  adgnn::Graph g;
+  g.name = "rand";
+  g.source = "test";
+  g.source_sha256 = adgnn::sha256_hex("test");
+  g.directed = true;
+  g.num_nodes = n;
+  g.num_classes = 3;
+  std::vector<int64_t> src, dst;
+  g.adj.rows = g.adj.cols = n;
+  for (int64_t u = 0; u < n; ++u) {
+    const int k = int(rng() % 6);
+    for (int j = 0; j < k; ++j) g.adj.indices.push_back(int32_t(rng() % uint64_t(n)));
+    g.adj.indptr.push_back(int64_t(g.adj.indices.size()));
+  }
+  g.features.rows = n;
+  g.features.cols = f;
+  g.features.sparse = sparse;
+  std::normal_distribution<float> normal;
+  if (sparse) {
+    g.features.csr.rows = n;
+    g.features.csr.cols = f;
+    for (int64_t u = 0; u < n; ++u) {
+      for (int64_t c = 0; c < f; ++c)
+        if (rng() % 7 == 0) {
+          g.features.csr.indices.push_back(int32_t(c));
+          g.features.csr.values.push_back(normal(rng));
+        }
+      g.features.csr.indptr.push_back(int64_t(g.features.csr.indices.size()));
+    }
+  } else {
+    for (int64_t i = 0; i < n * f; ++i) g.features.dense.push_back(normal(rng));
+  }
+  for (int64_t u = 0; u < n; ++u) g.labels.push_back(int64_t(rng() % 3));
+  adgnn::SplitSet s;
+  s.name = "random";
+  s.count = 2;
+  for (int64_t i = 0; i < 2 * n; ++i) {
+    const int r = int(rng() % 3);
+    s.train.push_back(r == 0);
+    s.val.push_back(r == 1);
+    s.test.push_back(r == 2);
+  }
+  g.splits.push_back(s);
+  return g;
 }
 
 }  // namespace fixtures

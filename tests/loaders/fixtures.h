@@ -17,6 +17,10 @@ namespace fixtures {
 // labels and every split (names and sources aside).
 void expect_same_content(const adgnn::Graph& a, const adgnn::Graph& b);
 
+// A directed random graph of n nodes (self-loops and duplicates possible), f features (dense,
+// or CSR with about 1/7 of the entries), 3 classes, one split family "random" of 2 splits.
+adgnn::Graph random_graph(int64_t n, int64_t f, bool sparse, uint64_t seed);
+
 std::string npy_raw(const std::string& descr, const std::vector<int64_t>& shape,
                     const std::string& data, bool fortran = false);
 template <typename T>

@@ -8,9 +8,11 @@
 #include <fstream>
 #include <string>
 
+#include "adgnn/graph_file.h"
 #include "adgnn/loaders.h"
 #include "adgnn/partition.h"
 #include "fixtures.h"
+#include "part_checks.h"
 #include "nlohmann/json.hpp"
 
 namespace fs = std::filesystem;
@@ -20,72 +22,10 @@ using adgnn::GraphPart;
 using adgnn::InputError;
 using adgnn::Partition;
 using adgnn::PartitionOptions;
+using adgnn::test::expect_part_eq;
+using adgnn::test::TempDir;
 
 namespace {
-
-class TempDir {
- public:
-  TempDir() {
-    static int counter = 0;
-    path_ = fs::temp_directory_path() /
-            ("adgnn-part-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
-    fs::remove_all(path_);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  std::string str() const { return path_.string(); }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  fs::path path_;
-};
-
-void expect_csr_eq(const Csr& a, const Csr& b, const char* what) {
-  SCOPED_TRACE(what);
-  EXPECT_EQ(a.rows, b.rows);
-  EXPECT_EQ(a.cols, b.cols);
-  EXPECT_EQ(a.indptr, b.indptr);
-  EXPECT_EQ(a.indices, b.indices);
-  EXPECT_EQ(a.values, b.values);
-}
-
-void expect_part_eq(const GraphPart& a, const GraphPart& b) {
-  EXPECT_EQ(a.rank, b.rank);
-  EXPECT_EQ(a.parts, b.parts);
-  EXPECT_EQ(a.graph_hash, b.graph_hash);
-  EXPECT_EQ(a.graph_name, b.graph_name);
-  EXPECT_EQ(a.graph_source_sha256, b.graph_source_sha256);
-  EXPECT_EQ(a.partition_id, b.partition_id);
-  EXPECT_EQ(a.method, b.method);
-  EXPECT_EQ(a.global_nodes, b.global_nodes);
-  EXPECT_EQ(a.num_classes, b.num_classes);
-  EXPECT_EQ(a.num_owned, b.num_owned);
-  EXPECT_EQ(a.global_id, b.global_id);
-  EXPECT_EQ(a.halo_owner, b.halo_owner);
-  EXPECT_EQ(a.halo_owner_index, b.halo_owner_index);
-  EXPECT_EQ(a.recv_offset, b.recv_offset);
-  EXPECT_EQ(a.send, b.send);
-  expect_csr_eq(a.sym, b.sym, "sym");
-  expect_csr_eq(a.out, b.out, "out");
-  expect_csr_eq(a.in, b.in, "in");
-  EXPECT_EQ(a.degree, b.degree);
-  EXPECT_EQ(a.in_degree, b.in_degree);
-  EXPECT_EQ(a.out_degree, b.out_degree);
-  EXPECT_EQ(a.max_degree_product, b.max_degree_product);
-  EXPECT_EQ(a.features.rows, b.features.rows);
-  EXPECT_EQ(a.features.cols, b.features.cols);
-  EXPECT_EQ(a.features.sparse, b.features.sparse);
-  EXPECT_EQ(a.features.dense, b.features.dense);
-  expect_csr_eq(a.features.csr, b.features.csr, "features");
-  EXPECT_EQ(a.labels, b.labels);
-  ASSERT_EQ(a.splits.size(), b.splits.size());
-  for (size_t s = 0; s < a.splits.size(); ++s) {
-    EXPECT_EQ(a.splits[s].name, b.splits[s].name);
-    EXPECT_EQ(a.splits[s].count, b.splits[s].count);
-    EXPECT_EQ(a.splits[s].train, b.splits[s].train);
-    EXPECT_EQ(a.splits[s].val, b.splits[s].val);
-    EXPECT_EQ(a.splits[s].test, b.splits[s].test);
-  }
-}
 
 template <class F>
 std::string input_error(F&& f) {
@@ -171,6 +111,31 @@ TEST(PartitionFolder, RoundTripDenseAndSparse) {
 }
 
 // A rank's labels and split masks cover its halo rows too, as the whole graph has them.
+// From our HDF5 file without its features (what `adgnn partition` does with one): the structure
+// partitions alike, and every part, its features read from the file by rows, equals the part
+// of the graph read whole.
+TEST(PartitionFolder, FromTheFileWithoutItsFeatures) {
+  for (const Graph& g : {adgnn::test::small_csbm(), adgnn::test::hand_made()}) {
+    SCOPED_TRACE(g.name);
+    TempDir d;
+    std::filesystem::create_directories(d.str());
+    adgnn::write_graph_h5(g, d.file("g.h5"));
+    const Graph whole = adgnn::read_graph_h5(d.file("g.h5"));
+    const adgnn::GraphFileReader rows(d.file("g.h5"));
+    const Graph structure = rows.read_structure();
+    PartitionOptions opt;
+    opt.seed = 3;
+    const Partition p = adgnn::partition_graph(structure, 3, opt);
+    EXPECT_EQ(p.owner, adgnn::partition_graph(whole, 3, opt).owner);
+    adgnn::write_partition(structure, p, d.file("parts"), "metis", &opt, &rows);
+    for (int32_t r = 0; r < 3; ++r) {
+      SCOPED_TRACE("rank " + std::to_string(r));
+      expect_part_eq(adgnn::read_part(d.file("parts"), r, 3, adgnn::graph_fingerprint(whole)),
+                     adgnn::build_part(whole, p, r));
+    }
+  }
+}
+
 TEST(PartitionFolder, HaloRowsCarryLabelsAndSplits) {
   const Graph g = adgnn::test::small_csbm();
   const Partition p = adgnn::partition_graph(g, 3);

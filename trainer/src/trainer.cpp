@@ -25,6 +25,7 @@
 #include "nlohmann/json.hpp"
 #include "adgnn/profile.h"
 #include "adgnn/loaders.h"
+#include "adgnn/mix64.h"
 
 namespace adgnn {
 
@@ -36,13 +37,6 @@ struct Masks {
 
 at::Tensor bool_tensor(const uint8_t* p, int64_t n) {
   return torch::from_blob(const_cast<uint8_t*>(p), {n}, torch::kUInt8).to(torch::kBool).clone();
-}
-
-// A bijection of 64-bit integers (SplitMix64's finaliser): distinct node ids get distinct keys.
-uint64_t mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
 }
 
 // The seeded random split, computed from the node ids alone, so that any rank can compute its

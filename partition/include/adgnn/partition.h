@@ -14,8 +14,12 @@
 
 namespace adgnn {
 
+class GraphFileReader;  // adgnn/graph_file.h
+class Communicator;     // adgnn/comm.h
+
 struct PartitionOptions {
-  std::string method = "metis";   // "metis", "stratified", "random", "contiguous"
+  // "metis", "stratified", "random", "contiguous"; "ptscotch" is partition_distributed's only.
+  std::string method = "metis";
   std::string objective = "cut";  // "cut" (edge cut) or "vol" (communication volume); METIS only
   uint64_t seed = 0;
   // Extra METIS balance constraints (ncon = 1 + balance_train + balance_edges; "stratified":
@@ -163,9 +167,12 @@ GraphPart build_part(const Graph& g, const Partition& p, int32_t rank);
 
 // Every rank's share of one graph and partition, with the whole-graph views and the fingerprint
 // computed once (about three copies of the adjacency). `g` and `p` must outlive the builder.
+// With `rows` (the file g was read from by GraphFileReader::read_structure, so g holds no
+// features), each part's feature rows are read from the file, and the graph hash is the one the
+// file stores (InputError when it has none); `rows` must outlive the builder too.
 class PartBuilder {
  public:
-  PartBuilder(const Graph& g, const Partition& p);
+  PartBuilder(const Graph& g, const Partition& p, const GraphFileReader* rows = nullptr);
   ~PartBuilder();
   PartBuilder(const PartBuilder&) = delete;
   PartBuilder& operator=(const PartBuilder&) = delete;
@@ -176,6 +183,7 @@ class PartBuilder {
   struct Views;
   const Graph& g_;
   const Partition& p_;
+  const GraphFileReader* rows_;
   std::unique_ptr<Views> v_;
 };
 
@@ -184,9 +192,50 @@ class PartBuilder {
 // Writes dir/part-<r>.h5 for every rank r (every GraphPart array) and dir/manifest.json (graph
 // hash and name, parts, method, objective, seed, imbalance tolerance when set, edge cut, balance
 // per constraint, halo rows per part), each atomically; creates dir. method_desc is recorded as the manifest's "method".
-// `opt` (when given) records the options that made p.
+// `opt` (when given) records the options that made p. `rows`: as for PartBuilder (a graph read
+// without its features; parts are built and written one at a time, so memory holds the
+// structure and one part).
 void write_partition(const Graph& g, const Partition& p, const std::string& dir,
-                     const std::string& method_desc, const PartitionOptions* opt = nullptr);
+                     const std::string& method_desc, const PartitionOptions* opt = nullptr,
+                     const GraphFileReader* rows = nullptr);
+
+// The id of an assignment of owners (GraphPart::partition_id): the first 32 hex digits of
+// SHA-256 over the graph hash, the part count and a digest of the owners, the wrapping sum over
+// nodes v of mix64(key(v, owner(v))). A sum, so processes that each hold a slice of the owners
+// add their slices' digests and get the id one process gets from all of them.
+uint64_t owner_digest(const int32_t* owner, int64_t first_node, int64_t count);
+std::string partition_id(const std::string& graph_hash, int32_t parts, uint64_t digest);
+
+// ---- partitioning across processes (docs/partition.md) --------------------------------------------
+
+struct DistributedPartitionOptions {
+  std::string method = "ptscotch";  // "ptscotch" (k-way, edge cut), "random", "contiguous"
+  uint64_t seed = 0;
+  // PT-Scotch's load-imbalance tolerance: parts may hold up to `imbalance` times the mean
+  // number of nodes; in (1, 2].
+  double imbalance = 1.03;
+};
+
+// What partition_distributed reports (the same on every process).
+struct DistributedPartitionReport {
+  Partition stats;              // owner empty: no process holds every owner
+  std::vector<int64_t> halo_rows, send_rows;  // per part
+  double read_s = 0, partition_s = 0, write_s = 0;
+  std::vector<int64_t> peak_rss_bytes;  // per process: its peak resident memory at the end
+};
+
+// Partitions the graph in our HDF5 file `graph_path` into `parts` parts across the processes of
+// `comm` (collective; any parts >= 1 on any number of processes) and writes the partition folder
+// `dir` (the format write_partition writes, readable by read_part). Process i reads rows
+// [i N / P, (i + 1) N / P) of the adjacency; the symmetric graph is built by exchanging edges;
+// PT-Scotch (SCOTCH_dgraphPart over MPI_COMM_WORLD) assigns the owners; the rows of each part go
+// to the process that writes it (part q: process q mod P), which reads its rows' features,
+// labels and split masks from the file. No process holds the whole graph, nor an N-sized array
+// beyond one split mask row while it is read. Errors on any process are raised on every process
+// (InputError for bad input, naming the file or flag).
+DistributedPartitionReport partition_distributed(Communicator& comm, const std::string& graph_path,
+                                                 int32_t parts, const std::string& dir,
+                                                 const DistributedPartitionOptions& opt = {});
 
 // What a partition folder's manifest says about the folder and its graph: enough to check a
 // run against it and to size the model without reading the graph.
