@@ -5,6 +5,7 @@
 #include "adgnn/loaders.h"
 #include "fmt/format.h"
 #include "fmt/ranges.h"
+#include "gzip_lines.h"
 #include "internal.h"
 
 namespace adgnn {
@@ -235,10 +236,11 @@ Graph load_csr_npz(const std::string& path) {
 
 Graph load_platonov_npz(const std::string& path) { return load_npz_any(path); }
 
-Csr parse_edge_list(const std::string& text, const std::string& where, int64_t num_nodes,
-                    bool header, char sep) {
-  if (text.empty()) throw InputError(fmt::format("{}: empty file", where));
-  detail::LineCursor cur(text);
+namespace {
+
+// Edge lines "u<sep>v" from any line source (LineCursor over text, GzipLines over a file).
+template <class Lines>
+Csr parse_edges(Lines& cur, const std::string& where, int64_t num_nodes, bool header, char sep) {
   std::string_view line;
   if (header && !cur.next(line)) throw InputError(fmt::format("{}: empty file", where));
   std::vector<int64_t> src, dst;
@@ -257,6 +259,15 @@ Csr parse_edge_list(const std::string& text, const std::string& where, int64_t n
     dst.push_back(v);
   }
   return detail::csr_from_edges(num_nodes, src, dst);
+}
+
+}  // namespace
+
+Csr parse_edge_list(const std::string& text, const std::string& where, int64_t num_nodes,
+                    bool header, char sep) {
+  if (text.empty()) throw InputError(fmt::format("{}: empty file", where));
+  detail::LineCursor cur(text);
+  return parse_edges(cur, where, num_nodes, header, sep);
 }
 
 Features parse_geomgcn_nodes(const std::string& text, const std::string& where,
@@ -386,11 +397,11 @@ std::string ogb_file(const std::string& dir, const std::string& name) {
 }  // namespace
 
 Graph load_ogb(const std::string& dir) {
+  // Every csv.gz is streamed (decompressed block by block, never whole in memory); its hash is of
+  // the compressed bytes, taken on the same pass.
   std::vector<std::pair<std::string, std::string>> hashes;
-  auto gz_text = [&](const std::string& path) {
-    const std::string bytes = read_file(path);
-    hashes.emplace_back(path.substr(dir.size()), sha256_hex(bytes));
-    return gunzip(bytes, path);
+  auto done = [&](const std::string& path, detail::GzipLines& lines) {
+    hashes.emplace_back(path.substr(dir.size()), lines.sha256_hex());
   };
   Graph g;
   g.name = detail::base_name(dir);
@@ -398,22 +409,21 @@ Graph load_ogb(const std::string& dir) {
   // Labels first: they fix the node count (num-node-list.csv.gz, when present, must agree).
   const auto label_path = ogb_file(dir, "node-label.csv.gz");
   {
-    const std::string text = gz_text(label_path);
-    detail::LineCursor cur(text);
+    detail::GzipLines cur(label_path);
     std::string_view line;
     while (cur.next(line)) {
       if (line.empty()) continue;
       g.labels.push_back(detail::parse_int(line, label_path, cur.lineno()));
     }
     if (g.labels.empty()) throw InputError(fmt::format("{}: no labels", label_path));
+    done(label_path, cur);
   }
   g.num_nodes = static_cast<int64_t>(g.labels.size());
   g.num_classes = detail::count_classes(g.labels, label_path);
   for (const auto& cand : {join_path(join_path(dir, "raw"), "num-node-list.csv.gz"),
                            join_path(dir, "num-node-list.csv.gz")}) {
     if (!detail::file_exists(cand)) continue;
-    const std::string text = gz_text(cand);
-    detail::LineCursor cur(text);
+    detail::GzipLines cur(cand);
     std::string_view line;
     if (cur.next(line)) {
       const int64_t n = detail::parse_int(line, cand, 1);
@@ -421,23 +431,33 @@ Graph load_ogb(const std::string& dir) {
         throw InputError(fmt::format("{}: {} nodes, node-label.csv.gz has {}", cand, n,
                                      g.num_nodes));
     }
+    done(cand, cur);
     break;
   }
   const auto edge_path = ogb_file(dir, "edge.csv.gz");
-  g.adj = parse_edge_list(gz_text(edge_path), edge_path, g.num_nodes, false, ',');
+  {
+    detail::GzipLines cur(edge_path);
+    g.adj = parse_edges(cur, edge_path, g.num_nodes, false, ',');
+    done(edge_path, cur);
+  }
   const auto feat_path = ogb_file(dir, "node-feat.csv.gz");
   {
-    const std::string text = gz_text(feat_path);
-    detail::LineCursor cur(text);
+    detail::GzipLines cur(feat_path);
     std::string_view line;
     int64_t width = -1, rows = 0;
     while (cur.next(line)) {
       if (line.empty()) continue;
       const auto toks = detail::split(line, ',');
-      if (width < 0) width = static_cast<int64_t>(toks.size());
+      if (width < 0) {
+        width = static_cast<int64_t>(toks.size());
+        g.features.dense.reserve(static_cast<size_t>(width * g.num_nodes));
+      }
       if (static_cast<int64_t>(toks.size()) != width)
         throw InputError(fmt::format("{}:{}: {} values, the first row has {}", feat_path,
                                      cur.lineno(), toks.size(), width));
+      if (rows == g.num_nodes)
+        throw InputError(fmt::format("{}:{}: more feature rows than the {} nodes", feat_path,
+                                     cur.lineno(), g.num_nodes));
       for (auto t : toks)
         g.features.dense.push_back(static_cast<float>(detail::parse_double(t, feat_path,
                                                                            cur.lineno())));
@@ -448,6 +468,7 @@ Graph load_ogb(const std::string& dir) {
                                    g.num_nodes));
     g.features.rows = rows;
     g.features.cols = width;
+    done(feat_path, cur);
   }
   const auto split_root = join_path(dir, "split");
   if (detail::is_directory(split_root)) {
@@ -465,8 +486,7 @@ Graph load_ogb(const std::string& dir) {
         if (!detail::file_exists(path))
           throw InputError(fmt::format("{}: missing file split/{}/{}", dir, name, file));
         dst->assign(static_cast<size_t>(g.num_nodes), 0);
-        const std::string text = gz_text(path);
-        detail::LineCursor cur(text);
+        detail::GzipLines cur(path);
         std::string_view line;
         while (cur.next(line)) {
           if (line.empty()) continue;
@@ -476,6 +496,7 @@ Graph load_ogb(const std::string& dir) {
                                          cur.lineno(), v, g.num_nodes));
           (*dst)[v] = 1;
         }
+        done(path, cur);
       }
       g.splits.push_back(std::move(s));
     }

@@ -232,6 +232,36 @@ TEST(Ogb, Faults) {
   expect_error([&] { adgnn::load_ogb(dir); }, {"split/time/test.csv.gz"});
 }
 
+// csv.gz files are streamed: an edge file of about 12 MiB decompressed (three decompression
+// blocks), written as two concatenated gzip members with CRLF lines and no final newline, reads
+// as the edges it lists; the source hash is of the compressed bytes; empty and corrupt files fail
+// with the loader's messages.
+TEST(Ogb, StreamsLargeMultiMemberFiles) {
+  const std::string dir = fixtures::scratch_dir() + "/ogbn-big";
+  std::string a, b;
+  const int64_t edges = 1200000;
+  for (int64_t i = 0; i < edges; ++i) (i < edges / 2 ? a : b) += std::to_string(i % 3) + "," + std::to_string((i + 1) % 3) + "\r\n";
+  b.resize(b.size() - 2);  // the last line has no newline
+  write_ogb(dir, "");
+  const std::string gz = fixtures::gzip(a) + fixtures::gzip(b);
+  fixtures::write(dir + "/raw/edge.csv.gz", gz);
+  const auto g = adgnn::load_ogb(dir);
+  ASSERT_EQ(g.adj.nnz(), edges);
+  EXPECT_EQ(g.adj.degree(0), edges / 3);
+  EXPECT_EQ(g.adj.indices[0], 1);
+  // The same edges in one member hash differently (the hash is of the file's bytes).
+  fixtures::write(dir + "/raw/edge.csv.gz", fixtures::gzip(a + b));
+  const auto g1 = adgnn::load_ogb(dir);
+  EXPECT_EQ(g1.adj.indices, g.adj.indices);
+  EXPECT_NE(g1.source_sha256, g.source_sha256);
+  fixtures::write(dir + "/raw/edge.csv.gz", "");
+  expect_error([&] { adgnn::load_ogb(dir); }, {"edge.csv.gz", "empty file"});
+  std::string bad = gz;
+  bad[bad.size() - 6] ^= 0x55;  // the second member's CRC-32: caught after its data
+  fixtures::write(dir + "/raw/edge.csv.gz", bad);
+  expect_error([&] { adgnn::load_ogb(dir); }, {"edge.csv.gz", "gzip data"});
+}
+
 TEST(Resolve, ByNameAliasAndPath) {
   const std::string root = fixtures::scratch_dir();
   write_ogb(root + "/ogbn-arxiv", "0,1\n");
