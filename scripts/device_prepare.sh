@@ -5,8 +5,9 @@
 #   bash scripts/device_prepare.sh            # then carry [".device"] in each device run
 #   bash scripts/device_prepare.sh --check    # also test the packages here in a scratch prefix
 # It runs ../shared/device/prepare.sh --data (METIS packages, .device/setup.sh, the data) and adds
-#   .device/debs/           Debian 12's fmt, spdlog, CLI11, nlohmann-json and yaml-cpp, which the
-#                           GPU machine lacks; setup.sh unpacks every .deb there to /opt/deps;
+#   .device/debs/           Debian 12's fmt, spdlog, CLI11, nlohmann-json, yaml-cpp and PT-Scotch
+#                           (64-bit build, against OpenMPI's libmpi.so.40), which the GPU machine
+#                           lacks; setup.sh unpacks every .deb there to /opt/deps;
 #   .device/debs-fallback/  OpenSSL (libcrypto) and zlib headers, which libhdf5-dev normally brings
 #                           along; env.sh unpacks them only where the system lacks them;
 #   .device/env.sh          to source after .device/setup.sh: exports CMAKE_PREFIX_PATH and
@@ -41,7 +42,7 @@ bash ../shared/device/prepare.sh --data
 # libgcc-s1) are older than Ubuntu 24.04's. spdlog's CMake config looks for fmt's
 # (SPDLOG_FMT_EXTERNAL): both are here. libspdlog-dev's catch2 is for spdlog's own tests.
 packages=(libfmt-dev libfmt9 libspdlog-dev libspdlog1.10 libcli11-dev nlohmann-json3-dev
-  libyaml-cpp-dev libyaml-cpp0.7)
+  libyaml-cpp-dev libyaml-cpp0.7 libptscotch-dev libptscotch-7.0 libscotch-dev libscotch-7.0)
 fallback=(libssl-dev libssl3 zlib1g-dev)
 
 apt_opts=(-qq)
@@ -91,9 +92,10 @@ TORCH_CMAKE_PREFIX=$(dirname "$Torch_DIR")
 export TORCH_CMAKE_PREFIX
 # The environment variable takes ':' between prefixes (-DCMAKE_PREFIX_PATH takes ';').
 export CMAKE_PREFIX_PATH="$ADGNN_DEPS_PREFIX:$TORCH_CMAKE_PREFIX"
+export SCOTCH_ROOT=$_deps/usr  # PT-Scotch's 64-bit build: include/scotch-int64, lib/.../scotch-int64
 case ":${LD_LIBRARY_PATH:-}:" in
   *":$_lib:"*) ;;
-  *) export LD_LIBRARY_PATH=$_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} ;;
+  *) export LD_LIBRARY_PATH=$_lib:$_lib/scotch-int64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} ;;
 esac
 # adgnn_gpu_configure [BUILD_DIR [CMAKE_ARGS...]]: configures the GPU build (CUDA kernels, NCCL)
 # for sm_90 only (TORCH_CUDA_ARCH_LIST: LibTorch's config otherwise adds 11 architectures).
@@ -102,8 +104,8 @@ adgnn_gpu_configure() {
   [ $# -gt 0 ] && shift
   cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_PREFIX_PATH="$ADGNN_DEPS_PREFIX;$TORCH_CMAKE_PREFIX" -DTorch_DIR="$Torch_DIR" \
-    -DMETIS_ROOT="$METIS_ROOT" -DNCCL_ROOT="$NCCL_ROOT" -DADGNN_NCCL=ON -DADGNN_CUDA=ON \
-    -DCMAKE_CUDA_ARCHITECTURES=90 -DTORCH_CUDA_ARCH_LIST=9.0 \
+    -DMETIS_ROOT="$METIS_ROOT" -DSCOTCH_ROOT="$SCOTCH_ROOT" -DNCCL_ROOT="$NCCL_ROOT" \
+    -DADGNN_NCCL=ON -DADGNN_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DTORCH_CUDA_ARCH_LIST=9.0 \
     -DADGNN_TEST_DATA="${ADGNN_DATA:-$PWD/.device/data}" \
     -DADGNN_PYTHON="$(command -v python3)" \
     -DADGNN_MPIEXEC_EXTRA="--allow-run-as-root;--oversubscribe" "$@"
@@ -179,8 +181,8 @@ On the GPU machine (a device run with carry [".device"]), from the project's roo
   source .device/setup.sh; source .device/env.sh
   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_PREFIX_PATH="$ADGNN_DEPS_PREFIX;$TORCH_CMAKE_PREFIX" -DTorch_DIR="$Torch_DIR" \
-    -DMETIS_ROOT="$METIS_ROOT" -DNCCL_ROOT="$NCCL_ROOT" -DADGNN_NCCL=ON -DADGNN_CUDA=ON \
-    -DCMAKE_CUDA_ARCHITECTURES=90 -DTORCH_CUDA_ARCH_LIST=9.0 -DADGNN_TEST_DATA="$ADGNN_DATA" \
+    -DMETIS_ROOT="$METIS_ROOT" -DSCOTCH_ROOT="$SCOTCH_ROOT" -DNCCL_ROOT="$NCCL_ROOT" -DADGNN_NCCL=ON \
+    -DADGNN_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DTORCH_CUDA_ARCH_LIST=9.0 -DADGNN_TEST_DATA="$ADGNN_DATA" \
     -DADGNN_PYTHON="$(command -v python3)" \
     -DADGNN_MPIEXEC_EXTRA="--allow-run-as-root;--oversubscribe"
   cmake --build build-gpu -j16 && ctest --test-dir build-gpu --output-on-failure

@@ -57,7 +57,9 @@ class Sha256 {
 
 }  // namespace
 
-std::string graph_fingerprint(const Graph& g) {
+namespace {
+
+std::string fingerprint(const Graph& g, const DenseRowSource* rows) {
   Sha256 h;
   h.str("adgnn-graph-fingerprint-2");
   h.i64(g.num_nodes);
@@ -79,6 +81,18 @@ std::string graph_fingerprint(const Graph& g) {
     } else {
       h.vec(f.csr.values);
     }
+  } else if (rows) {
+    // h.vec(f.dense) of the full matrix, fed in blocks of about 16 MiB.
+    const int64_t cols = std::max<int64_t>(f.cols, 1);
+    h.i64(f.rows * f.cols);
+    const int64_t block = std::max<int64_t>(1, (int64_t{4} << 20) / cols);
+    std::vector<float> buf;
+    for (int64_t first = 0; first < f.rows; first += block) {
+      const int64_t count = std::min(block, f.rows - first);
+      buf.resize(static_cast<size_t>(count * f.cols));
+      (*rows)(first, count, buf.data());
+      h.bytes(buf.data(), buf.size() * sizeof(float));
+    }
   } else {
     h.vec(f.dense);
   }
@@ -98,6 +112,16 @@ std::string graph_fingerprint(const Graph& g) {
     h.vec(s.test);
   }
   return h.hex();
+}
+
+}  // namespace
+
+std::string graph_fingerprint(const Graph& g) { return fingerprint(g, nullptr); }
+
+std::string graph_fingerprint(const Graph& g, const DenseRowSource& rows) {
+  if (g.features.sparse || !g.features.dense.empty())
+    throw std::invalid_argument("graph_fingerprint: the row source is for dense features not held");
+  return fingerprint(g, &rows);
 }
 
 }  // namespace adgnn

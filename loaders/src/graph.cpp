@@ -125,7 +125,7 @@ static void validate_csr(const Csr& c, const std::string& where, const char* wha
                                  c.values.size(), c.nnz()));
 }
 
-void Graph::validate(const std::string& where) const {
+void Graph::validate(const std::string& where, bool check_features) const {
   if (num_nodes <= 0) throw InputError(fmt::format("{}: graph has no nodes", where));
   if (num_nodes > INT32_MAX)
     throw InputError(fmt::format("{}: {} nodes exceed the 32-bit index range", where, num_nodes));
@@ -136,7 +136,9 @@ void Graph::validate(const std::string& where) const {
   if (features.rows != num_nodes)
     throw InputError(fmt::format("{}: {} feature rows for {} nodes", where, features.rows,
                                  num_nodes));
-  if (features.sparse) {
+  if (!check_features) {
+    // Only the shape: the values come from elsewhere.
+  } else if (features.sparse) {
     if (features.csr.rows != features.rows || features.csr.cols != features.cols)
       throw InputError(fmt::format("{}: feature CSR shape mismatch", where));
     validate_csr(features.csr, where, "feature matrix");

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <unistd.h>
 
 #include "adgnn/loaders.h"
@@ -70,6 +71,21 @@ class Writer {
   // Writes an n-dimensional array (row-major) with `item` bytes per element of HDF5 type `type`.
   void dataset(const std::string& name, hid_t type, const void* data,
                const std::vector<hsize_t>& dims) {
+    hsize_t row_bytes = H5Tget_size(type);
+    for (size_t k = 1; k < dims.size(); ++k) row_bytes *= dims[k];
+    dataset_rows(name, type, dims, [&](hsize_t first, hsize_t rows, char* out) {
+      std::memcpy(out, static_cast<const char*>(data) + first * row_bytes, rows * row_bytes);
+    });
+  }
+
+  // Rows [first, first + rows) along the first dimension, written to `out`; called from several
+  // threads at once for disjoint rows.
+  using RowFill = std::function<void(hsize_t first, hsize_t rows, char* out)>;
+
+  // The same, its rows made by `fill` as they are written: at most a window of chunks (or 4 MiB
+  // of an unchunked dataset) is in memory at a time.
+  void dataset_rows(const std::string& name, hid_t type, const std::vector<hsize_t>& dims,
+                    const RowFill& fill) {
     const size_t item = H5Tget_size(type);
     hsize_t total = 1;
     for (auto d : dims) total *= d;
@@ -79,11 +95,11 @@ class Writer {
     H5Pset_obj_track_times(dcpl, false);
     const bool chunked = total >= kContiguousBelow && opt_.deflate_level > 0;
     std::vector<hsize_t> chunk(dims);
+    hsize_t row_bytes = item;
+    for (size_t k = 1; k < dims.size(); ++k) row_bytes *= dims[k];
     if (chunked) {
       // Chunk along the first dimension only; rows stay whole.
-      hsize_t row = item;
-      for (size_t k = 1; k < dims.size(); ++k) row *= dims[k];
-      chunk[0] = std::clamp<hsize_t>(kChunkBytes / std::max<hsize_t>(row, 1), 1, dims[0]);
+      chunk[0] = std::clamp<hsize_t>(kChunkBytes / std::max<hsize_t>(row_bytes, 1), 1, dims[0]);
       H5Pset_chunk(dcpl, static_cast<int>(dims.size()), chunk.data());
       H5Pset_shuffle(dcpl);
       H5Pset_deflate(dcpl, static_cast<unsigned>(opt_.deflate_level));
@@ -93,14 +109,27 @@ class Writer {
     check(dset, "create dataset " + name);
     if (total == 0) return;
     if (!chunked) {
-      check(H5Dwrite(dset, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), "write " + name);
+      // Contiguous: blocks of about 4 MiB of rows through a hyperslab.
+      const hsize_t block = std::max<hsize_t>(1, kChunkBytes / std::max<hsize_t>(row_bytes, 1));
+      std::string buf;
+      for (hsize_t first = 0; first < dims[0]; first += block) {
+        const hsize_t rows = std::min(block, dims[0] - first);
+        buf.resize(rows * row_bytes);
+        fill(first, rows, buf.data());
+        std::vector<hsize_t> start(dims.size(), 0), count(dims);
+        start[0] = first;
+        count[0] = rows;
+        H5Handle mspace(H5Screate_simple(static_cast<int>(dims.size()), count.data(), nullptr), H5Sclose);
+        H5Handle fspace(H5Dget_space(dset), H5Sclose);
+        H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr);
+        check(H5Dwrite(dset, type, mspace, fspace, H5P_DEFAULT, buf.data()), "write " + name);
+      }
       return;
     }
-    hsize_t row_bytes = item;
-    for (size_t k = 1; k < dims.size(); ++k) row_bytes *= dims[k];
     const hsize_t chunk_bytes = chunk[0] * row_bytes;
     const int64_t n_chunks = static_cast<int64_t>((dims[0] + chunk[0] - 1) / chunk[0]);
-    // Compress a window of chunks in parallel, then write them in order (HDF5 is serial).
+    // Fill and compress a window of chunks in parallel, then write them in order (HDF5 is
+    // serial).
     const int threads = threads_or_default(opt_.threads);
     const int64_t window = 4 * threads;
     std::vector<std::string> packed(static_cast<size_t>(window));
@@ -113,8 +142,7 @@ class Writer {
         const hsize_t rows = std::min(chunk[0], dims[0] - begin);
         // Edge chunks are stored at full size, zero-padded, as HDF5 itself does.
         std::string raw(chunk_bytes, '\0');
-        std::memcpy(raw.data(), static_cast<const char*>(data) + begin * row_bytes,
-                    rows * row_bytes);
+        fill(begin, rows, raw.data());
         std::string shuffled(chunk_bytes, '\0');
         shuffle_bytes(raw.data(), shuffled.data(), chunk_bytes / item, item);
         uLongf bound = compressBound(static_cast<uLong>(chunk_bytes));
@@ -452,8 +480,14 @@ std::map<std::string, H5Array> read_arrays_h5(const std::string& path,
   return out;
 }
 
-void write_graph_h5(const Graph& g, const std::string& path, const H5WriteOptions& opt) {
-  g.validate(path);
+namespace {
+
+// Both write_graph_h5s: `rows` (when given) makes the dense features.
+void write_graph(const Graph& g, const DenseRowSource* rows, const std::string& path,
+                 const H5WriteOptions& opt) {
+  g.validate(path, rows == nullptr);
+  if (rows && (g.features.sparse || !g.features.dense.empty()))
+    throw std::invalid_argument("write_graph_h5: the row source is for dense features not held");
   write_atomically(path, [&](const std::string& tmp) {
     Writer w(tmp, opt);
     const hid_t root = w.file();
@@ -462,7 +496,7 @@ void write_graph_h5(const Graph& g, const std::string& path, const H5WriteOption
     w.attr_string(root, "name", g.name);
     w.attr_string(root, "source", g.source);
     w.attr_string(root, "source_sha256", g.source_sha256);
-    w.attr_string(root, "graph_hash", graph_fingerprint(g));
+    w.attr_string(root, "graph_hash", rows ? graph_fingerprint(g, *rows) : graph_fingerprint(g));
     w.attr_int(root, "directed", g.directed ? 1 : 0);
     w.attr_int(root, "num_nodes", g.num_nodes);
     w.attr_int(root, "num_classes", g.num_classes);
@@ -490,6 +524,13 @@ void write_graph_h5(const Graph& g, const std::string& path, const H5WriteOption
         w.dataset("/features/indices", H5T_STD_I32LE, c.indices.data(),
                   {static_cast<hsize_t>(c.nnz())});
         w.dataset("/features/data", H5T_IEEE_F32LE, vals, {static_cast<hsize_t>(c.nnz())});
+      } else if (rows) {
+        const int64_t cols = g.features.cols;
+        w.dataset_rows("/features/values", H5T_IEEE_F32LE, {n, static_cast<hsize_t>(cols)},
+                       [&](hsize_t first, hsize_t count, char* out) {
+                         (*rows)(static_cast<int64_t>(first), static_cast<int64_t>(count),
+                                 reinterpret_cast<float*>(out));
+                       });
       } else {
         w.dataset("/features/values", H5T_IEEE_F32LE, g.features.dense.data(),
                   {n, static_cast<hsize_t>(g.features.cols)});
@@ -508,6 +549,17 @@ void write_graph_h5(const Graph& g, const std::string& path, const H5WriteOption
       }
     }
   });
+}
+
+}  // namespace
+
+void write_graph_h5(const Graph& g, const std::string& path, const H5WriteOptions& opt) {
+  write_graph(g, nullptr, path, opt);
+}
+
+void write_graph_h5(const Graph& g, const DenseRowSource& rows, const std::string& path,
+                    const H5WriteOptions& opt) {
+  write_graph(g, &rows, path, opt);
 }
 
 std::string stored_graph_hash(const std::string& path) {

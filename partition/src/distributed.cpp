@@ -110,6 +110,7 @@ int64_t peak_rss_bytes() {
 // One row of this process as the writer of its part receives it.
 struct RowRecord {
   int64_t id, index_in_owner, degree, out_degree, in_degree;
+  bool out_is_sym, in_is_sym;  // then out / in are empty: they equal sym
   std::vector<int32_t> sym, out, in;
 };
 
@@ -238,19 +239,22 @@ DistributedPartitionReport partition_distributed(Communicator& comm, const std::
     digest += d[0];
   const std::string pid = partition_id(info.graph_hash, parts, digest);
 
-  // 4. Rows to their writers: [id, part, index_in_owner, |sym|, |out|, |in|, sym..., out...,
-  // in...] as int64.
+  // 4. Rows to their writers: [id, part, index_in_owner, |sym|, |out| or -1, |in| or -1, sym...,
+  // out..., in...] as int32, -1 (and no list) where the list equals sym (every row of a graph
+  // stored in both directions).
   std::vector<int64_t> out_degree(static_cast<size_t>(rows)), in_degree(static_cast<size_t>(rows));
-  std::vector<std::vector<int64_t>> send(static_cast<size_t>(P));
+  std::vector<std::vector<int32_t>> send(static_cast<size_t>(P));
   for (int64_t r = 0; r < rows; ++r) {
     auto& s = send[owner[r] % P];
     out_degree[r] = int64_t(out[r].size());
     in_degree[r] = int64_t(in[r].size());
-    s.insert(s.end(), {lo + r, int64_t(owner[r]), index_in_owner[r], int64_t(sym[r].size()),
-                       out_degree[r], in_degree[r]});
+    const bool out_sym = out[r] == sym[r], in_sym = in[r] == sym[r];
+    s.insert(s.end(), {static_cast<int32_t>(lo + r), owner[r], static_cast<int32_t>(index_in_owner[r]),
+                       static_cast<int32_t>(sym[r].size()), out_sym ? -1 : static_cast<int32_t>(out_degree[r]),
+                       in_sym ? -1 : static_cast<int32_t>(in_degree[r])});
     s.insert(s.end(), sym[r].begin(), sym[r].end());
-    s.insert(s.end(), out[r].begin(), out[r].end());
-    s.insert(s.end(), in[r].begin(), in[r].end());
+    if (!out_sym) s.insert(s.end(), out[r].begin(), out[r].end());
+    if (!in_sym) s.insert(s.end(), in[r].begin(), in[r].end());
     std::vector<int32_t>().swap(out[r]);
     std::vector<int32_t>().swap(in[r]);
   }
@@ -262,22 +266,28 @@ DistributedPartitionReport partition_distributed(Communicator& comm, const std::
   std::vector<std::vector<RowRecord>> owned;  // [my part k = part q / P]: rows ascending
   for (int32_t q = me; q < parts; q += P) owned.emplace_back();
   {
-    const auto got = all_to_all(comm, send);
-    std::vector<std::vector<int64_t>>().swap(send);
-    for (const auto& g : got)  // senders in rank order: each part's rows ascend by id
+    auto got = all_to_all(comm, send);
+    std::vector<std::vector<int32_t>>().swap(send);
+    for (auto& g : got) {  // senders in rank order: each part's rows ascend by id
       for (size_t k = 0; k < g.size();) {
         RowRecord rr;
         rr.id = g[k];
-        const int32_t q = static_cast<int32_t>(g[k + 1]);
+        const int32_t q = g[k + 1];
         rr.index_in_owner = g[k + 2];
         const int64_t ns = g[k + 3], no = g[k + 4], ni = g[k + 5];
-        rr.degree = ns, rr.out_degree = no, rr.in_degree = ni;
+        rr.degree = ns;
+        rr.out_degree = no < 0 ? ns : no;
+        rr.in_degree = ni < 0 ? ns : ni;
+        rr.out_is_sym = no < 0;
+        rr.in_is_sym = ni < 0;
         k += 6;
         rr.sym.assign(g.begin() + k, g.begin() + k + ns), k += size_t(ns);
-        rr.out.assign(g.begin() + k, g.begin() + k + no), k += size_t(no);
-        rr.in.assign(g.begin() + k, g.begin() + k + ni), k += size_t(ni);
+        if (no >= 0) rr.out.assign(g.begin() + k, g.begin() + k + no), k += size_t(no);
+        if (ni >= 0) rr.in.assign(g.begin() + k, g.begin() + k + ni), k += size_t(ni);
         owned[size_t(q / P)].push_back(std::move(rr));
       }
+      std::vector<int32_t>().swap(g);
+    }
   }
 
   // The halo rows of every part written here, and what their processes say of them:
@@ -365,20 +375,21 @@ DistributedPartitionReport partition_distributed(Communicator& comm, const std::
         auto it = std::lower_bound(halo_local.begin(), halo_local.end(), std::make_pair(v, int32_t{-1}));
         return it->second;
       };
-      auto slice = [&](std::vector<int32_t> RowRecord::*list) {
+      auto slice = [&](std::vector<int32_t> RowRecord::*list, bool RowRecord::*is_sym) {
         Csr c;
         c.rows = own;
         c.cols = sources;
         c.indptr.assign(static_cast<size_t>(own) + 1, 0);
         for (int64_t i = 0; i < own; ++i) {
-          for (int32_t v : rr[i].*list) c.indices.push_back(local(v));
+          const bool same = is_sym && rr[i].*is_sym;
+          for (int32_t v : same ? rr[i].sym : rr[i].*list) c.indices.push_back(local(v));
           c.indptr[i + 1] = c.nnz();
         }
         return c;
       };
-      gp.sym = slice(&RowRecord::sym);
-      gp.out = slice(&RowRecord::out);
-      gp.in = slice(&RowRecord::in);
+      gp.sym = slice(&RowRecord::sym, nullptr);
+      gp.out = slice(&RowRecord::out, &RowRecord::out_is_sym);
+      gp.in = slice(&RowRecord::in, &RowRecord::in_is_sym);
       for (const auto& row : rr) {
         gp.degree.push_back(row.degree);
         gp.out_degree.push_back(row.out_degree);

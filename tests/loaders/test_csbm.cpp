@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "adgnn/loaders.h"
+#include "fixtures.h"
 
 namespace {
 
@@ -312,6 +313,13 @@ TEST(Csbm, Presets) {
   EXPECT_EQ(products.classes, 47);
   EXPECT_DOUBLE_EQ(products.homophily, 0.81);
   EXPECT_EQ(products.degree_dist, "powerlaw");
+  EXPECT_EQ(products.communities, 64);
+
+  const auto papers = adgnn::csbm_preset("papers100m-scale");  // OGB's sizes of ogbn-papers100M
+  EXPECT_EQ(papers.nodes, 111059956);
+  EXPECT_EQ(papers.undirected_edges, 1615685872);
+  EXPECT_EQ(papers.classes, 172);
+  EXPECT_EQ(papers.features, 128);
 
   try {
     adgnn::csbm_preset("cora-scale");
@@ -335,6 +343,36 @@ TEST(Csbm, Presets) {
   EXPECT_LT(demo.homophily, 1.0 / static_cast<double>(demo.classes));  // heterophilic
   EXPECT_NEAR(edge_homophily(g), demo.homophily, 0.01);
   expect_simple_symmetric(g);
+}
+
+// The generator's two halves (the structure, then feature rows on demand) make the graph
+// generate_csbm makes; written from the row source (features made chunk by chunk as they are
+// written), the file is byte for byte the one written from the whole graph, fingerprint included,
+// also unchunked (deflate 0).
+TEST(Csbm, FeaturesOnDemandMakeTheSameGraphAndFile) {
+  adgnn::CsbmParams p;
+  p.nodes = 30000;  // 30k x 64 floats: several 4 MiB chunks
+  p.features = 64;
+  p.communities = 4;
+  p.locality = 0.9;
+  p.seed = 12;
+  const adgnn::Graph whole = adgnn::generate_csbm(p);
+  const adgnn::CsbmGraph lazy = adgnn::generate_csbm_structure(p);
+  EXPECT_TRUE(lazy.graph.features.dense.empty());
+  EXPECT_EQ(lazy.graph.features.rows, whole.features.rows);
+  EXPECT_EQ(lazy.graph.adj.indices, whole.adj.indices);
+  EXPECT_EQ(adgnn::graph_fingerprint(lazy.graph, lazy.features), adgnn::graph_fingerprint(whole));
+  std::vector<float> rows(2 * 64);
+  lazy.features(777, 2, rows.data());
+  EXPECT_TRUE(std::equal(rows.begin(), rows.end(), whole.features.dense.begin() + 777 * 64));
+  const std::string dir = fixtures::scratch_dir();
+  for (int deflate : {1, 0}) {
+    adgnn::H5WriteOptions opt;
+    opt.deflate_level = deflate;
+    adgnn::write_graph_h5(whole, dir + "/whole.h5", opt);
+    adgnn::write_graph_h5(lazy.graph, lazy.features, dir + "/lazy.h5", opt);
+    EXPECT_EQ(adgnn::read_file(dir + "/whole.h5"), adgnn::read_file(dir + "/lazy.h5")) << "deflate " << deflate;
+  }
 }
 
 // Locality: an exact share of each kind of edge has both ends in one community (blocks of

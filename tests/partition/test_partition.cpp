@@ -366,3 +366,25 @@ TEST(LocalityOrder, BadArgumentsNameTheirFlag) {
   EXPECT_EQ(message("metis", 0).rfind("--block 0:", 0), 0u) << message("metis", 0);
   EXPECT_THROW(adgnn::same_block_fraction(g, -1), InputError);
 }
+
+// The arxiv-scale preset's locality is calibrated to METIS into 4 on ogbn-arxiv, which leaves
+// 74,114 halo rows in all (0.44 |V|); the preset must stay within 10% of it.
+TEST(Presets, ArxivScaleHaloMatchesOgbnArxiv) {
+  adgnn::CsbmParams c = adgnn::csbm_preset("arxiv-scale");
+  c.features = 1;  // the structure is what matters here
+  c.threads = 2;
+  const adgnn::Graph g = adgnn::generate_csbm(c);
+  const adgnn::Partition p = adgnn::partition_graph(g, 4);
+  const adgnn::Csr sym = g.symmetric();
+  int64_t halo = 0;
+  std::vector<int32_t> seen(static_cast<size_t>(g.num_nodes), -1);  // last part that counted v
+  for (int32_t q = 0; q < 4; ++q)
+    for (int64_t u = 0; u < g.num_nodes; ++u) {
+      if (p.owner[u] != q) continue;
+      for (int64_t k = sym.indptr[u]; k < sym.indptr[u + 1]; ++k) {
+        const int32_t v = sym.indices[k];
+        if (p.owner[v] != q && seen[v] != q) seen[v] = q, ++halo;
+      }
+    }
+  EXPECT_NEAR(static_cast<double>(halo), 74114.0, 7411.0) << halo << " halo rows";
+}

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <stdexcept>
@@ -76,8 +77,9 @@ struct Graph {
   Csr directed_simple() const;
   const SplitSet* find_splits(const std::string& name) const;
   // Checks every invariant (sizes, index and label ranges, finite features); throws InputError
-  // naming `where`.
-  void validate(const std::string& where) const;
+  // naming `where`. Without `features`, everything but the feature values (a graph whose
+  // features come from a DenseRowSource).
+  void validate(const std::string& where, bool features = true) const;
 };
 
 // ---- upstream formats --------------------------------------------------------------------------
@@ -139,6 +141,14 @@ Graph permute_nodes(const Graph& g, const std::vector<int64_t>& order, const std
 // Same value on every little-endian machine.
 std::string graph_fingerprint(const Graph& g);
 
+// Dense feature rows made on demand: writes rows [first, first + count) of an N x F float32
+// matrix, row-major, to out. How the generator hands over features too large to hold at once;
+// thread-safe (the HDF5 writer fills chunks in parallel).
+using DenseRowSource = std::function<void(int64_t first, int64_t count, float* out)>;
+// The fingerprint of g with its dense features taken from `rows` (g.features: rows = N, cols =
+// F, dense empty): equal to graph_fingerprint of the graph holding them. Reads them in blocks.
+std::string graph_fingerprint(const Graph& g, const DenseRowSource& rows);
+
 // ---- our HDF5 graph format (docs/hdf5-format.md) ------------------------------------------------
 
 struct H5WriteOptions {
@@ -146,6 +156,10 @@ struct H5WriteOptions {
   int threads = 0;        // chunk compression threads; 0 = hardware concurrency
 };
 void write_graph_h5(const Graph& g, const std::string& path, const H5WriteOptions& opt = {});
+// The same file from a graph whose dense features come from `rows` (see DenseRowSource): they
+// are made chunk by chunk as they are written, never held whole.
+void write_graph_h5(const Graph& g, const DenseRowSource& rows, const std::string& path,
+                    const H5WriteOptions& opt = {});
 Graph read_graph_h5(const std::string& path, int threads = 0);
 // The graph_fingerprint stored in one of our graph files (attributes only, nothing else is
 // read); empty when `path` is not our HDF5 graph format or predates the attribute.
@@ -187,9 +201,17 @@ struct CsbmParams {
   uint64_t seed = 0;
   int threads = 0;                 // 0 = hardware concurrency; results do not depend on it
 };
-CsbmParams csbm_preset(const std::string& preset);  // "arxiv-scale", "products-scale", "demo"
+CsbmParams csbm_preset(const std::string& preset);  // csbm_presets(): the OGB-sized ones and "demo"
 std::vector<std::string> csbm_presets();
 Graph generate_csbm(const CsbmParams& p);
+// The same graph in two halves, for graphs whose features do not fit in memory: `graph` holds
+// everything but the feature values (features.rows = N, cols = F, dense empty), `features`
+// makes any rows of them (each row from its own counter-based stream).
+struct CsbmGraph {
+  Graph graph;
+  DenseRowSource features;
+};
+CsbmGraph generate_csbm_structure(const CsbmParams& p);
 
 // ---- statistics ----------------------------------------------------------------------------------
 
