@@ -22,10 +22,17 @@ echo "| step | P | wall (s) | peak memory per process (GiB) |"
 echo "|---|---:|---:|---|"
 read -r s m <<<"$(timed "$dir/gen.log" "$adgnn" data generate --nodes "$nodes" --classes 16 --avg-degree 10 \
   --features "$features" --homophily 0.5 --communities 64 --locality 0.9 --seed 1 -o "$dir/g.h5")"
-echo "| generate ($(du -h "$dir/g.h5" | cut -f1) file) | 1 | $s | $m |"
+echo "| generate ($(du -h "$dir/g.h5" | cut -f1) file; features made while written) | 1 | $s | $m |"
 for p in $ranks; do
   read -r s m <<<"$(timed "$dir/part$p.log" "$adgnn" partition "$dir/g.h5" --parts "$p" --out "$dir/parts$p")"
-  echo "| partition (METIS, in memory) | $p | $s | $m |"
+  echo "| partition into $p (METIS, one process, structure from the file) | 1 | $s | $m |"
+done
+for p in $ranks; do
+  [ "$p" -gt 1 ] || continue
+  read -r s m <<<"$(timed "$dir/pt$p.log" mpirun -n "$p" ${MPIRUN_EXTRA:-} "$adgnn" partition "$dir/g.h5" \
+    --method ptscotch --parts "$p" --out "$dir/pt$p" --json)"
+  peaks=$(python3 -c "import json,sys; print(' / '.join(f'{x:.2f}' for x in json.load(open(sys.argv[1]))['peak_rss_gib_per_process']))" "$dir/pt$p.log")
+  echo "| partition into $p (PT-Scotch, $p processes) | $p | $s | $peaks |"
 done
 train=(train --epochs "$epochs" --hidden 64 --layers 4 --model gcn --variant ad_fast --json --no-progress)
 read -r s m <<<"$(timed "$dir/one.log" "$adgnn" "${train[@]}" "$dir/g.h5")"

@@ -93,9 +93,16 @@ export TORCH_CMAKE_PREFIX
 # The environment variable takes ':' between prefixes (-DCMAKE_PREFIX_PATH takes ';').
 export CMAKE_PREFIX_PATH="$ADGNN_DEPS_PREFIX:$TORCH_CMAKE_PREFIX"
 export SCOTCH_ROOT=$_deps/usr  # PT-Scotch's 64-bit build: include/scotch-int64, lib/.../scotch-int64
+# scotch-int64 first: its libraries have the same sonames as the 32-bit ones in $_lib, and a
+# binary linked against the 64-bit build crashes in the 32-bit one (LD_LIBRARY_PATH is searched
+# before the binary's RUNPATH).
 case ":${LD_LIBRARY_PATH:-}:" in
   *":$_lib:"*) ;;
-  *) export LD_LIBRARY_PATH=$_lib:$_lib/scotch-int64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} ;;
+  *) export LD_LIBRARY_PATH=$_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} ;;
+esac
+case ":${LD_LIBRARY_PATH}:" in
+  *":$_lib/scotch-int64:"*) ;;
+  *) export LD_LIBRARY_PATH=$_lib/scotch-int64:$LD_LIBRARY_PATH ;;
 esac
 # adgnn_gpu_configure [BUILD_DIR [CMAKE_ARGS...]]: configures the GPU build (CUDA kernels, NCCL)
 # for sm_90 only (TORCH_CUDA_ARCH_LIST: LibTorch's config otherwise adds 11 architectures).

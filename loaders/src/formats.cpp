@@ -1,6 +1,8 @@
 // Readers of the upstream benchmark layouts, and finding a dataset by name or path.
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
+#include <map>
 
 #include "adgnn/loaders.h"
 #include "fmt/format.h"
@@ -396,16 +398,22 @@ std::string ogb_file(const std::string& dir, const std::string& name) {
 
 }  // namespace
 
-Graph load_ogb(const std::string& dir) {
-  // Every csv.gz is streamed (decompressed block by block, never whole in memory); its hash is of
-  // the compressed bytes, taken on the same pass.
-  std::vector<std::pair<std::string, std::string>> hashes;
-  auto done = [&](const std::string& path, detail::GzipLines& lines) {
-    hashes.emplace_back(path.substr(dir.size()), lines.sha256_hex());
-  };
-  Graph g;
-  g.name = detail::base_name(dir);
-  g.source = dir;
+namespace {
+
+bool ogb_has(const std::string& dir, const std::string& name) {
+  return detail::file_exists(join_path(join_path(dir, "raw"), name)) ||
+         detail::file_exists(join_path(dir, name));
+}
+
+// A label line of node-label.csv.gz: an integer, or "nan" for a node without a label.
+int64_t ogb_label(std::string_view line, const std::string& where, int64_t lineno) {
+  if (line == "nan" || line == "NaN" || line == "NAN") return kUnlabelled;
+  return detail::parse_int(line, where, lineno);
+}
+
+// OGB's csv.gz raw layout (read_csv_graph_raw): every file streamed.
+template <class Done>
+void load_ogb_csv(const std::string& dir, Graph& g, Done&& done) {
   // Labels first: they fix the node count (num-node-list.csv.gz, when present, must agree).
   const auto label_path = ogb_file(dir, "node-label.csv.gz");
   {
@@ -413,13 +421,13 @@ Graph load_ogb(const std::string& dir) {
     std::string_view line;
     while (cur.next(line)) {
       if (line.empty()) continue;
-      g.labels.push_back(detail::parse_int(line, label_path, cur.lineno()));
+      g.labels.push_back(ogb_label(line, label_path, cur.lineno()));
     }
     if (g.labels.empty()) throw InputError(fmt::format("{}: no labels", label_path));
     done(label_path, cur);
   }
   g.num_nodes = static_cast<int64_t>(g.labels.size());
-  g.num_classes = detail::count_classes(g.labels, label_path);
+  g.num_classes = detail::count_classes(g.labels, label_path, true);
   for (const auto& cand : {join_path(join_path(dir, "raw"), "num-node-list.csv.gz"),
                            join_path(dir, "num-node-list.csv.gz")}) {
     if (!detail::file_exists(cand)) continue;
@@ -469,6 +477,92 @@ Graph load_ogb(const std::string& dir) {
     g.features.rows = rows;
     g.features.cols = width;
     done(feat_path, cur);
+  }
+}
+
+// OGB's binary raw layout (read_binary_graph_raw): raw/data.npz with edge_index (2, E),
+// node_feat (N, F) and num_nodes_list [N]; labels in raw/node-label.npz (node_label, (N, 1) or
+// (N,), NaN for a node without a label, as ogbn-papers100M has for 98.6% of its nodes).
+void load_ogb_binary(const std::string& dir, Graph& g,
+                     std::vector<std::pair<std::string, std::string>>& hashes) {
+  const std::string data_path = ogb_file(dir, "data.npz");
+  std::map<std::string, NpyArray> data;
+  {
+    const std::string bytes = read_file(data_path);
+    hashes.emplace_back(data_path.substr(dir.size()), sha256_hex(bytes));
+    data = parse_npz(bytes, data_path);
+  }
+  auto member = [&](const std::string& name) -> const NpyArray& {
+    auto it = data.find(name);
+    if (it == data.end()) throw InputError(fmt::format("{}: no member {}", data_path, name));
+    return it->second;
+  };
+  const std::vector<int64_t> nodes = member("num_nodes_list").as_int64(data_path + " num_nodes_list");
+  if (nodes.size() != 1 || nodes[0] <= 0)
+    throw InputError(fmt::format("{}: num_nodes_list must hold one positive count (one graph)", data_path));
+  g.num_nodes = nodes[0];
+  const NpyArray& ei = member("edge_index");
+  if (ei.shape.size() != 2 || ei.shape[0] != 2)
+    throw InputError(fmt::format("{}: edge_index must be (2, E), not ({})", data_path, fmt::join(ei.shape, ", ")));
+  {
+    const std::vector<int64_t> flat = ei.as_int64(data_path + " edge_index");
+    const int64_t e = ei.shape[1];
+    std::vector<int64_t> src(flat.begin(), flat.begin() + e), dst(flat.begin() + e, flat.end());
+    for (int64_t k = 0; k < e; ++k)
+      if (src[k] < 0 || src[k] >= g.num_nodes || dst[k] < 0 || dst[k] >= g.num_nodes)
+        throw InputError(fmt::format("{}: edge {} ({}, {}) has a node id outside [0, {})", data_path, k,
+                                     src[k], dst[k], g.num_nodes));
+    g.adj = detail::csr_from_edges(g.num_nodes, src, dst);
+  }
+  const NpyArray& x = member("node_feat");
+  if (x.shape.size() != 2 || x.shape[0] != g.num_nodes)
+    throw InputError(fmt::format("{}: node_feat must be ({}, F), not ({})", data_path, g.num_nodes,
+                                 fmt::join(x.shape, ", ")));
+  g.features.rows = g.num_nodes;
+  g.features.cols = x.shape[1];
+  g.features.dense = x.as_float(data_path + " node_feat");
+  data.clear();
+
+  const std::string label_path = ogb_file(dir, "node-label.npz");
+  const std::string bytes = read_file(label_path);
+  hashes.emplace_back(label_path.substr(dir.size()), sha256_hex(bytes));
+  const auto labels = parse_npz(bytes, label_path);
+  auto it = labels.find("node_label");
+  if (it == labels.end()) throw InputError(fmt::format("{}: no member node_label", label_path));
+  const NpyArray& y = it->second;
+  if (y.size() != g.num_nodes || (y.shape.size() == 2 && y.shape[1] != 1))
+    throw InputError(fmt::format("{}: node_label must be ({}, 1) or ({},), not ({})", label_path, g.num_nodes,
+                                 g.num_nodes, fmt::join(y.shape, ", ")));
+  const std::vector<double> v = y.as_double(label_path + " node_label");
+  g.labels.resize(v.size());
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (std::isnan(v[i])) {
+      g.labels[i] = kUnlabelled;
+    } else if (v[i] < 0 || v[i] != std::floor(v[i]) || v[i] > 1e9) {
+      throw InputError(fmt::format("{}: node {} has label {}, not a class id (or NaN)", label_path, i, v[i]));
+    } else {
+      g.labels[i] = static_cast<int64_t>(v[i]);
+    }
+  }
+  g.num_classes = detail::count_classes(g.labels, label_path, true);
+}
+
+}  // namespace
+
+Graph load_ogb(const std::string& dir) {
+  // Every csv.gz is streamed (decompressed block by block, never whole in memory); its hash is of
+  // the compressed bytes, taken on the same pass.
+  std::vector<std::pair<std::string, std::string>> hashes;
+  auto done = [&](const std::string& path, detail::GzipLines& lines) {
+    hashes.emplace_back(path.substr(dir.size()), lines.sha256_hex());
+  };
+  Graph g;
+  g.name = detail::base_name(dir);
+  g.source = dir;
+  if (ogb_has(dir, "data.npz")) {
+    load_ogb_binary(dir, g, hashes);
+  } else {
+    load_ogb_csv(dir, g, done);
   }
   const auto split_root = join_path(dir, "split");
   if (detail::is_directory(split_root)) {
@@ -521,6 +615,11 @@ const std::map<std::string, std::string>& aliases() {
       {"cora-ml", "cora_ml"},
       {"arxiv", "ogbn-arxiv"},
       {"ogbn_arxiv", "ogbn-arxiv"},
+      {"products", "ogbn-products"},
+      {"ogbn_products", "ogbn-products"},
+      {"papers100M", "ogbn-papers100M"},
+      {"papers100m", "ogbn-papers100M"},
+      {"ogbn_papers100M", "ogbn-papers100M"},
   };
   return a;
 }
@@ -544,7 +643,7 @@ bool ends_with(const std::string& s, const std::string& tail) {
 
 std::vector<std::string> known_datasets() {
   return {"cora_ml", "citeseer", "citeseer_planetoid", "dblp", "photo", "film", "cornell",
-          "texas", "wisconsin", "chameleon", "squirrel", "ogbn-arxiv"};
+          "texas", "wisconsin", "chameleon", "squirrel", "ogbn-arxiv", "ogbn-products", "ogbn-papers100M"};
 }
 
 std::string resolve_dataset(const std::string& name_or_path, const std::string& data_dir) {
@@ -564,7 +663,10 @@ std::string resolve_dataset(const std::string& name_or_path, const std::string& 
     throw InputError(fmt::format("--data-dir {}: not a folder", root));
   std::string name = name_or_path;
   if (auto it = aliases().find(name); it != aliases().end()) name = it->second;
-  for (const auto& cand : {join_path(root, name), join_path(root, name + ".h5")})
+  // OGB's own download folders spell the name with '_' (ogbn_products).
+  std::string underscored = name;
+  std::replace(underscored.begin(), underscored.end(), '-', '_');
+  for (const auto& cand : {join_path(root, name), join_path(root, name + ".h5"), join_path(root, underscored)})
     if (detail::is_directory(cand) || detail::file_exists(cand)) return cand;
   throw InputError(fmt::format("--dataset {}: not found under {} (known: {})", name_or_path,
                                root, fmt::join(known_datasets(), ", ")));
@@ -587,9 +689,7 @@ Graph load_dataset(const std::string& name_or_path, const std::string& data_dir)
   const std::string path = resolve_dataset(name_or_path, data_dir);
   if (detail::is_directory(path)) {
     if (detail::file_exists(join_path(path, "out1_graph_edges.txt"))) return load_geomgcn(path);
-    if (detail::file_exists(join_path(path, "raw/edge.csv.gz")) ||
-        detail::file_exists(join_path(path, "edge.csv.gz")))
-      return load_ogb(path);
+    if (ogb_has(path, "edge.csv.gz") || ogb_has(path, "data.npz")) return load_ogb(path);
     const std::string npz = graph_npz_in(path);
     if (!npz.empty()) return load_npz_any(npz);
     const std::string h5 = join_path(path, detail::base_name(path) + ".h5");

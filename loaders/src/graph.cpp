@@ -160,9 +160,9 @@ void Graph::validate(const std::string& where, bool check_features) const {
   if (static_cast<int64_t>(labels.size()) != num_nodes)
     throw InputError(fmt::format("{}: {} labels for {} nodes", where, labels.size(), num_nodes));
   for (int64_t v = 0; v < num_nodes; ++v)
-    if (labels[v] < 0 || labels[v] >= num_classes)
-      throw InputError(fmt::format("{}: label {} of node {} out of range [0, {})", where,
-                                   labels[v], v, num_classes));
+    if (labels[v] < kUnlabelled || labels[v] >= num_classes)
+      throw InputError(fmt::format("{}: label {} of node {} out of range [0, {}) (or -1: unlabelled)",
+                                   where, labels[v], v, num_classes));
   if (!original_id.empty()) {
     if (static_cast<int64_t>(original_id.size()) != num_nodes)
       throw InputError(fmt::format("{}: {} original ids for {} nodes", where, original_id.size(), num_nodes));
@@ -178,6 +178,13 @@ void Graph::validate(const std::string& where, bool check_features) const {
     if (s.train.size() != want || s.val.size() != want || s.test.size() != want)
       throw InputError(fmt::format("{}: split '{}' masks do not hold {} x {} entries", where,
                                    s.name, s.count, num_nodes));
+    for (int64_t k = 0; k < s.count; ++k)
+      for (int64_t v = 0; v < num_nodes; ++v) {
+        const size_t i = static_cast<size_t>(k * num_nodes + v);
+        if (labels[v] == kUnlabelled && (s.train[i] || s.val[i] || s.test[i]))
+          throw InputError(fmt::format("{}: node {} is unlabelled but in split {} of family '{}'",
+                                       where, v, k, s.name));
+      }
   }
 }
 
@@ -297,10 +304,11 @@ std::string combined_sha256(const std::vector<std::pair<std::string, std::string
   return sha256_hex(text);
 }
 
-int64_t count_classes(const std::vector<int64_t>& labels, const std::string& where) {
+int64_t count_classes(const std::vector<int64_t>& labels, const std::string& where,
+                      bool allow_unlabelled) {
   int64_t mx = -1;
   for (size_t v = 0; v < labels.size(); ++v) {
-    if (labels[v] < 0)
+    if (labels[v] < 0 && !(allow_unlabelled && labels[v] == kUnlabelled))
       throw InputError(fmt::format("{}: negative label {} at node {}", where, labels[v], v));
     mx = std::max(mx, labels[v]);
   }

@@ -312,7 +312,7 @@ std::vector<int64_t> GraphFileReader::label_rows(const std::vector<int64_t>& ids
   std::vector<int64_t> out(ids.size());
   for (size_t i = 0; i < ids.size(); ++i) {
     out[i] = rows[at[i]];
-    if (out[i] < 0 || out[i] >= std::max<int64_t>(m.info.num_classes, 1))
+    if (out[i] < kUnlabelled || out[i] >= std::max<int64_t>(m.info.num_classes, 1))
       m.fail(fmt::format("label {} of node {} outside [0, {})", out[i], ids[i], m.info.num_classes));
   }
   return out;
@@ -360,7 +360,7 @@ Graph GraphFileReader::read_structure() const {
   const Runs all{{0, in.num_nodes}};
   g.labels = impl_->read_runs<int64_t>("/labels", H5T_NATIVE_INT64, all);
   for (int64_t v = 0; v < in.num_nodes; ++v)
-    if (g.labels[v] < 0 || g.labels[v] >= std::max<int64_t>(in.num_classes, 1))
+    if (g.labels[v] < kUnlabelled || g.labels[v] >= std::max<int64_t>(in.num_classes, 1))
       impl_->fail(fmt::format("label {} of node {} outside [0, {})", g.labels[v], v, in.num_classes));
   for (const auto& [name, count] : in.split_families) {
     SplitSet s;

@@ -58,6 +58,9 @@ void load_geomgcn_split_files(Graph& g, const std::string& dir, const std::strin
                               const std::string& family,
                               std::vector<std::pair<std::string, std::string>>* hashes);
 
-int64_t count_classes(const std::vector<int64_t>& labels, const std::string& where);
+// The class count (largest label + 1); a negative label throws InputError naming `where`, but
+// kUnlabelled where the format has unlabelled nodes (OGB).
+int64_t count_classes(const std::vector<int64_t>& labels, const std::string& where,
+                      bool allow_unlabelled = false);
 
 }  // namespace adgnn::detail

@@ -19,22 +19,27 @@ GraphStats compute_stats(const Graph& g) {
   s.feature_nnz = g.features.nnz();
   s.classes = g.num_classes;
   s.class_sizes.assign(static_cast<size_t>(g.num_classes), 0);
-  for (auto y : g.labels) ++s.class_sizes[y];
+  for (auto y : g.labels)
+    if (y != kUnlabelled) ++s.class_sizes[y];
+  // Homophily counts the edges whose two ends are labelled.
+  auto labelled = [&](int64_t v) { return g.labels[v] != kUnlabelled; };
 
   // Stored entries: self-loops, duplicate (u, v) entries, homophily over every stored entry.
-  int64_t same_stored = 0;
+  int64_t same_stored = 0, labelled_stored = 0;
   std::vector<int32_t> row;
   for (int64_t u = 0; u < n; ++u) {
     row.assign(g.adj.indices.begin() + g.adj.indptr[u], g.adj.indices.begin() + g.adj.indptr[u + 1]);
     for (auto v : row) {
       if (v == u) ++s.self_loops;
+      if (!labelled(u) || !labelled(v)) continue;
+      ++labelled_stored;
       if (g.labels[v] == g.labels[u]) ++same_stored;
     }
     std::sort(row.begin(), row.end());
     s.duplicates += static_cast<int64_t>(row.size()) -
                     (std::unique(row.begin(), row.end()) - row.begin());
   }
-  s.edge_homophily_stored = s.stored_edges ? double(same_stored) / double(s.stored_edges) : 0.0;
+  s.edge_homophily_stored = labelled_stored ? double(same_stored) / double(labelled_stored) : 0.0;
 
   // Pairs stored in both directions: (u, v) with u < v present as u->v and v->u.
   {
@@ -59,28 +64,36 @@ GraphStats compute_stats(const Graph& g) {
   s.undirected_edges = sym.nnz() / 2;
   std::vector<int64_t> deg(static_cast<size_t>(n));
   int64_t same_edges2 = 0;  // same-label entries of the symmetric graph (each edge twice)
+  int64_t labelled2 = 0;    // entries with both ends labelled
+  int64_t labelled_nodes = 0, labelled_with_edges = 0;
   double node_h_sum = 0;
   const int64_t C = g.num_classes;
   std::vector<double> class_deg(static_cast<size_t>(C), 0.0), class_same(static_cast<size_t>(C), 0.0);
   for (int64_t u = 0; u < n; ++u) {
     deg[u] = sym.degree(u);
-    int64_t same = 0;
-    for (int64_t k = sym.indptr[u]; k < sym.indptr[u + 1]; ++k)
+    if (deg[u] == 0) ++s.isolated;
+    if (!labelled(u)) continue;
+    ++labelled_nodes;
+    int64_t same = 0, known = 0;
+    for (int64_t k = sym.indptr[u]; k < sym.indptr[u + 1]; ++k) {
+      if (!labelled(sym.indices[k])) continue;
+      ++known;
       same += g.labels[sym.indices[k]] == g.labels[u];
+    }
     same_edges2 += same;
-    class_deg[g.labels[u]] += double(deg[u]);
+    labelled2 += known;
+    class_deg[g.labels[u]] += double(known);
     class_same[g.labels[u]] += double(same);
-    if (deg[u] == 0) {
-      ++s.isolated;
-    } else {
-      node_h_sum += double(same) / double(deg[u]);
+    if (known > 0) {
+      ++labelled_with_edges;
+      node_h_sum += double(same) / double(known);
     }
   }
-  s.edge_homophily = sym.nnz() ? double(same_edges2) / double(sym.nnz()) : 0.0;
-  s.node_homophily = n > s.isolated ? node_h_sum / double(n - s.isolated) : 0.0;
+  s.edge_homophily = labelled2 ? double(same_edges2) / double(labelled2) : 0.0;
+  s.node_homophily = labelled_with_edges ? node_h_sum / double(labelled_with_edges) : 0.0;
   // Adjusted homophily (Platonov et al. 2023): edge homophily corrected for the degree-weighted
   // class distribution.
-  const double two_m = double(sym.nnz());
+  const double two_m = double(labelled2);
   double sum_p2 = 0;
   for (int64_t c = 0; c < C; ++c) {
     const double p = two_m > 0 ? class_deg[c] / two_m : 0.0;
@@ -92,7 +105,7 @@ GraphStats compute_stats(const Graph& g) {
     double acc = 0;
     for (int64_t c = 0; c < C; ++c) {
       const double hk = class_deg[c] > 0 ? class_same[c] / class_deg[c] : 0.0;
-      acc += std::max(0.0, hk - double(s.class_sizes[c]) / double(n));
+      acc += std::max(0.0, hk - double(s.class_sizes[c]) / double(std::max<int64_t>(labelled_nodes, 1)));
     }
     s.class_insensitive_homophily = acc / double(C - 1);
   }
@@ -102,7 +115,7 @@ GraphStats compute_stats(const Graph& g) {
     std::sort(sorted.begin(), sorted.end());
     s.degree_min = sorted.front();
     s.degree_max = sorted.back();
-    s.degree_mean = two_m / double(n);
+    s.degree_mean = double(sym.nnz()) / double(n);
     s.degree_median = n % 2 ? double(sorted[n / 2])
                             : 0.5 * double(sorted[n / 2 - 1] + sorted[n / 2]);
   }

@@ -512,7 +512,7 @@ GraphPart read_part(const std::string& dir, int32_t rank, int32_t expected_parts
   // Labels of the source rows, or none (a graph without labels).
   const std::vector<int64_t> label_shape = r.shape("labels");
   const int64_t labelled = label_shape == std::vector<int64_t>{0} ? 0 : sources;
-  gp.labels = r.ints("labels", labelled, 0, std::max<int64_t>(gp.num_classes, 1));
+  gp.labels = r.ints("labels", labelled, kUnlabelled, std::max<int64_t>(gp.num_classes, 1));
   const int64_t splits = r.attr_int("splits");
   for (int64_t s = 0; s < splits; ++s) {
     SplitSet set;

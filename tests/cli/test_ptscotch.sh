@@ -8,15 +8,8 @@
 set -u
 adgnn=$1
 mpirun_extra=${2:-}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pass=0; fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
-run() {  # run <log name> <command...>: stdout to $tmp/<name>.json, stderr to $tmp/<name>.err
-  local name=$1; shift
-  if "$@" >"$tmp/$name.json" 2>"$tmp/$name.err"; then ok; else bad "$name exited $?: $(tail -3 "$tmp/$name.err")"; fi
-}
+# shellcheck source=harness.sh
+source "$(dirname "$0")/harness.sh"
 mpi() { mpirun -n "$1" $mpirun_extra "${@:2}"; }
 train=(train --epochs 3 --hidden 16 --layers 2 --model gcn --variant ad_fast --threads 1 --json --no-progress)
 
@@ -75,5 +68,4 @@ refuse() {  # refuse <name> <expected text> <command...>
 refuse metis_mpi "across processes use --partition ptscotch" mpi 2 "$adgnn" partition "$tmp/g.h5" --parts 2 --out "$tmp/x"
 printf 'not a graph' >"$tmp/text.h5"
 refuse not_ours "convert it first" "$adgnn" partition "$tmp/text.h5" --method ptscotch --parts 2 --out "$tmp/x"
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

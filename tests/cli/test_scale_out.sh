@@ -12,15 +12,8 @@
 set -u
 adgnn=$1
 mpirun_extra=${2:-}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pass=0; fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
-run() {  # run <log name> <command...>: stdout to $tmp/<name>.json, stderr to $tmp/<name>.err
-  local name=$1; shift
-  if "$@" >"$tmp/$name.json" 2>"$tmp/$name.err"; then ok; else bad "$name exited $?: $(tail -3 "$tmp/$name.err")"; fi
-}
+# shellcheck source=harness.sh
+source "$(dirname "$0")/harness.sh"
 ALLOWANCE_MIB=${ADGNN_SCALE_ALLOWANCE_MIB:-160}
 train=(train --epochs 3 --hidden 16 --layers 2 --model gcn --variant ad_fast --threads 1 --json --no-progress)
 
@@ -77,5 +70,4 @@ for p in (1, 2, 4):
     check(abs(s["test_mean"] - one["test_mean"]) <= 1e-3, f"P={p}: test accuracy {s['test_mean']} vs {one['test_mean']}")
 sys.exit(1 if failures else 0)
 PY
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

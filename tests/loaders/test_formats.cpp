@@ -1,6 +1,8 @@
 // Dataset readers on small fixtures written by the tests: every layout, and one test per fault.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <filesystem>
 
 #include "adgnn/loaders.h"
@@ -260,6 +262,53 @@ TEST(Ogb, StreamsLargeMultiMemberFiles) {
   bad[bad.size() - 6] ^= 0x55;  // the second member's CRC-32: caught after its data
   fixtures::write(dir + "/raw/edge.csv.gz", bad);
   expect_error([&] { adgnn::load_ogb(dir); }, {"edge.csv.gz", "gzip data"});
+}
+
+// OGB's binary raw layout (raw/data.npz, raw/node-label.npz), as ogbn-papers100M ships: node
+// labels are floats with NaN for unlabelled nodes, which load as kUnlabelled, stay out of every
+// split, survive our HDF5 format and are not counted by the statistics; an unlabelled node in a
+// split is refused. OGB's own folder name (ogbn_papers100M) resolves from ogbn-papers100M and
+// papers100M.
+TEST(Ogb, BinaryLayoutWithUnlabelledNodes) {
+  const std::string root = fixtures::scratch_dir();
+  const std::string dir = root + "/ogbn_papers100M";
+  // 4 nodes, edges 0->1, 1->2, 2->3, 3->0; node 3 unlabelled.
+  const std::vector<int64_t> edges{0, 1, 2, 3, 1, 2, 3, 0};
+  const std::vector<float> x{1, 2, 3, 4, 5, 6, 7, 8};
+  fixtures::write(dir + "/raw/data.npz",
+                  fixtures::zip({{"edge_index.npy", fixtures::npy<int64_t>("<i8", {2, 4}, edges)},
+                                 {"node_feat.npy", fixtures::npy<float>("<f4", {4, 2}, x)},
+                                 {"num_nodes_list.npy", fixtures::npy<int64_t>("<i8", {1}, {4})},
+                                 {"num_edges_list.npy", fixtures::npy<int64_t>("<i8", {1}, {4})}},
+                                true));
+  const double nan = std::nan("");
+  fixtures::write(dir + "/raw/node-label.npz",
+                  fixtures::zip({{"node_label.npy", fixtures::npy<double>("<f8", {4, 1}, {2, 0, 1, nan})}}, false));
+  fixtures::write(dir + "/split/time/train.csv.gz", fixtures::gzip("0\n1\n"));
+  fixtures::write(dir + "/split/time/valid.csv.gz", fixtures::gzip("2\n"));
+  fixtures::write(dir + "/split/time/test.csv.gz", fixtures::gzip(""));
+  EXPECT_EQ(adgnn::resolve_dataset("ogbn-papers100M", root), dir);
+  EXPECT_EQ(adgnn::resolve_dataset("papers100M", root), dir);
+  const adgnn::Graph g = adgnn::load_dataset("papers100M", root);
+  EXPECT_EQ(g.num_nodes, 4);
+  EXPECT_EQ(g.labels, (std::vector<int64_t>{2, 0, 1, adgnn::kUnlabelled}));
+  EXPECT_EQ(g.num_classes, 3);
+  EXPECT_EQ(g.features.dense, x);
+  EXPECT_EQ(g.adj.indices, (std::vector<int32_t>{1, 2, 3, 0}));
+  EXPECT_EQ(g.find_splits("time")->train, (std::vector<uint8_t>{1, 1, 0, 0}));
+  // Statistics count edges between labelled nodes only: 0-1, 1-2 (none alike).
+  const adgnn::GraphStats st = adgnn::compute_stats(g);
+  EXPECT_EQ(st.class_sizes, (std::vector<int64_t>{1, 1, 1}));
+  EXPECT_DOUBLE_EQ(st.edge_homophily, 0.0);
+  adgnn::write_graph_h5(g, root + "/g.h5");
+  EXPECT_EQ(adgnn::read_graph_h5(root + "/g.h5").labels, g.labels);
+  // An unlabelled node in a split is refused, naming it.
+  fixtures::write(dir + "/split/time/test.csv.gz", fixtures::gzip("3\n"));
+  expect_error([&] { adgnn::load_dataset(dir); }, {"node 3 is unlabelled", "'time'"});
+  // A label that is no class id.
+  fixtures::write(dir + "/raw/node-label.npz",
+                  fixtures::zip({{"node_label.npy", fixtures::npy<double>("<f8", {4}, {2, 0.5, 1, nan})}}, false));
+  expect_error([&] { adgnn::load_dataset(dir); }, {"node-label.npz", "node 1", "not a class id"});
 }
 
 TEST(Resolve, ByNameAliasAndPath) {

@@ -322,3 +322,18 @@ TEST(Sweep, GridBestByValidationAndResume) {
 }
 
 }  // namespace
+
+// Unlabelled nodes (ogbn-papers100M's kind) are in no set of the seeded random split: with a
+// third of the nodes unlabelled, training runs (an unlabelled node in the training set would
+// index the loss with label -1 and fail) and learns from the labelled ones.
+TEST(Training, RandomSplitLeavesUnlabelledNodesOut) {
+  adgnn::Graph g = heterophilic(4);
+  g.splits.clear();
+  for (int64_t v = 0; v < g.num_nodes; v += 3) g.labels[size_t(v)] = adgnn::kUnlabelled;
+  g.validate("test");
+  auto c = base();
+  c.epochs = 20;
+  c.splits = "random";
+  const adgnn::RunResult r = adgnn::train_run(g, c, 0);
+  EXPECT_GT(r.test_at_best, 0.3);  // 4 classes: chance is 0.25
+}

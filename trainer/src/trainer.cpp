@@ -40,17 +40,23 @@ at::Tensor bool_tensor(const uint8_t* p, int64_t n) {
 }
 
 // The seeded random split, computed from the node ids alone, so that any rank can compute its
-// rows' share without an N-sized array: the nodes in order of a keyed hash of their id are a
-// random permutation, whose first round(train_fraction N) nodes train and next
-// round(val_fraction N) validate. The two cut keys are found by bisection over the key range
-// with the ranks' counts summed (64 rounds of one small all-reduce).
+// rows' share without an N-sized array: the labelled nodes in order of a keyed hash of their id
+// are a random permutation, whose first round(train_fraction N) nodes train and next
+// round(val_fraction N) validate (N: the labelled nodes; unlabelled ones are in no set). The two
+// cut keys are found by bisection over the key range with the ranks' counts summed (64 rounds
+// of one small all-reduce).
 Masks random_split(const GraphPart& part, const TrainConfig& cfg, int64_t run, Communicator* comm) {
-  const int64_t n = part.global_nodes, owned = part.num_owned, sources = int64_t(part.global_id.size());
+  const int64_t owned = part.num_owned, sources = int64_t(part.global_id.size());
+  auto labelled = [&](int64_t i) { return part.labels[size_t(i)] != kUnlabelled; };
   const uint64_t salt = mix64(cfg.model.seed * 1000003ULL + uint64_t(run) + 17);
   std::vector<uint64_t> key(static_cast<size_t>(sources));
   for (int64_t i = 0; i < sources; ++i) key[size_t(i)] = mix64(uint64_t(part.global_id[size_t(i)]) ^ salt);
-  std::vector<uint64_t> sorted(key.begin(), key.begin() + owned);
+  std::vector<uint64_t> sorted;
+  for (int64_t i = 0; i < owned; ++i)
+    if (labelled(i)) sorted.push_back(key[size_t(i)]);
   std::sort(sorted.begin(), sorted.end());
+  int64_t n = int64_t(sorted.size());
+  if (comm) host_allreduce(*comm, &n, 1, DType::I64, ReduceOp::Sum);
   const int64_t n_train = int64_t(std::llround(cfg.train_fraction * double(n)));
   const int64_t n_val = int64_t(std::llround(cfg.val_fraction * double(n)));
   // cut[j]: the smallest key x with at least want[j] keys below or at x; a node belongs to the
@@ -78,6 +84,7 @@ Masks random_split(const GraphPart& part, const TrainConfig& cfg, int64_t run, C
   bool* va = m.val.data_ptr<bool>();
   bool* te = m.test.data_ptr<bool>();
   for (int64_t i = 0; i < sources; ++i) {
+    if (!labelled(i)) continue;
     const uint64_t k = key[size_t(i)];
     const bool in_train = want[0] > 0 && k <= hi[0];
     const bool in_first = want[1] > 0 && k <= hi[1];

@@ -55,6 +55,10 @@ struct SplitSet {
   std::vector<uint8_t> train, val, test;
 };
 
+// The label of a node without one (ogbn-papers100M labels 1.4% of its nodes): such a node is in
+// no split, so no loss, accuracy or statistic counts it.
+inline constexpr int64_t kUnlabelled = -1;
+
 struct Graph {
   std::string name;
   std::string source;         // file or folder it was read from, or the generator's parameters
@@ -63,7 +67,7 @@ struct Graph {
   int64_t num_nodes = 0;
   Csr adj;  // the stored directed edges, exactly as the source has them (self-loops, duplicates)
   Features features;
-  std::vector<int64_t> labels;  // 0..num_classes-1
+  std::vector<int64_t> labels;  // 0..num_classes-1, or kUnlabelled (in no split, never counted)
   int64_t num_classes = 0;
   std::vector<SplitSet> splits;
   // Node v's id in the graph this one was renumbered from (permute_nodes; empty: never
