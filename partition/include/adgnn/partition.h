@@ -209,7 +209,7 @@ std::string partition_id(const std::string& graph_hash, int32_t parts, uint64_t 
 // ---- partitioning across processes (docs/partition.md) --------------------------------------------
 
 struct DistributedPartitionOptions {
-  std::string method = "ptscotch";  // "ptscotch" (k-way, edge cut), "random", "contiguous"
+  std::string method = "ptscotch";  // the only method across processes (k-way, edge cut)
   uint64_t seed = 0;
   // PT-Scotch's load-imbalance tolerance: parts may hold up to `imbalance` times the mean
   // number of nodes; in (1, 2].
