@@ -9,8 +9,11 @@
 #include <memory>
 
 #include "CLI/CLI.hpp"
+#include "adgnn/comm.h"
+#include "adgnn/launch.h"
 #include "adgnn/loaders.h"
 #include "adgnn/partition.h"
+#include "comm_process_group.h"
 #include "commands.h"
 #include "fmt/format.h"
 #include "fmt/ranges.h"
@@ -205,23 +208,60 @@ void add_data_commands(CLI::App& app, std::function<int()>& run) {
       }
       run = [q, out, show_stats, deflate] {
         check_output_path(*out, "--out");
-        // The structure in memory; the features made chunk by chunk while they are written (and
-        // once more for the fingerprint), never held whole.
+        // Under mpirun every process draws a share of the edges and writes its rows; the graph
+        // is the same for any number of processes. The features are made chunk by chunk while
+        // they are written, never held.
+        LaunchInfo li;
+        try {
+          li = detect_launch({});
+        } catch (const std::invalid_argument& e) {
+          throw InputError(e.what());
+        }
+        std::unique_ptr<Communicator> comm;
+        std::unique_ptr<ProcessGroup> group;
+        if (launched_multi(li)) {
+          if (*show_stats)
+            throw InputError("--stats: needs the whole graph in one process; run `adgnn data stats` on the file");
+          comm = make_mpi_communicator();
+          group = std::make_unique<CommProcessGroup>(*comm);
+        } else {
+          group = std::make_unique<LocalProcessGroup>();
+        }
         const auto t0 = std::chrono::steady_clock::now();
-        const CsbmGraph c = generate_csbm_structure(q);
+        CsbmGraph c;
+        std::string why;
+        try {
+          c = generate_csbm_structure(q, *group);
+        } catch (const std::exception& e) {
+          why = e.what();
+        }
+        if (const std::string first = group->first_error(why); !first.empty()) throw InputError(first);
         const Graph& g = c.graph;
         const double t_gen = seconds_since(t0);
         const auto t1 = std::chrono::steady_clock::now();
         H5WriteOptions wo;
         wo.deflate_level = *deflate;
         wo.threads = q.threads;
-        write_graph_h5(g, c.features, *out, wo);
+        write_graph_h5(g, c.first_row, c.features, *out, *group, wo);
         const double t_write = seconds_since(t1);
-        spdlog::info("generated {}: {} nodes, {} undirected edges in {:.2f} s; made the features and "
-                     "wrote {} in {:.2f} s; peak memory {:.2f} GiB (features {:.2f} GiB, never held)",
-                     g.name, g.num_nodes, g.adj.nnz() / 2, t_gen, *out, t_write, peak_rss_gib(),
+        // Every process's peak (MiB), then the stored entries of all.
+        const int P = group->size();
+        std::vector<int64_t> peaks(static_cast<size_t>(P) + 1, 0);
+        peaks[group->rank()] = static_cast<int64_t>(peak_rss_gib() * 1024.0);
+        peaks[P] = g.adj.nnz();
+        group->sum(peaks);
+        const int64_t stored = peaks[P];
+        peaks.pop_back();
+        if (group->rank() != 0) return 0;
+        std::vector<std::string> peak_text;
+        for (int64_t m : peaks) peak_text.push_back(fmt::format("{:.2f}", static_cast<double>(m) / 1024.0));
+        spdlog::info("generated {}: {} nodes, {} undirected edges, by {} process{}: edges drawn in {:.2f} s; "
+                     "features made and {} written and fingerprinted in {:.2f} s; peak memory per process "
+                     "{} GiB (features {:.2f} GiB, never held)",
+                     g.name, g.num_nodes, stored / 2, P, P == 1 ? "" : "es", t_gen, *out, t_write,
+                     fmt::join(peak_text, ", "),
                      static_cast<double>(g.num_nodes) * static_cast<double>(g.features.cols) * 4 / (1 << 30));
-        if (*show_stats) {
+        if (*show_stats) {  // one process: g holds every row
           GraphStats s = compute_stats(g);
           s.feature_nnz = g.num_nodes * g.features.cols;  // dense
           std::fputs(stats_table(g, s).c_str(), stdout);

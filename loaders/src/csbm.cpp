@@ -20,6 +20,7 @@
 
 #include "adgnn/loaders.h"
 #include "adgnn/mix64.h"
+#include "adgnn/process_group.h"
 #include "fmt/format.h"
 #include "internal.h"
 
@@ -184,6 +185,19 @@ void radix_sort(std::vector<uint64_t>& a, int bits, int threads) {
   if (src != a.data()) a.swap(tmp);
 }
 
+// Sends every key of `keys` (emptied) to process dest(key); returns the keys sent here.
+template <class Dest>
+std::vector<uint64_t> group_by(std::vector<uint64_t>& keys, int P, Dest dest, ProcessGroup& group) {
+  std::vector<int64_t> counts(static_cast<size_t>(P), 0);
+  for (uint64_t k : keys) ++counts[dest(k)];
+  std::vector<int64_t> at(static_cast<size_t>(P), 0);
+  for (int p = 1; p < P; ++p) at[p] = at[p - 1] + counts[p - 1];
+  std::vector<uint64_t> send(keys.size());
+  for (uint64_t k : keys) send[at[dest(k)]++] = k;
+  keys = {};
+  return group.all_to_all(send, counts);
+}
+
 // ---- edges --------------------------------------------------------------------------------------
 
 // Which edges a draw makes: both ends in one class or not, both ends in one community or anywhere.
@@ -248,50 +262,79 @@ struct EdgeSampler {
     }
   }
 
+  // Which process keeps key k while edges are drawn: a hash spreads the keys evenly (an owner by
+  // endpoint would load the low ids).
+  static int owner(uint64_t k, int processes) {
+    return processes == 1 ? 0 : static_cast<int>(mix64(k) % static_cast<uint64_t>(processes));
+  }
+
   // The sorted keys of `have` (sorted, distinct) plus new distinct edges of one kind, `target`
   // in all. Rounds draw as many candidates as edges are missing and keep the new distinct ones;
   // a round can then never overshoot, so the result is the first new distinct keys of the
   // candidate sequence. Only a tiny final top-up draws a fixed minimum batch and keeps its
   // earliest new keys.
-  std::vector<uint64_t> sample(int64_t target, EdgeKind kind, std::vector<uint64_t> have = {}) const {
+  //
+  // Across processes: each draws its share of a round's candidate blocks and sends every key to
+  // its owner, which keeps the new distinct ones; `have` and the result are this process's owned
+  // keys, `target` counts all processes' keys. The rounds, their blocks and seeds depend only on
+  // the global counts, so the union of the results is the same graph for any number of processes.
+  std::vector<uint64_t> sample(int64_t target, EdgeKind kind, ProcessGroup& group,
+                               std::vector<uint64_t> have = {}) const {
     constexpr int64_t kBlock = 1 << 16;     // candidates per RNG block
     constexpr int64_t kMinBatch = 1 << 12;  // smallest round
     constexpr uint64_t kMaxRounds = 100000;
+    const int P = group.size(), me = group.rank();
     const uint64_t stream = kind == EdgeKind::kIntra ? kIntra : kind == EdgeKind::kInter ? kInter
                             : kind == EdgeKind::kIntraLocal ? kIntraLocal : kInterLocal;
-    for (uint64_t round = 0; static_cast<int64_t>(have.size()) < target; ++round) {
+    for (uint64_t round = 0;; ++round) {
+      std::vector<int64_t> total{static_cast<int64_t>(have.size())};
+      group.sum(total);
+      if (total[0] >= target) break;
       if (round == kMaxRounds)
         throw std::runtime_error("csbm: edge sampling did not converge (graph too dense)");
-      const int64_t missing = target - static_cast<int64_t>(have.size());
+      const int64_t missing = target - total[0];
       const int64_t count = std::max(missing, kMinBatch);
-      std::vector<uint64_t> cand(static_cast<size_t>(count));
+      // A full round: this process's blocks; a top-up (one block): every process draws it all.
       const int64_t blocks = (count + kBlock - 1) / kBlock;
+      const bool topup = count != missing;
+      const int64_t b_lo = topup ? 0 : blocks * me / P, b_hi = topup ? blocks : blocks * (me + 1) / P;
+      const int64_t c_lo = b_lo * kBlock, c_hi = std::min(count, b_hi * kBlock);
+      std::vector<uint64_t> cand(static_cast<size_t>(std::max<int64_t>(c_hi - c_lo, 0)));
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
-      for (int64_t b = 0; b < blocks; ++b) {
+      for (int64_t b = b_lo; b < b_hi; ++b) {
         Rng rng(stream_seed(seed, stream, (round << 32) | static_cast<uint64_t>(b)));
         const int64_t end = std::min(count, (b + 1) * kBlock);
-        for (int64_t i = b * kBlock; i < end; ++i) cand[i] = draw(rng, kind);
+        for (int64_t i = b * kBlock; i < end; ++i) cand[i - c_lo] = draw(rng, kind);
       }
       std::vector<uint64_t> fresh;
-      if (count == missing) {
+      if (!topup) {
+        if (P > 1) cand = group_by(cand, P, [P](uint64_t k) { return owner(k, P); }, group);
         radix_sort(cand, 2 * bits, threads);
         cand.erase(std::unique(cand.begin(), cand.end()), cand.end());
         fresh = without(std::move(cand), have);
       } else {
-        // Earliest occurrence of each key, minus the keys we have, then the `missing` earliest.
+        // Earliest occurrence of each key, minus the keys any process has, then the `missing`
+        // earliest; this process keeps those it owns.
         std::vector<std::pair<uint64_t, uint64_t>> kp(static_cast<size_t>(count));
         for (int64_t i = 0; i < count; ++i) kp[i] = {cand[i], static_cast<uint64_t>(i)};
         std::sort(kp.begin(), kp.end());
-        std::vector<std::pair<uint64_t, uint64_t>> first;  // (position, key)
+        std::vector<std::pair<uint64_t, uint64_t>> distinct;  // (key, position)
         for (size_t i = 0; i < kp.size(); ++i)
-          if ((i == 0 || kp[i].first != kp[i - 1].first) &&
-              !std::binary_search(have.begin(), have.end(), kp[i].first))
-            first.emplace_back(kp[i].second, kp[i].first);
+          if (i == 0 || kp[i].first != kp[i - 1].first) distinct.push_back(kp[i]);
+        std::vector<int64_t> held(distinct.size(), 0);
+        for (size_t i = 0; i < distinct.size(); ++i)
+          held[i] = owner(distinct[i].first, P) == me &&
+                    std::binary_search(have.begin(), have.end(), distinct[i].first);
+        group.sum(held);
+        std::vector<std::pair<uint64_t, uint64_t>> first;  // (position, key)
+        for (size_t i = 0; i < distinct.size(); ++i)
+          if (held[i] == 0) first.emplace_back(distinct[i].second, distinct[i].first);
         if (static_cast<int64_t>(first.size()) > missing) {
           std::sort(first.begin(), first.end());
           first.resize(static_cast<size_t>(missing));
         }
-        for (const auto& f : first) fresh.push_back(f.second);
+        for (const auto& f : first)
+          if (owner(f.second, P) == me) fresh.push_back(f.second);
         std::sort(fresh.begin(), fresh.end());
       }
       if (have.empty()) {
@@ -356,6 +399,56 @@ Csr symmetric_csr(int64_t n, int bits, const std::vector<uint64_t>& a,
 }
 
 // ---- parameters ---------------------------------------------------------------------------------
+
+// The process that holds row r when n rows are cut into P equal ranges [n p / P, n (p + 1) / P).
+int row_owner(int64_t r, int64_t n, int P) {
+  int p = static_cast<int>(r * P / n);
+  while (p + 1 < P && n * (p + 1) / P <= r) ++p;
+  while (p > 0 && n * p / P > r) --p;
+  return p;
+}
+
+// Rows [n r / P, n (r + 1) / P) (this process's) of the symmetric CSR of the keys that all
+// processes hold between them, each key on one process: a key goes to the holders of both its
+// ends' rows, which sort what they receive. Columns are global ids; rows come out sorted.
+Csr symmetric_rows(int64_t n, int bits, std::vector<uint64_t> a, std::vector<uint64_t> b,
+                   ProcessGroup& group, int threads) {
+  const int P = group.size(), me = group.rank();
+  const uint64_t mask = (uint64_t{1} << bits) - 1;
+  // Both directions of every key, to the holders of their rows (counted first, so that the send
+  // buffer is the only copy).
+  auto dest = [&](uint64_t k) { return row_owner(static_cast<int64_t>(k >> bits), n, P); };
+  auto flip = [&](uint64_t k) { return ((k & mask) << bits) | (k >> bits); };
+  std::vector<int64_t> counts(static_cast<size_t>(P), 0), at(static_cast<size_t>(P), 0);
+  for (const auto* list : {&a, &b})
+    for (uint64_t k : *list) ++counts[dest(k)], ++counts[dest(flip(k))];
+  for (int p = 1; p < P; ++p) at[p] = at[p - 1] + counts[p - 1];
+  std::vector<uint64_t> send(2 * (a.size() + b.size()));
+  for (auto* list : {&a, &b}) {
+    for (uint64_t k : *list) {
+      send[at[dest(k)]++] = k;
+      send[at[dest(flip(k))]++] = flip(k);
+    }
+    *list = {};
+  }
+  std::vector<uint64_t> got = group.all_to_all(send, counts);
+  send = {};
+  radix_sort(got, 2 * bits, threads);
+  const int64_t lo = n * me / P, hi = n * (me + 1) / P;
+  Csr c;
+  c.rows = hi - lo;
+  c.cols = n;
+  c.indptr.assign(static_cast<size_t>(c.rows) + 1, 0);
+  c.indices.resize(got.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    const int64_t r = static_cast<int64_t>(got[i] >> bits);
+    if (r < lo || r >= hi) throw std::logic_error("csbm: an edge reached the wrong process");
+    ++c.indptr[r - lo + 1];
+    c.indices[i] = static_cast<int32_t>(got[i] & mask);
+  }
+  for (int64_t r = 0; r < c.rows; ++r) c.indptr[r + 1] += c.indptr[r];
+  return c;
+}
 
 struct Sizes {
   int64_t edges = 0, intra = 0, inter = 0;
@@ -573,7 +666,7 @@ CsbmParams csbm_preset(const std::string& preset) {
 
 // ---- generator ----------------------------------------------------------------------------------
 
-CsbmGraph generate_csbm_structure(const CsbmParams& p) {
+CsbmGraph generate_csbm_structure(const CsbmParams& p, ProcessGroup& group) {
   const Sizes sizes = check(p);
   const int threads = p.threads > 0
                             ? p.threads
@@ -665,11 +758,17 @@ CsbmGraph generate_csbm_structure(const CsbmParams& p) {
     s.by_class = by_class.data();
     s.class_off = class_off.data();
     // Local edges first; the rest are drawn anywhere, distinct from them.
-    const auto intra = s.sample(sizes.intra, EdgeKind::kIntra, s.sample(sizes.intra_local, EdgeKind::kIntraLocal));
-    const auto inter = s.sample(sizes.inter, EdgeKind::kInter, s.sample(sizes.inter_local, EdgeKind::kInterLocal));
+    auto intra = s.sample(sizes.intra, EdgeKind::kIntra, group,
+                          s.sample(sizes.intra_local, EdgeKind::kIntraLocal, group));
+    auto inter = s.sample(sizes.inter, EdgeKind::kInter, group,
+                          s.sample(sizes.inter_local, EdgeKind::kInterLocal, group));
     global = {};
     by_class = {};
-    g.adj = symmetric_csr(n, s.bits, intra, inter);
+    by_community = {};
+    by_cell = {};
+    // One process holds every key, sorted: the rows come out of a merge, without a sort.
+    g.adj = group.size() == 1 ? symmetric_csr(n, s.bits, intra, inter)
+                              : symmetric_rows(n, s.bits, std::move(intra), std::move(inter), group, threads);
   }
 
   // Features: x_v = mu_{y_v} + noise * N(0, I). Class means mu_c = z_c * separation / sqrt(2F)
@@ -722,11 +821,12 @@ CsbmGraph generate_csbm_structure(const CsbmParams& p) {
       (i < train ? split.train : i < train + val ? split.val : split.test)[perm[i]] = 1;
   }
   g.splits.push_back(std::move(split));
-  return CsbmGraph{std::move(g), std::move(rows)};
+  return CsbmGraph{std::move(g), n * group.rank() / group.size(), std::move(rows)};
 }
 
 Graph generate_csbm(const CsbmParams& p) {
-  CsbmGraph c = generate_csbm_structure(p);
+  LocalProcessGroup one;
+  CsbmGraph c = generate_csbm_structure(p, one);
   Graph& g = c.graph;
   g.features.dense.resize(static_cast<size_t>(g.features.rows * g.features.cols));
   c.features(0, g.features.rows, g.features.dense.data());

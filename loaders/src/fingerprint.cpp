@@ -2,10 +2,12 @@
 #include <openssl/evp.h>
 
 #include <algorithm>
+#include <numeric>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "adgnn/graph_file.h"
 #include "adgnn/loaders.h"
 
 namespace adgnn {
@@ -59,7 +61,7 @@ class Sha256 {
 
 namespace {
 
-std::string fingerprint(const Graph& g, const DenseRowSource* rows) {
+std::string fingerprint(const Graph& g) {
   Sha256 h;
   h.str("adgnn-graph-fingerprint-2");
   h.i64(g.num_nodes);
@@ -80,18 +82,6 @@ std::string fingerprint(const Graph& g, const DenseRowSource* rows) {
       h.vec(std::vector<float>(static_cast<size_t>(f.csr.nnz()), 1.0f));
     } else {
       h.vec(f.csr.values);
-    }
-  } else if (rows) {
-    // h.vec(f.dense) of the full matrix, fed in blocks of about 16 MiB.
-    const int64_t cols = std::max<int64_t>(f.cols, 1);
-    h.i64(f.rows * f.cols);
-    const int64_t block = std::max<int64_t>(1, (int64_t{4} << 20) / cols);
-    std::vector<float> buf;
-    for (int64_t first = 0; first < f.rows; first += block) {
-      const int64_t count = std::min(block, f.rows - first);
-      buf.resize(static_cast<size_t>(count * f.cols));
-      (*rows)(first, count, buf.data());
-      h.bytes(buf.data(), buf.size() * sizeof(float));
     }
   } else {
     h.vec(f.dense);
@@ -116,12 +106,68 @@ std::string fingerprint(const Graph& g, const DenseRowSource* rows) {
 
 }  // namespace
 
-std::string graph_fingerprint(const Graph& g) { return fingerprint(g, nullptr); }
+std::string graph_fingerprint(const Graph& g) { return fingerprint(g); }
 
-std::string graph_fingerprint(const Graph& g, const DenseRowSource& rows) {
-  if (g.features.sparse || !g.features.dense.empty())
-    throw std::invalid_argument("graph_fingerprint: the row source is for dense features not held");
-  return fingerprint(g, &rows);
+std::string graph_fingerprint(const GraphFileReader& file) {
+  const GraphFileInfo& in = file.info();
+  const int64_t n = in.num_nodes;
+  // Blocks of rows of about 4 MiB of each array.
+  auto blocks = [n](int64_t row_bytes, auto&& fn) {
+    const int64_t block = std::max<int64_t>(1, (int64_t{4} << 20) / std::max<int64_t>(row_bytes, 1));
+    for (int64_t first = 0; first < n; first += block) fn(first, std::min(n, first + block));
+  };
+  auto ids = [](int64_t first, int64_t last) {
+    std::vector<int64_t> v(static_cast<size_t>(last - first));
+    std::iota(v.begin(), v.end(), first);
+    return v;
+  };
+  Sha256 h;
+  h.str("adgnn-graph-fingerprint-2");
+  h.i64(n);
+  h.i64(n);
+  h.i64(n);
+  // indptr, then indices, then the (never stored) values, each length-prefixed like vec().
+  h.i64(n + 1);
+  h.i64(file.adjacency_offsets(0, 0)[0]);
+  blocks(8, [&](int64_t first, int64_t last) {
+    const std::vector<int64_t> offsets = file.adjacency_offsets(first, last);
+    h.bytes(offsets.data() + 1, (offsets.size() - 1) * sizeof(int64_t));
+  });
+  h.i64(in.stored_edges);
+  blocks(64, [&](int64_t first, int64_t last) {
+    const Csr rows = file.adjacency_rows(first, last);
+    h.bytes(rows.indices.data(), rows.indices.size() * sizeof(int32_t));
+  });
+  h.i64(0);
+  h.i64(n);
+  h.i64(in.feature_cols);
+  h.i64(in.sparse_features ? 1 : 0);
+  if (in.sparse_features) {
+    // Sparse features are small: whole.
+    const Features f = file.feature_rows(ids(0, n));
+    h.vec(f.csr.indptr);
+    h.vec(f.csr.indices);
+    h.vec(f.csr.values);
+  } else {
+    h.i64(n * in.feature_cols);
+    blocks(in.feature_cols * 4, [&](int64_t first, int64_t last) {
+      const Features f = file.feature_rows(ids(first, last));
+      h.bytes(f.dense.data(), f.dense.size() * sizeof(float));
+    });
+  }
+  const std::vector<int64_t> all = ids(0, n);
+  h.vec(file.label_rows(all));
+  h.i64(in.num_classes);
+  const std::vector<SplitSet> splits = file.split_rows(all);  // in name order
+  h.i64(static_cast<int64_t>(splits.size()));
+  for (const SplitSet& s : splits) {
+    h.str(s.name);
+    h.i64(s.count);
+    h.vec(s.train);
+    h.vec(s.val);
+    h.vec(s.test);
+  }
+  return h.hex();
 }
 
 }  // namespace adgnn

@@ -241,6 +241,13 @@ Csr GraphFileReader::adjacency_rows(int64_t begin, int64_t end) const {
   return c;
 }
 
+std::vector<int64_t> GraphFileReader::adjacency_offsets(int64_t begin, int64_t end) const {
+  const Impl& m = *impl_;
+  if (begin < 0 || end < begin || end > m.info.num_nodes)
+    m.fail(fmt::format("adjacency offsets [{}, {}] outside [0, {}]", begin, end, m.info.num_nodes));
+  return m.read_runs<int64_t>("/graph/indptr", H5T_NATIVE_INT64, {{begin, end + 1}});
+}
+
 Features GraphFileReader::feature_rows(const std::vector<int64_t>& ids) const {
   const Impl& m = *impl_;
   const auto [u, at] = m.distinct(ids);

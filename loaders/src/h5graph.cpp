@@ -11,6 +11,7 @@
 #include <functional>
 #include <unistd.h>
 
+#include "adgnn/graph_file.h"
 #include "adgnn/loaders.h"
 #include "fmt/format.h"
 #include "h5_internal.h"
@@ -58,6 +59,21 @@ class Writer {
     file_ = H5Handle(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, fcpl, fapl), H5Fclose);
     if (file_ < 0) throw InputError(fmt::format("{}: cannot create HDF5 file", path));
   }
+  // An existing file of ours, opened for writing more rows (the shared writer's later turns).
+  struct Existing {};
+  Writer(const std::string& path, const H5WriteOptions& opt, Existing) : path_(path), opt_(opt) {
+    silence_hdf5();
+    file_ = H5Handle(H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
+    if (file_ < 0) throw InputError(fmt::format("{}: cannot open HDF5 file for writing", path));
+  }
+  // Closes the file now, reporting a failed flush (a full disk) as an error.
+  void close() {
+    if (file_ >= 0 && H5Fclose(file_.id) < 0) {
+      file_.id = -1;
+      throw InputError(fmt::format("{}: HDF5 failed to write the file out (disk full?)", path_));
+    }
+    file_.id = -1;
+  }
   hid_t file() const { return file_; }
 
   H5Handle group(const std::string& name) {
@@ -86,6 +102,13 @@ class Writer {
   // of an unchunked dataset) is in memory at a time.
   void dataset_rows(const std::string& name, hid_t type, const std::vector<hsize_t>& dims,
                     const RowFill& fill) {
+    H5Handle dset = create_dataset(name, type, dims);
+    write_rows(dset, name, 0, dims[0], fill);
+  }
+
+  // An empty dataset of `dims`: large ones chunked along the first dimension (rows stay whole),
+  // byte-shuffled and deflated; small ones contiguous.
+  H5Handle create_dataset(const std::string& name, hid_t type, const std::vector<hsize_t>& dims) {
     const size_t item = H5Tget_size(type);
     hsize_t total = 1;
     for (auto d : dims) total *= d;
@@ -93,12 +116,10 @@ class Writer {
                    H5Sclose);
     H5Handle dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
     H5Pset_obj_track_times(dcpl, false);
-    const bool chunked = total >= kContiguousBelow && opt_.deflate_level > 0;
-    std::vector<hsize_t> chunk(dims);
-    hsize_t row_bytes = item;
-    for (size_t k = 1; k < dims.size(); ++k) row_bytes *= dims[k];
-    if (chunked) {
-      // Chunk along the first dimension only; rows stay whole.
+    if (total >= kContiguousBelow && opt_.deflate_level > 0) {
+      hsize_t row_bytes = item;
+      for (size_t k = 1; k < dims.size(); ++k) row_bytes *= dims[k];
+      std::vector<hsize_t> chunk(dims);
       chunk[0] = std::clamp<hsize_t>(kChunkBytes / std::max<hsize_t>(row_bytes, 1), 1, dims[0]);
       H5Pset_chunk(dcpl, static_cast<int>(dims.size()), chunk.data());
       H5Pset_shuffle(dcpl);
@@ -107,42 +128,78 @@ class Writer {
     H5Handle dset(H5Dcreate2(file_, name.c_str(), type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT),
                   H5Dclose);
     check(dset, "create dataset " + name);
-    if (total == 0) return;
-    if (!chunked) {
-      // Contiguous: blocks of about 4 MiB of rows through a hyperslab.
+    return dset;
+  }
+
+  H5Handle open_dataset(const std::string& name) {
+    H5Handle dset(H5Dopen2(file_, name.c_str(), H5P_DEFAULT), H5Dclose);
+    check(dset, "open dataset " + name);
+    return dset;
+  }
+
+  // Rows [begin, end) along the first dimension of an existing dataset, made by `fill`. Chunks
+  // inside the range are filled and compressed in parallel and written whole (H5Dwrite_chunk); a
+  // chunk the range covers only in part (its other rows another process's) goes through HDF5's
+  // own filters, which read, merge and rewrite it.
+  void write_rows(hid_t dset, const std::string& name, hsize_t begin, hsize_t end,
+                  const RowFill& fill) {
+    H5Handle type(H5Dget_type(dset), H5Tclose);
+    H5Handle fspace0(H5Dget_space(dset), H5Sclose);
+    const int nd = H5Sget_simple_extent_ndims(fspace0);
+    std::vector<hsize_t> dims(static_cast<size_t>(std::max(nd, 0)));
+    H5Sget_simple_extent_dims(fspace0, dims.data(), nullptr);
+    const size_t item = H5Tget_size(type);
+    hsize_t row_bytes = item;
+    for (size_t k = 1; k < dims.size(); ++k) row_bytes *= dims[k];
+    if (end <= begin) return;
+    // Rows [first, first + rows) through a hyperslab, from a buffer `fill` makes.
+    auto write_slab = [&](hsize_t first, hsize_t rows) {
+      std::string buf(rows * row_bytes, '\0');
+      fill(first, rows, buf.data());
+      std::vector<hsize_t> start(dims.size(), 0), count(dims);
+      start[0] = first;
+      count[0] = rows;
+      H5Handle mspace(H5Screate_simple(static_cast<int>(dims.size()), count.data(), nullptr), H5Sclose);
+      H5Handle fspace(H5Dget_space(dset), H5Sclose);
+      H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr);
+      check(H5Dwrite(dset, type, mspace, fspace, H5P_DEFAULT, buf.data()), "write " + name);
+    };
+    H5Handle dcpl(H5Dget_create_plist(dset), H5Pclose);
+    if (H5Pget_layout(dcpl) != H5D_CHUNKED) {
+      // Contiguous: blocks of about 4 MiB of rows.
       const hsize_t block = std::max<hsize_t>(1, kChunkBytes / std::max<hsize_t>(row_bytes, 1));
-      std::string buf;
-      for (hsize_t first = 0; first < dims[0]; first += block) {
-        const hsize_t rows = std::min(block, dims[0] - first);
-        buf.resize(rows * row_bytes);
-        fill(first, rows, buf.data());
-        std::vector<hsize_t> start(dims.size(), 0), count(dims);
-        start[0] = first;
-        count[0] = rows;
-        H5Handle mspace(H5Screate_simple(static_cast<int>(dims.size()), count.data(), nullptr), H5Sclose);
-        H5Handle fspace(H5Dget_space(dset), H5Sclose);
-        H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr);
-        check(H5Dwrite(dset, type, mspace, fspace, H5P_DEFAULT, buf.data()), "write " + name);
-      }
+      for (hsize_t first = begin; first < end; first += block) write_slab(first, std::min(block, end - first));
       return;
     }
+    std::vector<hsize_t> chunk(dims.size());
+    H5Pget_chunk(dcpl, static_cast<int>(chunk.size()), chunk.data());
+    unsigned flags = 0, level = 1;
+    size_t ncd = 1;
+    if (H5Pget_filter_by_id2(dcpl, H5Z_FILTER_DEFLATE, &flags, &ncd, &level, 0, nullptr, nullptr) < 0)
+      throw std::logic_error("write_rows: a chunked dataset without deflate");
     const hsize_t chunk_bytes = chunk[0] * row_bytes;
-    const int64_t n_chunks = static_cast<int64_t>((dims[0] + chunk[0] - 1) / chunk[0]);
-    // Fill and compress a window of chunks in parallel, then write them in order (HDF5 is
-    // serial).
+    // Whole chunks: those inside [begin, end) (the dataset's last chunk counts as whole when the
+    // range reaches the end).
+    const hsize_t c_lo = (begin + chunk[0] - 1) / chunk[0];
+    const hsize_t c_hi = end == dims[0] ? (end + chunk[0] - 1) / chunk[0] : end / chunk[0];
+    if (c_lo >= c_hi) {
+      write_slab(begin, end - begin);
+      return;
+    }
+    if (begin < c_lo * chunk[0]) write_slab(begin, c_lo * chunk[0] - begin);
     const int threads = threads_or_default(opt_.threads);
     const int64_t window = 4 * threads;
     std::vector<std::string> packed(static_cast<size_t>(window));
-    for (int64_t first = 0; first < n_chunks; first += window) {
-      const int64_t last = std::min(n_chunks, first + window);
+    for (int64_t first = static_cast<int64_t>(c_lo); first < static_cast<int64_t>(c_hi); first += window) {
+      const int64_t last = std::min(static_cast<int64_t>(c_hi), first + window);
       bool failed = false;
 #pragma omp parallel for num_threads(threads) schedule(dynamic)
       for (int64_t c = first; c < last; ++c) {
-        const hsize_t begin = static_cast<hsize_t>(c) * chunk[0];
-        const hsize_t rows = std::min(chunk[0], dims[0] - begin);
+        const hsize_t start = static_cast<hsize_t>(c) * chunk[0];
+        const hsize_t rows = std::min(chunk[0], dims[0] - start);
         // Edge chunks are stored at full size, zero-padded, as HDF5 itself does.
         std::string raw(chunk_bytes, '\0');
-        fill(begin, rows, raw.data());
+        fill(start, rows, raw.data());
         std::string shuffled(chunk_bytes, '\0');
         shuffle_bytes(raw.data(), shuffled.data(), chunk_bytes / item, item);
         uLongf bound = compressBound(static_cast<uLong>(chunk_bytes));
@@ -150,7 +207,7 @@ class Writer {
         out.resize(bound);
         if (compress2(reinterpret_cast<Bytef*>(out.data()), &bound,
                       reinterpret_cast<const Bytef*>(shuffled.data()),
-                      static_cast<uLong>(chunk_bytes), opt_.deflate_level) != Z_OK) {
+                      static_cast<uLong>(chunk_bytes), static_cast<int>(level)) != Z_OK) {
 #pragma omp atomic write
           failed = true;
         }
@@ -165,6 +222,7 @@ class Writer {
               "write chunk of " + name);
       }
     }
+    if (c_hi * chunk[0] < end) write_slab(c_hi * chunk[0], end - c_hi * chunk[0]);
   }
 
   // Fixed-length UTF-8 strings: they live in the attribute's own (checksummed) header message; a
@@ -420,6 +478,7 @@ void write_arrays_h5(const std::string& path, const std::map<std::string, H5Arra
       }
       w.dataset("/" + name, h5_type(a.dtype, path), a.bytes.data(), dims);
     }
+    w.close();
   });
 }
 
@@ -482,24 +541,49 @@ std::map<std::string, H5Array> read_arrays_h5(const std::string& path,
 
 namespace {
 
-// Both write_graph_h5s: `rows` (when given) makes the dense features.
-void write_graph(const Graph& g, const DenseRowSource* rows, const std::string& path,
-                 const H5WriteOptions& opt) {
-  g.validate(path, rows == nullptr);
-  if (rows && (g.features.sparse || !g.features.dense.empty()))
-    throw std::invalid_argument("write_graph_h5: the row source is for dense features not held");
+// The root attributes but the graph hash.
+void write_attributes(Writer& w, const Graph& g) {
+  const hid_t root = w.file();
+  w.attr_string(root, "format", "adgnn-graph");
+  w.attr_int(root, "format_version", kFormatVersion);
+  w.attr_string(root, "name", g.name);
+  w.attr_string(root, "source", g.source);
+  w.attr_string(root, "source_sha256", g.source_sha256);
+  w.attr_int(root, "directed", g.directed ? 1 : 0);
+  w.attr_int(root, "num_nodes", g.num_nodes);
+  w.attr_int(root, "num_classes", g.num_classes);
+}
+
+// Labels, original ids and split masks.
+void write_node_arrays(Writer& w, const Graph& g) {
+  const hsize_t n = static_cast<hsize_t>(g.num_nodes);
+  w.dataset("/labels", H5T_STD_I64LE, g.labels.data(), {n});
+  if (!g.original_id.empty()) w.dataset("/original_id", H5T_STD_I64LE, g.original_id.data(), {n});
+  auto grp = w.group("/splits");
+  for (const auto& s : g.splits) {
+    auto sg = w.group("/splits/" + s.name);
+    const std::vector<hsize_t> dims{static_cast<hsize_t>(s.count), n};
+    w.dataset("/splits/" + s.name + "/train", H5T_STD_U8LE, s.train.data(), dims);
+    w.dataset("/splits/" + s.name + "/val", H5T_STD_U8LE, s.val.data(), dims);
+    w.dataset("/splits/" + s.name + "/test", H5T_STD_U8LE, s.test.data(), dims);
+  }
+}
+
+void write_features_group(Writer& w, const Features& f) {
+  auto grp = w.group("/features");
+  w.attr_string(grp, "layout", f.sparse ? "csr" : "dense");
+  w.attr_int(grp, "rows", f.rows);
+  w.attr_int(grp, "cols", f.cols);
+}
+
+}  // namespace
+
+void write_graph_h5(const Graph& g, const std::string& path, const H5WriteOptions& opt) {
+  g.validate(path);
   write_atomically(path, [&](const std::string& tmp) {
     Writer w(tmp, opt);
-    const hid_t root = w.file();
-    w.attr_string(root, "format", "adgnn-graph");
-    w.attr_int(root, "format_version", kFormatVersion);
-    w.attr_string(root, "name", g.name);
-    w.attr_string(root, "source", g.source);
-    w.attr_string(root, "source_sha256", g.source_sha256);
-    w.attr_string(root, "graph_hash", rows ? graph_fingerprint(g, *rows) : graph_fingerprint(g));
-    w.attr_int(root, "directed", g.directed ? 1 : 0);
-    w.attr_int(root, "num_nodes", g.num_nodes);
-    w.attr_int(root, "num_classes", g.num_classes);
+    write_attributes(w, g);
+    w.attr_string(w.file(), "graph_hash", graph_fingerprint(g));
     const hsize_t n = static_cast<hsize_t>(g.num_nodes);
     {
       auto grp = w.group("/graph");
@@ -507,59 +591,119 @@ void write_graph(const Graph& g, const DenseRowSource* rows, const std::string& 
       w.dataset("/graph/indices", H5T_STD_I32LE, g.adj.indices.data(),
                 {static_cast<hsize_t>(g.adj.nnz())});
     }
-    {
-      auto grp = w.group("/features");
-      w.attr_string(grp, "layout", g.features.sparse ? "csr" : "dense");
-      w.attr_int(grp, "rows", g.features.rows);
-      w.attr_int(grp, "cols", g.features.cols);
-      if (g.features.sparse) {
-        const auto& c = g.features.csr;
-        std::vector<float> ones;
-        const float* vals = c.values.data();
-        if (c.values.empty()) {
-          ones.assign(c.indices.size(), 1.0f);
-          vals = ones.data();
-        }
-        w.dataset("/features/indptr", H5T_STD_I64LE, c.indptr.data(), {n + 1});
-        w.dataset("/features/indices", H5T_STD_I32LE, c.indices.data(),
-                  {static_cast<hsize_t>(c.nnz())});
-        w.dataset("/features/data", H5T_IEEE_F32LE, vals, {static_cast<hsize_t>(c.nnz())});
-      } else if (rows) {
-        const int64_t cols = g.features.cols;
-        w.dataset_rows("/features/values", H5T_IEEE_F32LE, {n, static_cast<hsize_t>(cols)},
-                       [&](hsize_t first, hsize_t count, char* out) {
-                         (*rows)(static_cast<int64_t>(first), static_cast<int64_t>(count),
-                                 reinterpret_cast<float*>(out));
-                       });
-      } else {
-        w.dataset("/features/values", H5T_IEEE_F32LE, g.features.dense.data(),
-                  {n, static_cast<hsize_t>(g.features.cols)});
+    write_features_group(w, g.features);
+    if (g.features.sparse) {
+      const auto& c = g.features.csr;
+      std::vector<float> ones;
+      const float* vals = c.values.data();
+      if (c.values.empty()) {
+        ones.assign(c.indices.size(), 1.0f);
+        vals = ones.data();
       }
+      w.dataset("/features/indptr", H5T_STD_I64LE, c.indptr.data(), {n + 1});
+      w.dataset("/features/indices", H5T_STD_I32LE, c.indices.data(),
+                {static_cast<hsize_t>(c.nnz())});
+      w.dataset("/features/data", H5T_IEEE_F32LE, vals, {static_cast<hsize_t>(c.nnz())});
+    } else {
+      w.dataset("/features/values", H5T_IEEE_F32LE, g.features.dense.data(),
+                {n, static_cast<hsize_t>(g.features.cols)});
     }
-    w.dataset("/labels", H5T_STD_I64LE, g.labels.data(), {n});
-    if (!g.original_id.empty()) w.dataset("/original_id", H5T_STD_I64LE, g.original_id.data(), {n});
-    {
-      auto grp = w.group("/splits");
-      for (const auto& s : g.splits) {
-        auto sg = w.group("/splits/" + s.name);
-        const std::vector<hsize_t> dims{static_cast<hsize_t>(s.count), n};
-        w.dataset("/splits/" + s.name + "/train", H5T_STD_U8LE, s.train.data(), dims);
-        w.dataset("/splits/" + s.name + "/val", H5T_STD_U8LE, s.val.data(), dims);
-        w.dataset("/splits/" + s.name + "/test", H5T_STD_U8LE, s.test.data(), dims);
-      }
-    }
+    write_node_arrays(w, g);
+    w.close();
   });
 }
 
-}  // namespace
-
-void write_graph_h5(const Graph& g, const std::string& path, const H5WriteOptions& opt) {
-  write_graph(g, nullptr, path, opt);
-}
-
-void write_graph_h5(const Graph& g, const DenseRowSource& rows, const std::string& path,
-                    const H5WriteOptions& opt) {
-  write_graph(g, &rows, path, opt);
+void write_graph_h5(const Graph& share, int64_t first_row, const DenseRowSource& rows,
+                    const std::string& path, ProcessGroup& group, const H5WriteOptions& opt) {
+  const int P = group.size(), me = group.rank();
+  const int64_t n = share.num_nodes, cols = share.features.cols;
+  // Every process's rows and entries, and process 0's pid for the temporary file's name.
+  std::vector<int64_t> counts(static_cast<size_t>(2 * P + 1), 0);
+  counts[2 * me] = share.adj.rows;
+  counts[2 * me + 1] = share.adj.nnz();
+  if (me == 0) counts[2 * P] = ::getpid();
+  group.sum(counts);
+  int64_t row0 = 0, edge0 = 0, total_rows = 0, nnz = 0;
+  for (int p = 0; p < P; ++p) {
+    if (p < me) row0 += counts[2 * p], edge0 += counts[2 * p + 1];
+    total_rows += counts[2 * p];
+    nnz += counts[2 * p + 1];
+  }
+  const std::string tmp = fmt::format("{}.tmp.{}", path, counts[2 * P]);
+  // A failure on any process becomes an InputError on every process; the file is removed.
+  auto step = [&](auto&& fn) {
+    std::string why;
+    try {
+      fn();
+    } catch (const std::exception& e) {
+      why = e.what();
+    }
+    const std::string first = group.first_error(why);
+    if (!first.empty()) {
+      if (me == 0) std::filesystem::remove(tmp);
+      throw InputError(first);
+    }
+  };
+  step([&] {
+    if (row0 != first_row || total_rows != n || share.adj.cols != n ||
+        static_cast<int64_t>(share.adj.indptr.size()) != share.adj.rows + 1)
+      throw std::invalid_argument(fmt::format(
+          "write_graph_h5: rows [{}, {}) of {} do not continue the previous process's", first_row,
+          first_row + share.adj.rows, n));
+    if (static_cast<int64_t>(share.labels.size()) != n)
+      throw std::invalid_argument(fmt::format("write_graph_h5: {} labels for {} nodes", share.labels.size(), n));
+    if (share.features.sparse || !share.features.dense.empty() || share.features.rows != n)
+      throw std::invalid_argument("write_graph_h5: the shared writer takes dense features from a row source");
+    if (me != 0) return;
+    Writer w(tmp, opt);
+    write_attributes(w, share);
+    {
+      auto grp = w.group("/graph");
+      w.create_dataset("/graph/indptr", H5T_STD_I64LE, {static_cast<hsize_t>(n) + 1});
+      w.create_dataset("/graph/indices", H5T_STD_I32LE, {static_cast<hsize_t>(nnz)});
+    }
+    write_features_group(w, share.features);
+    w.create_dataset("/features/values", H5T_IEEE_F32LE,
+                     {static_cast<hsize_t>(n), static_cast<hsize_t>(cols)});
+    write_node_arrays(w, share);
+    w.close();
+  });
+  // One process after another: HDF5 files have one writer at a time.
+  for (int turn = 0; turn < P; ++turn)
+    step([&] {
+      if (me != turn) return;
+      Writer w(tmp, opt, Writer::Existing{});
+      const int64_t count = share.adj.rows;
+      // The last process also writes indptr's closing entry.
+      const int64_t indptr_rows = count + (me == P - 1 ? 1 : 0);
+      w.write_rows(w.open_dataset("/graph/indptr"), "/graph/indptr", static_cast<hsize_t>(first_row),
+                   static_cast<hsize_t>(first_row + indptr_rows), [&](hsize_t first, hsize_t k, char* out) {
+                     auto* dst = reinterpret_cast<int64_t*>(out);
+                     for (hsize_t i = 0; i < k; ++i)
+                       dst[i] = edge0 + share.adj.indptr[first - static_cast<hsize_t>(first_row) + i];
+                   });
+      w.write_rows(w.open_dataset("/graph/indices"), "/graph/indices", static_cast<hsize_t>(edge0),
+                   static_cast<hsize_t>(edge0 + share.adj.nnz()), [&](hsize_t first, hsize_t k, char* out) {
+                     std::memcpy(out, share.adj.indices.data() + (first - static_cast<hsize_t>(edge0)),
+                                 k * sizeof(int32_t));
+                   });
+      w.write_rows(w.open_dataset("/features/values"), "/features/values", static_cast<hsize_t>(first_row),
+                   static_cast<hsize_t>(first_row + count), [&](hsize_t first, hsize_t k, char* out) {
+                     rows(static_cast<int64_t>(first), static_cast<int64_t>(k), reinterpret_cast<float*>(out));
+                   });
+      w.close();
+    });
+  // The fingerprint of what the file now holds, then the file into place.
+  step([&] {
+    if (me != 0) return;
+    const std::string hash = graph_fingerprint(GraphFileReader(tmp));
+    Writer w(tmp, opt, Writer::Existing{});
+    w.attr_string(w.file(), "graph_hash", hash);
+    w.close();
+    std::error_code ec;
+    std::filesystem::rename(tmp, path, ec);
+    if (ec) throw InputError(fmt::format("{}: cannot rename into place ({})", path, ec.message()));
+  });
 }
 
 std::string stored_graph_hash(const std::string& path) {

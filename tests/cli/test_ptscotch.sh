@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# `mpirun -n P adgnn partition --method ptscotch` (P = 2, 4; also 2 processes into 4 parts) on a
-# generated graph: valid folders (train reads them), the training under mpirun equals the
+# `mpirun -n 3 adgnn data generate` writes the graph one process writes (same stored fingerprint,
+# same statistics); `mpirun -n P adgnn partition --method ptscotch` (P = 2, 4; also 2 processes
+# into 4 parts) on it: valid folders (train reads them), the training under mpirun equals the
 # one-process run (losses within 1e-4 relative), the cut is near the communities' own (4
 # communities keep 98% of the edges: about 1.5% of the edges cross a 4-way split along them),
 # and the refusals: another method across processes, a file that is not ours.
@@ -13,14 +14,23 @@ source "$(dirname "$0")/harness.sh"
 mpi() { mpirun -n "$1" $mpirun_extra "${@:2}"; }
 train=(train --epochs 3 --hidden 16 --layers 2 --model gcn --variant ad_fast --threads 1 --json --no-progress)
 
-run gen "$adgnn" data generate --nodes 20000 --classes 4 --avg-degree 8 --features 32 --homophily 0.5 \
-  --communities 4 --locality 0.98 --seed 5 --threads 2 -o "$tmp/g.h5"
+generate=(data generate --nodes 20000 --classes 4 --avg-degree 8 --features 32 --homophily 0.5
+  --communities 4 --locality 0.98 --seed 5 --threads 2)
+run gen "$adgnn" "${generate[@]}" -o "$tmp/g.h5"
+run gen3 mpi 3 "$adgnn" "${generate[@]}" -o "$tmp/g3.h5"
+if grep -q "80000 undirected edges, by 3 processes" "$tmp/gen3.json"; then ok; else bad "gen3 said: $(tail -2 "$tmp/gen3.json")"; fi
+run stats "$adgnn" data stats "$tmp/g.h5" --json
+run stats3 "$adgnn" data stats "$tmp/g3.h5" --json
+if cmp -s "$tmp/stats.json" "$tmp/stats3.json"; then ok; else bad "statistics of the 3-process graph differ"; fi
 run metis "$adgnn" partition "$tmp/g.h5" --parts 4 --out "$tmp/metis4" --json
-run pt2 mpi 2 "$adgnn" partition "$tmp/g.h5" --method ptscotch --parts 2 --out "$tmp/pt2" --json
-run pt4 mpi 4 "$adgnn" partition "$tmp/g.h5" --method ptscotch --parts 4 --out "$tmp/pt4" --json
-run pt2x4 mpi 2 "$adgnn" partition "$tmp/g.h5" --method ptscotch --parts 4 --out "$tmp/pt2x4" --json
+# The folders below are made from the 3-process file and trained against the one-process file.
+run pt2 mpi 2 "$adgnn" partition "$tmp/g3.h5" --method ptscotch --parts 2 --out "$tmp/pt2" --json
+run pt4 mpi 4 "$adgnn" partition "$tmp/g3.h5" --method ptscotch --parts 4 --out "$tmp/pt4" --json
+run pt2x4 mpi 2 "$adgnn" partition "$tmp/g3.h5" --method ptscotch --parts 4 --out "$tmp/pt2x4" --json
 run one "$adgnn" "${train[@]}" "$tmp/g.h5" --metrics "$tmp/one.jsonl"
-run train2 mpi 2 "$adgnn" "${train[@]}" --partition-dir "$tmp/pt2" --metrics "$tmp/train2.jsonl"
+# Naming the one-process file beside a folder of the 3-process file: refused unless their stored
+# fingerprints agree.
+run train2 mpi 2 "$adgnn" "${train[@]}" "$tmp/g.h5" --partition-dir "$tmp/pt2" --metrics "$tmp/train2.jsonl"
 run train4 mpi 4 "$adgnn" "${train[@]}" --partition-dir "$tmp/pt4" --metrics "$tmp/train4.jsonl"
 run train2x4 mpi 4 "$adgnn" "${train[@]}" --partition-dir "$tmp/pt2x4" --metrics "$tmp/train2x4.jsonl"
 

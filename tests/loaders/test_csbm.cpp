@@ -5,11 +5,15 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <vector>
 
+#include "adgnn/graph_file.h"
 #include "adgnn/loaders.h"
 #include "fixtures.h"
+#include "fmt/format.h"
+#include "thread_group.h"
 
 namespace {
 
@@ -346,33 +350,86 @@ TEST(Csbm, Presets) {
 }
 
 // The generator's two halves (the structure, then feature rows on demand) make the graph
-// generate_csbm makes; written from the row source (features made chunk by chunk as they are
-// written), the file is byte for byte the one written from the whole graph, fingerprint included,
-// also unchunked (deflate 0).
-TEST(Csbm, FeaturesOnDemandMakeTheSameGraphAndFile) {
+// generate_csbm makes, for any number of processes (played by threads): each holds its range of
+// rows, and the file they write together (features made chunk by chunk as they are written, rows
+// and chunks split between processes) reads back as the whole graph, with its fingerprint; also
+// unchunked (deflate 0).
+TEST(Csbm, AnyNumberOfProcessesMakeTheSameGraphAndFile) {
   adgnn::CsbmParams p;
   p.nodes = 30000;  // 30k x 64 floats: several 4 MiB chunks
   p.features = 64;
   p.communities = 4;
   p.locality = 0.9;
   p.seed = 12;
+  p.threads = 2;
   const adgnn::Graph whole = adgnn::generate_csbm(p);
-  const adgnn::CsbmGraph lazy = adgnn::generate_csbm_structure(p);
-  EXPECT_TRUE(lazy.graph.features.dense.empty());
-  EXPECT_EQ(lazy.graph.features.rows, whole.features.rows);
-  EXPECT_EQ(lazy.graph.adj.indices, whole.adj.indices);
-  EXPECT_EQ(adgnn::graph_fingerprint(lazy.graph, lazy.features), adgnn::graph_fingerprint(whole));
-  std::vector<float> rows(2 * 64);
-  lazy.features(777, 2, rows.data());
-  EXPECT_TRUE(std::equal(rows.begin(), rows.end(), whole.features.dense.begin() + 777 * 64));
+  const std::string hash = adgnn::graph_fingerprint(whole);
   const std::string dir = fixtures::scratch_dir();
-  for (int deflate : {1, 0}) {
-    adgnn::H5WriteOptions opt;
-    opt.deflate_level = deflate;
-    adgnn::write_graph_h5(whole, dir + "/whole.h5", opt);
-    adgnn::write_graph_h5(lazy.graph, lazy.features, dir + "/lazy.h5", opt);
-    EXPECT_EQ(adgnn::read_file(dir + "/whole.h5"), adgnn::read_file(dir + "/lazy.h5")) << "deflate " << deflate;
+  for (int P : {1, 2, 3, 4}) {
+    SCOPED_TRACE(fmt::format("{} processes", P));
+    std::vector<adgnn::CsbmGraph> shares(static_cast<size_t>(P));
+    fixtures::ThreadGroups groups(P);
+    groups.run([&](adgnn::ProcessGroup& g) {
+      shares[g.rank()] = adgnn::generate_csbm_structure(p, g);
+      const adgnn::CsbmGraph& mine = shares[g.rank()];
+      for (int deflate : {1, 0}) {
+        adgnn::H5WriteOptions opt;
+        opt.deflate_level = deflate;
+        opt.threads = 1;
+        adgnn::write_graph_h5(mine.graph, mine.first_row, mine.features,
+                              fmt::format("{}/p{}-d{}.h5", dir, P, deflate), g, opt);
+      }
+    });
+    for (int r = 0; r < P; ++r) {
+      const adgnn::CsbmGraph& s = shares[r];
+      const int64_t lo = p.nodes * r / P, hi = p.nodes * (r + 1) / P;
+      EXPECT_EQ(s.first_row, lo);
+      ASSERT_EQ(s.graph.adj.rows, hi - lo);
+      EXPECT_TRUE(s.graph.features.dense.empty());
+      EXPECT_EQ(s.graph.labels, whole.labels);
+      EXPECT_TRUE(std::equal(s.graph.adj.indices.begin(), s.graph.adj.indices.end(),
+                             whole.adj.indices.begin() + whole.adj.indptr[lo]));
+      EXPECT_EQ(s.graph.adj.nnz(), whole.adj.indptr[hi] - whole.adj.indptr[lo]);
+      std::vector<float> rows(2 * 64);
+      s.features(777, 2, rows.data());
+      EXPECT_TRUE(std::equal(rows.begin(), rows.end(), whole.features.dense.begin() + 777 * 64));
+    }
+    for (int deflate : {1, 0}) {
+      const std::string file = fmt::format("{}/p{}-d{}.h5", dir, P, deflate);
+      EXPECT_EQ(adgnn::stored_graph_hash(file), hash) << file;
+      const adgnn::Graph back = adgnn::read_graph_h5(file);
+      EXPECT_EQ(adgnn::graph_fingerprint(back), hash) << file;
+      EXPECT_EQ(back.adj.indptr, whole.adj.indptr);
+      EXPECT_EQ(back.features.dense, whole.features.dense);
+      EXPECT_EQ(adgnn::graph_fingerprint(adgnn::GraphFileReader(file)), hash);
+    }
   }
+}
+
+// A process whose rows do not continue the previous one's fails every process with one error
+// naming it, and no file is left.
+TEST(Csbm, SharedWriterRefusesRowsOutOfOrder) {
+  adgnn::CsbmParams p;
+  p.nodes = 2000;
+  p.features = 8;
+  p.threads = 1;
+  const std::string dir = fixtures::scratch_dir(), out = dir + "/bad.h5";
+  fixtures::ThreadGroups groups(2);
+  std::vector<std::string> errors(2);
+  groups.run([&](adgnn::ProcessGroup& g) {
+    const adgnn::CsbmGraph c = adgnn::generate_csbm_structure(p, g);
+    try {
+      adgnn::write_graph_h5(c.graph, c.first_row + (g.rank() == 1 ? 1 : 0), c.features, out, g);
+    } catch (const adgnn::InputError& e) {
+      errors[g.rank()] = e.what();
+    }
+  });
+  EXPECT_EQ(errors[0], errors[1]);
+  EXPECT_NE(errors[0].find("do not continue"), std::string::npos) << errors[0];
+  EXPECT_NE(errors[0].find("process 1"), std::string::npos) << errors[0];
+  EXPECT_FALSE(std::filesystem::exists(out));
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    EXPECT_EQ(e.path().filename().string().find("bad.h5.tmp"), std::string::npos);
 }
 
 // Locality: an exact share of each kind of edge has both ends in one community (blocks of

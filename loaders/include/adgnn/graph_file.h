@@ -46,6 +46,9 @@ class GraphFileReader {
   // starts at 0, columns are global node ids (cols = num_nodes). Out-of-range ids and a
   // decreasing indptr throw InputError (a corrupt file).
   Csr adjacency_rows(int64_t begin, int64_t end) const;
+  // The stored indptr entries begin..end (end - begin + 1 values): where each of those rows'
+  // entries start in the stored indices.
+  std::vector<int64_t> adjacency_offsets(int64_t begin, int64_t end) const;
   // The rows `ids` (any order, repeats allowed) of the features, labels and every split family:
   // row i of the result is node ids[i]. Split masks are [split][ids.size()].
   Features feature_rows(const std::vector<int64_t>& ids) const;
@@ -59,5 +62,9 @@ class GraphFileReader {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// graph_fingerprint() of the graph in the file, read chunk by chunk (memory: the labels and split
+// masks, O(N), plus a chunk): what its stored graph_hash must equal.
+std::string graph_fingerprint(const GraphFileReader& file);
 
 }  // namespace adgnn
