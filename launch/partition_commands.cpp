@@ -40,6 +40,7 @@ void reset_peak_rss() { std::ofstream("/proc/self/clear_refs") << "5"; }
 struct PartitionArgs {
   std::string positional, flag, data_dir, out, splits;
   int32_t parts = 0;
+  int64_t coarse_nodes = 0;  // coarse-metis only
   PartitionOptions opt;
   bool json = false;
 };
@@ -157,11 +158,13 @@ int run_partition_distributed(const PartitionArgs& a, const std::string& path) {
   o.method = a.opt.method;
   o.seed = a.opt.seed;
   if (a.opt.imbalance > 0) o.imbalance = a.opt.imbalance;
+  o.coarse_nodes = a.coarse_nodes;
   const DistributedPartitionReport rep = partition_distributed(*comm, path, a.parts, a.out, o);
   if (comm->rank() != 0) return 0;
   nlohmann::json run;
   run["processes"] = comm->size();
   run["time_s"] = {{"read", rep.read_s}, {"partition", rep.partition_s}, {"write", rep.write_s}};
+  if (o.method == "coarse-metis") run["cluster_graph"] = {{"clusters", rep.clusters}, {"edges", rep.cluster_edges}};
   std::vector<double> peaks;
   for (int64_t b : rep.peak_rss_bytes) peaks.push_back(static_cast<double>(b) / kGiB);
   run["peak_rss_gib_per_process"] = peaks;
@@ -212,18 +215,19 @@ int run_partition(const PartitionArgs& a) {
   } catch (const std::invalid_argument& e) {
     throw InputError(e.what());
   }
-  if (a.opt.method == "ptscotch" || launched_multi(li)) {
-    if (a.opt.method != "ptscotch")
+  const bool across = a.opt.method == "ptscotch" || a.opt.method == "coarse-metis";
+  if (across || launched_multi(li)) {
+    if (!across)
       throw InputError(fmt::format("--partition {}: runs in one process; across processes use "
-                                   "--partition ptscotch",
+                                   "--partition ptscotch or coarse-metis",
                                    a.opt.method));
     if (!ours)
-      throw InputError(fmt::format("--dataset {}: ptscotch reads our HDF5 graph files (with their "
+      throw InputError(fmt::format("--dataset {}: {} reads our HDF5 graph files (with their "
                                    "graph_hash); convert it first with `adgnn data convert`",
-                                   dataset));
+                                   dataset, a.opt.method));
     if (a.opt.balance_train || a.opt.balance_edges || a.opt.objective != "cut")
-      throw InputError("--partition ptscotch: balances nodes and minimises the edge cut only "
-                       "(no --balance-train, --balance-edges, --objective vol)");
+      throw InputError(fmt::format("--partition {}: balances nodes and minimises the edge cut only "
+                                   "(no --balance-train, --balance-edges, --objective vol)", a.opt.method));
     return run_partition_distributed(a, path);
   }
 
@@ -287,9 +291,15 @@ void add_partition_commands(CLI::App& app, std::function<int()>& run) {
   cmd->add_option("--parts,-p", a->parts, "Number of parts (= ranks of the training run)")->required();
   cmd->add_option("--out,-o", a->out, "Output folder: part-<r>.h5 per rank and manifest.json")->required();
   cmd->add_option("--partition,--method", a->opt.method,
-                  "metis, stratified, random, contiguous (one process) or ptscotch (any number of "
-                  "processes under mpirun, for graphs no one host holds; our HDF5 files only)")
-      ->check(CLI::IsMember({"metis", "stratified", "random", "contiguous", "ptscotch"}));
+                  "metis, stratified, random, contiguous (one process); across any number of processes "
+                  "under mpirun, for graphs no one host holds (our HDF5 files only): ptscotch, or "
+                  "coarse-metis where PT-Scotch's memory or time is too much (clusters per process, "
+                  "METIS on process 0)")
+      ->check(CLI::IsMember({"metis", "stratified", "random", "contiguous", "ptscotch", "coarse-metis"}));
+  cmd->add_option("--coarse-nodes", a->coarse_nodes,
+                  "coarse-metis: about how many clusters process 0 partitions with METIS (default 1024 "
+                  "per part; more: a better cut, more memory on process 0)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--objective", a->opt.objective, "METIS objective: cut (edge cut) or vol (communication volume)")
       ->check(CLI::IsMember({"cut", "vol"}));
   cmd->add_flag("--balance-train", a->opt.balance_train, "Also balance the training nodes (split 0)");

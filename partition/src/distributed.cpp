@@ -3,7 +3,8 @@
 //   1. read rows [lo, hi) of the stored adjacency (GraphFileReader, hyperslabs);
 //   2. send every edge u -> v to v's process, which gets its rows' in-edges; out, in and their
 //      union (the symmetric graph) are sorted, deduplicated and self-loop-free;
-//   3. PT-Scotch partitions the symmetric graph in place (SCOTCH_dgraphPart);
+//   3. PT-Scotch partitions the symmetric graph in place (SCOTCH_dgraphPart), or coarse-metis
+//      does (coarse_metis.cpp: clusters per process, METIS on the cluster graph, refinement);
 //   4. each row goes, with its three neighbour lists and degrees, to the process that writes its
 //      part (part q: process q mod P), which asks the rows' processes for the owners and degrees
 //      of its halo rows and reads its rows' features, labels and split masks from the file;
@@ -35,38 +36,13 @@ static_assert(sizeof(SCOTCH_Num) == sizeof(int64_t), "link PT-Scotch's int64 bui
 
 namespace adgnn {
 
+using detail::all_gather;
+using detail::all_to_all;
+
 namespace {
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-// send[p] goes to process p; returns what every process sent here, by sender.
-template <class T>
-std::vector<std::vector<T>> all_to_all(Communicator& c, const std::vector<std::vector<T>>& send) {
-  const int P = c.size();
-  std::vector<int64_t> counts(static_cast<size_t>(P)), recv_counts(static_cast<size_t>(P));
-  for (int p = 0; p < P; ++p) counts[p] = static_cast<int64_t>(send[p].size());
-  const std::vector<int64_t> ones(static_cast<size_t>(P), 1);
-  c.exchange(counts.data(), ones, recv_counts.data(), ones, sizeof(int64_t));
-  std::vector<T> flat;
-  flat.reserve(static_cast<size_t>(std::accumulate(counts.begin(), counts.end(), int64_t{0})));
-  for (const auto& s : send) flat.insert(flat.end(), s.begin(), s.end());
-  std::vector<T> got(static_cast<size_t>(std::accumulate(recv_counts.begin(), recv_counts.end(), int64_t{0})));
-  c.exchange(flat.data(), counts, got.data(), recv_counts, sizeof(T));
-  std::vector<std::vector<T>> out(static_cast<size_t>(P));
-  size_t pos = 0;
-  for (int p = 0; p < P; ++p) {
-    out[p].assign(got.begin() + pos, got.begin() + pos + recv_counts[p]);
-    pos += static_cast<size_t>(recv_counts[p]);
-  }
-  return out;
-}
-
-// Every process's `mine`, by process.
-template <class T>
-std::vector<std::vector<T>> all_gather(Communicator& c, const std::vector<T>& mine) {
-  return all_to_all(c, std::vector<std::vector<T>>(static_cast<size_t>(c.size()), mine));
 }
 
 void sum_all(Communicator& c, std::vector<int64_t>& v) {
@@ -121,8 +97,10 @@ DistributedPartitionReport partition_distributed(Communicator& comm, const std::
                                                  const DistributedPartitionOptions& opt) {
   const int P = comm.size(), me = comm.rank();
   if (parts < 1) throw InputError(fmt::format("--parts {}: must be >= 1", parts));
-  if (opt.method != "ptscotch")
-    throw InputError(fmt::format("--partition {}: across processes only ptscotch", opt.method));
+  if (opt.method != "ptscotch" && opt.method != "coarse-metis")
+    throw InputError(fmt::format("--partition {}: across processes only ptscotch or coarse-metis", opt.method));
+  if (opt.coarse_nodes < 0)
+    throw InputError(fmt::format("--coarse-nodes {}: must be >= 0", opt.coarse_nodes));
   if (!(opt.imbalance > 1 && opt.imbalance <= 2))
     throw InputError(fmt::format("--imbalance {}: must be in (1, 2]", opt.imbalance));
   int world = 0;
@@ -177,7 +155,9 @@ DistributedPartitionReport partition_distributed(Communicator& comm, const std::
   // 3. Owners of this process's rows.
   const auto t_part = std::chrono::steady_clock::now();
   std::vector<int32_t> owner(static_cast<size_t>(rows), 0);
-  if (parts > 1) {
+  if (parts > 1 && opt.method == "coarse-metis") {
+    on_every_process(comm, [&] { owner = detail::coarse_metis_owners(comm, sym, bounds, parts, opt, rep); });
+  } else if (parts > 1) {
     std::vector<SCOTCH_Num> vert(static_cast<size_t>(rows) + 1, 0), edges;
     edges.reserve(1);  // never a null pointer, also on a process without rows
     for (int64_t r = 0; r < rows; ++r) {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `mpirun -n 3 adgnn data generate` writes the graph one process writes (same stored fingerprint,
 # same statistics); `mpirun -n P adgnn partition --method ptscotch` (P = 2, 4; also 2 processes
-# into 4 parts) on it: valid folders (train reads them), the training under mpirun equals the
+# into 4 parts) and `mpirun -n 4 adgnn partition --method coarse-metis` on it: valid folders (train reads them), the training under mpirun equals the
 # one-process run (losses within 1e-4 relative), the cut is near the communities' own (4
 # communities keep 98% of the edges: about 1.5% of the edges cross a 4-way split along them),
 # and the refusals: another method across processes, a file that is not ours.
@@ -27,12 +27,14 @@ run metis "$adgnn" partition "$tmp/g.h5" --parts 4 --out "$tmp/metis4" --json
 run pt2 mpi 2 "$adgnn" partition "$tmp/g3.h5" --method ptscotch --parts 2 --out "$tmp/pt2" --json
 run pt4 mpi 4 "$adgnn" partition "$tmp/g3.h5" --method ptscotch --parts 4 --out "$tmp/pt4" --json
 run pt2x4 mpi 2 "$adgnn" partition "$tmp/g3.h5" --method ptscotch --parts 4 --out "$tmp/pt2x4" --json
+run cm4 mpi 4 "$adgnn" partition "$tmp/g3.h5" --method coarse-metis --coarse-nodes 256 --parts 4 --out "$tmp/cm4" --json
 run one "$adgnn" "${train[@]}" "$tmp/g.h5" --metrics "$tmp/one.jsonl"
 # Naming the one-process file beside a folder of the 3-process file: refused unless their stored
 # fingerprints agree.
 run train2 mpi 2 "$adgnn" "${train[@]}" "$tmp/g.h5" --partition-dir "$tmp/pt2" --metrics "$tmp/train2.jsonl"
 run train4 mpi 4 "$adgnn" "${train[@]}" --partition-dir "$tmp/pt4" --metrics "$tmp/train4.jsonl"
 run train2x4 mpi 4 "$adgnn" "${train[@]}" --partition-dir "$tmp/pt2x4" --metrics "$tmp/train2x4.jsonl"
+run traincm4 mpi 4 "$adgnn" "${train[@]}" --partition-dir "$tmp/cm4" --metrics "$tmp/traincm4.jsonl"
 
 if python3 - "$tmp" <<'PY'; then ok; else bad "folders, cut or equality (above)"; fi
 import json, sys
@@ -46,19 +48,20 @@ def check(cond, what):
 def losses(name):
     return [json.loads(l)["loss"] for l in open(f"{tmp}/{name}.jsonl")]
 metis = json.load(open(f"{tmp}/metis.json"))
-for name, procs in (("pt2", 2), ("pt4", 4), ("pt2x4", 2)):
+for name, procs in (("pt2", 2), ("pt4", 4), ("pt2x4", 2), ("cm4", 4)):
     m = json.load(open(f"{tmp}/{name}.json"))
     edges = m["undirected_edges"]
     print(f"{name}: cut {m['edge_cut']} of {edges} ({m['edge_cut'] / edges:.2%}), node balance "
           f"{m['balance']['nodes']:.3f}, peaks {m['peak_rss_gib_per_process']} GiB; METIS into 4: "
           f"{metis['edge_cut'] / edges:.2%}")
-    check(m["method"] == "ptscotch" and m["processes"] == procs, f"{name}: {m['method']} on {m['processes']}")
+    method = "coarse-metis" if name.startswith("cm") else "ptscotch"
+    check(m["method"] == method and m["processes"] == procs, f"{name}: {m['method']} on {m['processes']}")
     check(len(m["peak_rss_gib_per_process"]) == procs, f"{name}: peaks of {len(m['peak_rss_gib_per_process'])} processes")
     check(sum(m["part_nodes"]) == m["nodes"], f"{name}: parts hold {sum(m['part_nodes'])} of {m['nodes']} nodes")
     check(m["edge_cut"] <= 0.03 * edges, f"{name}: cut {m['edge_cut'] / edges:.2%} over 3%")
     check(m["balance"]["nodes"] <= 1.05, f"{name}: node balance {m['balance']['nodes']}")
 one = losses("one")
-for name in ("train2", "train4", "train2x4"):
+for name in ("train2", "train4", "train2x4", "traincm4"):
     s = json.load(open(f"{tmp}/{name}.json"))[0]
     check(s["graph_loading"].startswith("rank-local"), f"{name}: took the path '{s['graph_loading']}'")
     got = losses(name)

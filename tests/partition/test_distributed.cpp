@@ -53,7 +53,8 @@ Graph communities_csbm() {
 
 // Writes g (rank 0), partitions it across the processes and checks every part against the
 // in-memory build; returns the report.
-DistributedPartitionReport check_against_memory(const Graph& g, int32_t parts) {
+DistributedPartitionReport check_against_memory(const Graph& g, int32_t parts,
+                                                const DistributedPartitionOptions& opt = {}) {
   const std::string dir = shared_dir();
   const std::string file = dir + "/graph.h5", out = dir + "/parts";
   if (world().rank() == 0) {
@@ -61,7 +62,7 @@ DistributedPartitionReport check_against_memory(const Graph& g, int32_t parts) {
     write_graph_h5(g, file);
   }
   world().barrier();
-  const DistributedPartitionReport rep = partition_distributed(world(), file, parts, out);
+  const DistributedPartitionReport rep = partition_distributed(world(), file, parts, out, opt);
   // The reference: the file read whole (sparse values as stored), the owners from the parts.
   const Graph whole = read_graph_h5(file);
   const std::string hash = stored_graph_hash(file);
@@ -78,7 +79,7 @@ DistributedPartitionReport check_against_memory(const Graph& g, int32_t parts) {
   for (int64_t v = 0; v < whole.num_nodes; ++v) EXPECT_NE(owner[v], -1) << "node " << v << " owned by no part";
   if (std::count(owner.begin(), owner.end(), -1) == 0) {
     Partition p = partition_stats(whole, parts, owner);
-    p.method = "ptscotch";
+    p.method = opt.method;
     for (int32_t r = 0; r < parts; ++r) {
       SCOPED_TRACE("part " + std::to_string(r) + " of " + std::to_string(parts));
       test::expect_part_eq(got[r], build_part(whole, p, r));
@@ -96,21 +97,39 @@ DistributedPartitionReport check_against_memory(const Graph& g, int32_t parts) {
 
 }  // namespace
 
+// Both methods; coarse-metis with few clusters, so that they hold several nodes each.
+std::vector<DistributedPartitionOptions> methods() {
+  DistributedPartitionOptions pt, cm;
+  cm.method = "coarse-metis";
+  cm.coarse_nodes = 64;
+  return {pt, cm};
+}
+
 TEST(PartitionDistributed, PartsEqualTheInMemoryBuildOfTheSameOwners) {
   const int P = world().size();
-  for (const Graph& g : {test::hand_made(), test::small_csbm()}) {
-    SCOPED_TRACE(g.name);
-    for (int32_t parts : std::set<int32_t>{1, 3, P, 2 * P}) check_against_memory(g, parts);
-  }
+  for (const auto& opt : methods())
+    for (const Graph& g : {test::hand_made(), test::small_csbm()}) {
+      SCOPED_TRACE(opt.method + " on " + g.name);
+      for (int32_t parts : std::set<int32_t>{1, 3, P, 2 * P}) {
+        const DistributedPartitionReport rep = check_against_memory(g, parts, opt);
+        if (opt.method == "coarse-metis" && parts > 1 && g.num_nodes > 2 * opt.coarse_nodes) {
+          EXPECT_GT(rep.clusters, 0);
+          EXPECT_LT(rep.clusters, g.num_nodes);  // nodes were clustered
+        }
+      }
+    }
 }
 
 TEST(PartitionDistributed, FindsTheCommunities) {
   // 4 communities keep 97% of the edges: their cut into 4 parts is about 2.3% of the edges;
-  // PT-Scotch must stay within 2x of it (a random assignment cuts 75%).
-  const DistributedPartitionReport rep = check_against_memory(communities_csbm(), 4);
-  const int64_t edges = std::accumulate(rep.stats.part_edges.begin(), rep.stats.part_edges.end(), int64_t{0}) / 2;
-  EXPECT_LT(rep.stats.edge_cut, 0.046 * edges) << rep.stats.edge_cut << " of " << edges;
-  EXPECT_LT(rep.stats.node_imbalance, 1.06);
+  // each method must stay within 2x of it (a random assignment cuts 75%), within the imbalance.
+  for (const auto& opt : methods()) {
+    SCOPED_TRACE(opt.method);
+    const DistributedPartitionReport rep = check_against_memory(communities_csbm(), 4, opt);
+    const int64_t edges = std::accumulate(rep.stats.part_edges.begin(), rep.stats.part_edges.end(), int64_t{0}) / 2;
+    EXPECT_LT(rep.stats.edge_cut, 0.046 * edges) << rep.stats.edge_cut << " of " << edges;
+    EXPECT_LT(rep.stats.node_imbalance, 1.06);
+  }
 }
 
 TEST(PartitionDistributed, BadInputFailsOnEveryProcessWithOneLine) {

@@ -209,11 +209,17 @@ std::string partition_id(const std::string& graph_hash, int32_t parts, uint64_t 
 // ---- partitioning across processes (docs/partition.md) --------------------------------------------
 
 struct DistributedPartitionOptions {
-  std::string method = "ptscotch";  // the only method across processes (k-way, edge cut)
+  // "ptscotch": PT-Scotch's parallel multilevel k-way (about 140 bytes per stored edge across
+  // the processes). "coarse-metis": clusters of each process's rows, METIS on the cluster graph
+  // on process 0, refinement (a fraction of the memory and time; clusters see only the edges
+  // among one process's rows: coarse_metis.cpp).
+  std::string method = "ptscotch";
   uint64_t seed = 0;
-  // PT-Scotch's load-imbalance tolerance: parts may hold up to `imbalance` times the mean
-  // number of nodes; in (1, 2].
+  // Load-imbalance tolerance: parts may hold up to `imbalance` times the mean number of nodes;
+  // in (1, 2].
   double imbalance = 1.03;
+  // coarse-metis: about how many clusters METIS partitions on process 0 (0: 1024 per part).
+  int64_t coarse_nodes = 0;
 };
 
 // What partition_distributed reports (the same on every process).
@@ -221,6 +227,7 @@ struct DistributedPartitionReport {
   Partition stats;              // owner empty: no process holds every owner
   std::vector<int64_t> halo_rows, send_rows;  // per part
   double read_s = 0, partition_s = 0, write_s = 0;
+  int64_t clusters = 0, cluster_edges = 0;  // coarse-metis: the graph METIS partitioned
   std::vector<int64_t> peak_rss_bytes;  // per process: its peak resident memory at the end
 };
 
