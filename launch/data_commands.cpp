@@ -241,7 +241,8 @@ void add_data_commands(CLI::App& app, std::function<int()>& run) {
         const auto t1 = std::chrono::steady_clock::now();
         H5WriteOptions wo;
         wo.deflate_level = *deflate;
-        wo.threads = q.threads;
+        // Processes write one at a time: the writer uses every core it may.
+        wo.threads = group->size() > 1 ? 0 : q.threads;
         write_graph_h5(g, c.first_row, c.features, *out, *group, wo);
         const double t_write = seconds_since(t1);
         // Every process's peak (MiB), then the stored entries of all.

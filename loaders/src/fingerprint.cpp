@@ -1,4 +1,5 @@
 // The graph fingerprint: a SHA-256 over everything that defines a graph's training problem.
+#include <omp.h>
 #include <openssl/evp.h>
 
 #include <algorithm>
@@ -108,7 +109,7 @@ std::string fingerprint(const Graph& g) {
 
 std::string graph_fingerprint(const Graph& g) { return fingerprint(g); }
 
-std::string graph_fingerprint(const GraphFileReader& file) {
+std::string graph_fingerprint(const GraphFileReader& file, const DenseRowSource* features, int threads) {
   const GraphFileInfo& in = file.info();
   const int64_t n = in.num_nodes;
   // Blocks of rows of about 4 MiB of each array.
@@ -148,6 +149,21 @@ std::string graph_fingerprint(const GraphFileReader& file) {
     h.vec(f.csr.indptr);
     h.vec(f.csr.indices);
     h.vec(f.csr.values);
+  } else if (features) {
+    // Windows of about 64 MiB made by all threads (blocks of rows each), hashed in order.
+    h.i64(n * in.feature_cols);
+    const int64_t cols = std::max<int64_t>(in.feature_cols, 1);
+    const int64_t block = std::max<int64_t>(1, (int64_t{1} << 20) / cols), window = 16 * block;
+    std::vector<float> buf;
+    const int team = threads > 0 ? threads : std::max(1, omp_get_num_procs());
+    for (int64_t first = 0; first < n; first += window) {
+      const int64_t count = std::min(window, n - first);
+      buf.resize(static_cast<size_t>(count * in.feature_cols));
+#pragma omp parallel for schedule(dynamic, 1) num_threads(team)
+      for (int64_t b = 0; b < count; b += block)
+        (*features)(first + b, std::min(block, count - b), buf.data() + b * in.feature_cols);
+      h.bytes(buf.data(), buf.size() * sizeof(float));
+    }
   } else {
     h.i64(n * in.feature_cols);
     blocks(in.feature_cols * 4, [&](int64_t first, int64_t last) {

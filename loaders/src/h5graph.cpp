@@ -693,10 +693,11 @@ void write_graph_h5(const Graph& share, int64_t first_row, const DenseRowSource&
                    });
       w.close();
     });
-  // The fingerprint of what the file now holds, then the file into place.
+  // The fingerprint (the structure as the file now holds it, the features as `rows` made them), then
+  // the file into place.
   step([&] {
     if (me != 0) return;
-    const std::string hash = graph_fingerprint(GraphFileReader(tmp));
+    const std::string hash = graph_fingerprint(GraphFileReader(tmp), &rows, opt.threads);
     Writer w(tmp, opt, Writer::Existing{});
     w.attr_string(w.file(), "graph_hash", hash);
     w.close();

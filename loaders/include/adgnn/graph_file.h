@@ -64,7 +64,10 @@ class GraphFileReader {
 };
 
 // graph_fingerprint() of the graph in the file, read chunk by chunk (memory: the labels and split
-// masks, O(N), plus a chunk): what its stored graph_hash must equal.
-std::string graph_fingerprint(const GraphFileReader& file);
+// masks, O(N), plus a chunk): what its stored graph_hash must equal. `features`, when given, makes
+// the dense feature rows instead of the file (on `threads` threads; 0: all cores): the writer that
+// made them from it hashes at the speed of making them, not of reading the file back.
+std::string graph_fingerprint(const GraphFileReader& file, const DenseRowSource* features = nullptr,
+                              int threads = 0);
 
 }  // namespace adgnn

@@ -162,9 +162,10 @@ void write_graph_h5(const Graph& g, const std::string& path, const H5WriteOption
 // The same file written by the processes of `group` together, each holding rows [first_row,
 // first_row + share.adj.rows) of the adjacency (indptr from 0, global column ids; the ranges in
 // rank order) and making their dense features with `rows`; `share` holds the whole labels and
-// split masks (features.rows = N, cols = F, dense empty). The processes write one after another;
-// process 0 then fingerprints the file chunk by chunk and renames it into place. A failure on
-// any process is an InputError on every process, and no file is left behind.
+// split masks (features.rows = N, cols = F, dense empty). The processes write one after another
+// (each on opt.threads threads: the others wait); process 0 then fingerprints the structure the
+// file holds, read back chunk by chunk, and the features `rows` makes, and renames the file into
+// place. A failure on any process is an InputError on every process, and no file is left behind.
 void write_graph_h5(const Graph& share, int64_t first_row, const DenseRowSource& rows,
                     const std::string& path, ProcessGroup& group, const H5WriteOptions& opt = {});
 Graph read_graph_h5(const std::string& path, int threads = 0);
