@@ -1,5 +1,8 @@
 // adgnn: one binary, subcommands per area. Bad input exits with code 2 and one line on stderr.
+#include <cerrno>
+#include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <functional>
 #include <iostream>
@@ -12,6 +15,9 @@
 #include "fmt/format.h"
 
 int main(int argc, char** argv) {
+  // A file size limit (ulimit -f) makes a write fail with EFBIG, reported like a full disk,
+  // instead of killing the process with SIGXFSZ before it can name the file or clean up.
+  std::signal(SIGXFSZ, SIG_IGN);
   CLI::App app{"adgnn: adaptive-depth graph neural networks at scale"};
   app.set_version_flag("--version", "adgnn 0.1.0");
   app.require_subcommand(1);
@@ -47,9 +53,16 @@ int main(int argc, char** argv) {
     // has forwarded the rest of a rank's stdout (seen as rank 0's JSON summary missing now and
     // then under load).
     std::cout.flush();
-    std::fflush(stdout);
+    errno = 0;
+    const bool flushed = std::fflush(stdout) == 0;
+    const bool out_ok = flushed && std::cout.good() && !std::ferror(stdout);
+    const std::string out_error = errno != 0 ? std::strerror(errno) : "I/O error";
     std::fflush(stderr);
     adgnn::mpi_finalize();
+    if (!out_ok) {  // a full disk or /dev/full: what the command printed is lost
+      std::fprintf(stderr, "adgnn: error: standard output: write failed (%s)\n", out_error.c_str());
+      return 2;
+    }
     return code;
   } catch (const adgnn::CommError& e) {
     std::fprintf(stderr, "adgnn: error: %s\n", e.what());

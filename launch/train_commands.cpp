@@ -131,7 +131,7 @@ void register_train_flags(CLI::App* cmd, const std::shared_ptr<TrainArgs>& a) {
                   "adamic_adar, betweenness, kshell, clustering");
   cmd->add_option("--degree-threshold", f.model.degree_threshold,
                   "Plain models: nodes with degree <= this never aggregate (Exp-2; 0: off)");
-  cmd->add_option("--seed", f.model.seed, "Seed (run r uses seed + r)");
+  cmd->add_option("--seed", f.model.seed, "Seed (run r uses seed + r)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--device", f.model.device, "cpu, cuda or cuda:N");
   cmd->add_option("--compact", f.model.compact_deep_layers,
                   "AD: deeper layers read a compact input: auto (CPU only), on, off (docs/performance.md v9)");

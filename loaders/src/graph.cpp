@@ -6,7 +6,12 @@
 #include <filesystem>
 #include <fstream>
 #include <numeric>
+#include <fcntl.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 
 #include "adgnn/loaders.h"
 #include "fmt/format.h"
@@ -198,24 +203,60 @@ std::string sha256_hex(const std::string& bytes) {
   return hex;
 }
 
+std::string os_error() { return errno != 0 ? std::strerror(errno) : "I/O error"; }
+
+void remove_temporary(const std::string& tmp) noexcept {
+  std::error_code ec;
+  fs::remove(tmp, ec);
+}
+
+namespace {
+// fsync of a file or folder; the OS error on failure.
+bool sync_path(const std::string& p, bool folder) {
+  const int fd = ::open(p.c_str(), (folder ? O_RDONLY | O_DIRECTORY : O_RDONLY) | O_CLOEXEC);
+  if (fd < 0) return false;
+  const int rc = ::fsync(fd);
+  const int saved = errno;
+  ::close(fd);
+  errno = saved;
+  // Some filesystems cannot sync folders (EINVAL): the rename is as durable as they make it.
+  return rc == 0 || (folder && (errno == EINVAL || errno == EROFS));
+}
+}  // namespace
+
+void commit_file(const std::string& tmp, const std::string& path) {
+  errno = 0;
+  if (!sync_path(tmp, false)) {
+    const std::string why = os_error();
+    remove_temporary(tmp);
+    throw InputError(fmt::format("{}: cannot write the file out ({})", path, why));
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string why = os_error();
+    remove_temporary(tmp);
+    throw InputError(fmt::format("{}: cannot rename into place ({})", path, why));
+  }
+  fs::path folder = fs::path(path).parent_path();
+  if (folder.empty()) folder = ".";
+  errno = 0;
+  if (!sync_path(folder.string(), true))
+    throw InputError(fmt::format("{}: written, but its folder could not be synced ({})", path, os_error()));
+}
+
 void write_file_atomic(const std::string& path, const std::string& bytes) {
   const std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw InputError(fmt::format("{}: cannot write ({})", path, std::strerror(errno)));
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    out.flush();
-    if (!out) {
-      std::remove(tmp.c_str());
-      throw InputError(fmt::format("{}: write failed", path));
-    }
+  errno = 0;
+  std::FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (f == nullptr) throw InputError(fmt::format("{}: cannot write ({})", path, os_error()));
+  const bool wrote = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size() && std::fflush(f) == 0;
+  const std::string why = os_error();
+  const bool closed = std::fclose(f) == 0;
+  if (!wrote || !closed) {
+    const std::string reason = wrote ? os_error() : why;
+    remove_temporary(tmp);
+    throw InputError(fmt::format("{}: cannot write ({})", path, reason));
   }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    fs::remove(tmp);
-    throw InputError(fmt::format("{}: cannot rename into place ({})", path, ec.message()));
-  }
+  commit_file(tmp, path);
 }
 
 namespace detail {

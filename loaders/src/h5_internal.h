@@ -40,6 +40,9 @@ struct H5Handle {
 // HDF5 prints its error stack to stderr by default; we report errors ourselves.
 inline void silence_hdf5() {
   static bool done = [] {
+    // No HDF5 clean-up at exit: a file whose close failed (a full disk) stays in HDF5's tables,
+    // and closing it again at exit crashes HDF5 1.10. Every file we open is closed explicitly.
+    H5dont_atexit();
     H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
     return true;
   }();

@@ -5,6 +5,7 @@
 #include <omp.h>
 #include <zlib.h>
 
+#include <cerrno>
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
@@ -36,9 +37,18 @@ void unshuffle_bytes(const char* in, char* out, size_t n_items, size_t item) {
     for (size_t i = 0; i < n_items; ++i) out[i * item + b] = in[b * n_items + i];
 }
 
+// The file a temporary "PATH.tmp.PID" becomes, which is what errors name.
+std::string final_name(const std::string& tmp) {
+  const size_t at = tmp.rfind(".tmp.");
+  if (at == std::string::npos || at + 5 == tmp.size() ||
+      tmp.find_first_not_of("0123456789", at + 5) != std::string::npos)
+    return tmp;
+  return tmp.substr(0, at);
+}
+
 class Writer {
  public:
-  Writer(const std::string& path, const H5WriteOptions& opt) : path_(path), opt_(opt) {
+  Writer(const std::string& path, const H5WriteOptions& opt) : path_(final_name(path)), opt_(opt) {
     silence_hdf5();
     // The 1.8 file format (object header v2 and later): its metadata carries checksums, so a
     // corrupted file fails HDF5's checks with an error instead of being parsed (the default,
@@ -50,27 +60,30 @@ class Writer {
     const H5F_libver_t oldest = H5F_LIBVER_LATEST;
 #endif
     if (fapl < 0 || H5Pset_libver_bounds(fapl, oldest, H5F_LIBVER_LATEST) < 0)
-      throw InputError(fmt::format("{}: cannot set up the HDF5 file access", path));
+      throw InputError(fmt::format("{}: cannot set up the HDF5 file access", path_));
     // No creation times in the object headers (the root group's here, the others' below): the
     // same contents give the same bytes.
     H5Handle fcpl(H5Pcreate(H5P_FILE_CREATE), H5Pclose);
     if (fcpl < 0 || H5Pset_obj_track_times(fcpl, false) < 0)
-      throw InputError(fmt::format("{}: cannot set up the HDF5 file creation", path));
+      throw InputError(fmt::format("{}: cannot set up the HDF5 file creation", path_));
+    errno = 0;
     file_ = H5Handle(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, fcpl, fapl), H5Fclose);
-    if (file_ < 0) throw InputError(fmt::format("{}: cannot create HDF5 file", path));
+    if (file_ < 0) throw InputError(fmt::format("{}: cannot create HDF5 file ({})", path_, os_error()));
   }
   // An existing file of ours, opened for writing more rows (the shared writer's later turns).
   struct Existing {};
-  Writer(const std::string& path, const H5WriteOptions& opt, Existing) : path_(path), opt_(opt) {
+  Writer(const std::string& path, const H5WriteOptions& opt, Existing) : path_(final_name(path)), opt_(opt) {
     silence_hdf5();
+    errno = 0;
     file_ = H5Handle(H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
-    if (file_ < 0) throw InputError(fmt::format("{}: cannot open HDF5 file for writing", path));
+    if (file_ < 0) throw InputError(fmt::format("{}: cannot open HDF5 file for writing ({})", path_, os_error()));
   }
   // Closes the file now, reporting a failed flush (a full disk) as an error.
   void close() {
+    errno = 0;
     if (file_ >= 0 && H5Fclose(file_.id) < 0) {
       file_.id = -1;
-      throw InputError(fmt::format("{}: HDF5 failed to write the file out (disk full?)", path_));
+      throw InputError(fmt::format("{}: HDF5 failed to write the file out ({})", path_, os_error()));
     }
     file_.id = -1;
   }
@@ -247,7 +260,7 @@ class Writer {
     check(H5Awrite(a, H5T_NATIVE_INT64, &value), "write attribute " + name);
   }
   void check(herr_t rc, const std::string& what) {
-    if (rc < 0) throw InputError(fmt::format("{}: HDF5 failed to {}", path_, what));
+    if (rc < 0) throw InputError(fmt::format("{}: HDF5 failed to {} ({})", path_, what, os_error()));
   }
   void check(const H5Handle& h, const std::string& what) { check(h.id < 0 ? -1 : 0, what); }
 
@@ -448,15 +461,10 @@ void write_atomically(const std::string& path, Fn&& write) {
   try {
     write(tmp);
   } catch (...) {
-    std::filesystem::remove(tmp);
+    remove_temporary(tmp);
     throw;
   }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::filesystem::remove(tmp);
-    throw InputError(fmt::format("{}: cannot rename into place ({})", path, ec.message()));
-  }
+  commit_file(tmp, path);
 }
 
 void write_arrays_h5(const std::string& path, const std::map<std::string, H5Array>& arrays,
@@ -640,7 +648,7 @@ void write_graph_h5(const Graph& share, int64_t first_row, const DenseRowSource&
     }
     const std::string first = group.first_error(why);
     if (!first.empty()) {
-      if (me == 0) std::filesystem::remove(tmp);
+      if (me == 0) remove_temporary(tmp);
       throw InputError(first);
     }
   };
@@ -701,9 +709,7 @@ void write_graph_h5(const Graph& share, int64_t first_row, const DenseRowSource&
     Writer w(tmp, opt, Writer::Existing{});
     w.attr_string(w.file(), "graph_hash", hash);
     w.close();
-    std::error_code ec;
-    std::filesystem::rename(tmp, path, ec);
-    if (ec) throw InputError(fmt::format("{}: cannot rename into place ({})", path, ec.message()));
+    commit_file(tmp, path);
   });
 }
 

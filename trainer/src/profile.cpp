@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include "adgnn/loaders.h"
 #include <filesystem>
 #include <map>
 
@@ -164,8 +165,9 @@ std::string StepProfiler::markdown(const std::string& title, const std::string& 
 
 void StepProfiler::save_last_trace(const std::string& path) const {
   if (!stats_->last) return;
-  stats_->last->save(path + ".tmp");
-  std::filesystem::rename(path + ".tmp", path);
+  const std::string tmp = path + ".tmp";
+  stats_->last->save(tmp);
+  commit_file(tmp, path);
 }
 
 }  // namespace adgnn

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -12,6 +13,7 @@
 #include <sstream>
 #include <thread>
 
+#include "adgnn/loaders.h"
 #include "adgnn/trainer.h"
 #include "nlohmann/json.hpp"
 #include "yaml_config.h"
@@ -159,8 +161,13 @@ SweepResult sweep(const Graph& g, const TrainConfig& base, const SweepOptions& o
       nlohmann::json j{{"key", key}, {"graph", g.source_sha256}, {"dataset", g.name},
                        {"val_mean", p.val_mean}, {"val_std", p.val_std}, {"test_mean", p.test_mean},
                        {"test_std", p.test_std}, {"seconds", p.seconds}};
+      errno = 0;
       out << j.dump() << '\n';
       out.flush();
+      if (!out) {  // a worker thread: the error is thrown after the join
+        if (first_error.empty()) first_error = "--out " + opt.out + ": write failed (" + os_error() + ")";
+        return;
+      }
       res.points[i] = p;
       ++finished;
       if (opt.progress && ::isatty(STDERR_FILENO))

@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <optional>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -24,6 +26,7 @@
 #include "adgnn/trainer.h"
 #include "nlohmann/json.hpp"
 #include "adgnn/profile.h"
+#include "adgnn/comm.h"
 #include "adgnn/loaders.h"
 #include "adgnn/mix64.h"
 
@@ -278,6 +281,9 @@ void validate_train_config(const TrainConfig& cfg) {
   if (cfg.patience < 0) bad("--patience", "must be >= 0");
   if (cfg.checkpoint_every < 1) bad("--checkpoint-every", "must be >= 1");
   if (cfg.resume && cfg.checkpoint.empty()) bad("--resume", "needs --checkpoint");
+  // Run 0's checkpoint exists once any run has saved one; a later run's may not yet.
+  if (cfg.resume && !std::filesystem::exists(cfg.checkpoint))
+    bad("--resume", fmt::format("checkpoint {} does not exist (leave out --resume to start afresh)", cfg.checkpoint));
   if (cfg.layer_embeddings && cfg.predictions.empty()) bad("--layer-embeddings", "needs --predictions");
   if (cfg.profile_steps < 1) bad("--profile-steps " + std::to_string(cfg.profile_steps), "must be >= 1");
   // The profiler is per process and records every thread: concurrent runs would mix their steps.
@@ -285,6 +291,30 @@ void validate_train_config(const TrainConfig& cfg) {
     bad("--profile", "profiles one run at a time: give --run-workers 1");
   if (cfg.train_fraction <= 0 || cfg.val_fraction < 0 || cfg.train_fraction + cfg.val_fraction >= 1)
     bad("--splits random", "train and validation fractions must leave a test set");
+  const ModelConfig& m = cfg.model;
+  if (!(m.dropout >= 0 && m.dropout < 1)) bad(fmt::format("--dropout {}", m.dropout), "must be in [0, 1)");
+  if (m.hidden < 1 || m.hidden > kMaxHidden)
+    bad(fmt::format("--hidden {}", m.hidden), fmt::format("must be in [1, {}]", kMaxHidden));
+  if (m.layers < 1 || m.layers > kMaxLayers)
+    bad(fmt::format("--layers {}", m.layers), fmt::format("must be in [1, {}]", kMaxLayers));
+  if (cfg.threads < 0) bad(fmt::format("--threads {}", cfg.threads), "must be >= 0 (0: all cores)");
+  if (m.device != "cpu") {
+    std::optional<c10::Device> d;
+    try {
+      d = c10::Device(m.device);
+    } catch (const std::exception&) {
+    }
+    if (!d || !(d->is_cpu() || d->is_cuda())) bad("--device " + m.device, "expected cpu, cuda or cuda:N");
+    if (d->is_cuda() && !torch::cuda::is_available())
+      bad("--device " + m.device, "no CUDA device here (a build without CUDA, or no GPU visible)");
+    if (d->is_cuda() && d->has_index() && d->index() >= static_cast<int>(torch::cuda::device_count()))
+      bad("--device " + m.device, fmt::format("this machine has {} CUDA device(s)", torch::cuda::device_count()));
+  }
+  try {
+    (void)default_comm_timeout();
+  } catch (const std::invalid_argument& e) {
+    throw InputError(e.what());
+  }
 }
 
 namespace {
@@ -450,8 +480,9 @@ RunResult train_run(const GraphPart& part, const TrainConfig& cfg_in, int64_t ru
   res.ranks = P;
   std::ofstream metrics;
   if (lead && !cfg.metrics.empty()) {
+    errno = 0;
     metrics.open(run_path(cfg.metrics, run), cfg.resume ? std::ios::app : std::ios::trunc);
-    if (!metrics) throw InputError("--metrics " + cfg.metrics + ": cannot open for writing");
+    if (!metrics) throw InputError("--metrics " + cfg.metrics + ": cannot open for writing (" + os_error() + ")");
   }
   const bool tty = lead && cfg.progress && ::isatty(STDERR_FILENO);
   // --profile: run 0's last profile_steps training steps.
@@ -561,7 +592,7 @@ RunResult train_run(const GraphPart& part, const TrainConfig& cfg_in, int64_t ru
     } else {
       ++since_best;
     }
-    if (metrics) {
+    if (metrics.is_open()) {
       nlohmann::json j{{"run", run},
                        {"epoch", epoch},
                        {"loss", losses[0]},
@@ -586,8 +617,10 @@ RunResult train_run(const GraphPart& part, const TrainConfig& cfg_in, int64_t ru
         j["halo_bytes_full"] = last_stats.halo_bytes_full;
         j["deep_halo_rows"] = last_stats.deep_halo_rows;  // summed over ranks
       }
+      errno = 0;
       metrics << j.dump() << '\n';
       metrics.flush();
+      if (!metrics) throw InputError("--metrics " + run_path(cfg.metrics, run) + ": write failed (" + os_error() + ")");
     }
     const bool stop = cfg.patience > 0 && since_best >= cfg.patience;
     state.epoch = epoch;

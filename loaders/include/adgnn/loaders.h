@@ -243,7 +243,19 @@ std::string stats_json(const Graph& g, const GraphStats& s);
 std::string stats_table(const Graph& g, const GraphStats& s);
 
 // Writes `bytes` to `path` through a temporary file in the same folder and a rename, so a reader
-// never sees a half-written file.
+// never sees a half-written file. Every write, the flush and the close are checked; on failure
+// the temporary file is removed, `path` is left as it was, and InputError names the file and the
+// OS error.
 void write_file_atomic(const std::string& path, const std::string& bytes);
+
+// Puts a finished temporary file in place: fsync of `tmp`, rename over `path`, fsync of the
+// folder, so that after a crash or power loss `path` is either the old file or the whole new one.
+// On failure removes `tmp` and throws InputError naming `path` and the OS error.
+void commit_file(const std::string& tmp, const std::string& path);
+// Removes a temporary file left by a failed write, ignoring errors (a read-only folder, a file
+// never created): the error that matters is the one that made the write fail.
+void remove_temporary(const std::string& tmp) noexcept;
+// strerror(errno), or "I/O error" when errno is 0 (HDF5 does not always leave it set).
+std::string os_error();
 
 }  // namespace adgnn
