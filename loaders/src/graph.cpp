@@ -249,12 +249,11 @@ void write_file_atomic(const std::string& path, const std::string& bytes) {
   std::FILE* f = std::fopen(tmp.c_str(), "wb");
   if (f == nullptr) throw InputError(fmt::format("{}: cannot write ({})", path, os_error()));
   const bool wrote = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size() && std::fflush(f) == 0;
-  const std::string why = os_error();
-  const bool closed = std::fclose(f) == 0;
+  const bool closed = std::fclose(f) == 0;  // keeps errno from the write when that failed
   if (!wrote || !closed) {
-    const std::string reason = wrote ? os_error() : why;
+    const std::string why = os_error();
     remove_temporary(tmp);
-    throw InputError(fmt::format("{}: cannot write ({})", path, reason));
+    throw InputError(fmt::format("{}: cannot write ({})", path, why));
   }
   commit_file(tmp, path);
 }

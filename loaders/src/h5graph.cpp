@@ -5,8 +5,8 @@
 #include <omp.h>
 #include <zlib.h>
 
-#include <cerrno>
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <functional>
@@ -37,18 +37,10 @@ void unshuffle_bytes(const char* in, char* out, size_t n_items, size_t item) {
     for (size_t i = 0; i < n_items; ++i) out[i * item + b] = in[b * n_items + i];
 }
 
-// The file a temporary "PATH.tmp.PID" becomes, which is what errors name.
-std::string final_name(const std::string& tmp) {
-  const size_t at = tmp.rfind(".tmp.");
-  if (at == std::string::npos || at + 5 == tmp.size() ||
-      tmp.find_first_not_of("0123456789", at + 5) != std::string::npos)
-    return tmp;
-  return tmp.substr(0, at);
-}
-
 class Writer {
  public:
-  Writer(const std::string& path, const H5WriteOptions& opt) : path_(final_name(path)), opt_(opt) {
+  // Writes `path` (a temporary file); errors name `shown`, the file it becomes.
+  Writer(const std::string& path, const std::string& shown, const H5WriteOptions& opt) : path_(shown), opt_(opt) {
     silence_hdf5();
     // The 1.8 file format (object header v2 and later): its metadata carries checksums, so a
     // corrupted file fails HDF5's checks with an error instead of being parsed (the default,
@@ -72,7 +64,8 @@ class Writer {
   }
   // An existing file of ours, opened for writing more rows (the shared writer's later turns).
   struct Existing {};
-  Writer(const std::string& path, const H5WriteOptions& opt, Existing) : path_(final_name(path)), opt_(opt) {
+  Writer(const std::string& path, const std::string& shown, const H5WriteOptions& opt, Existing)
+      : path_(shown), opt_(opt) {
     silence_hdf5();
     errno = 0;
     file_ = H5Handle(H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
@@ -470,7 +463,7 @@ void write_atomically(const std::string& path, Fn&& write) {
 void write_arrays_h5(const std::string& path, const std::map<std::string, H5Array>& arrays,
                      const std::map<std::string, std::string>& attrs) {
   write_atomically(path, [&](const std::string& tmp) {
-    Writer w(tmp, H5WriteOptions{});
+    Writer w(tmp, path, H5WriteOptions{});
     for (const auto& [k, v] : attrs) w.attr_string(w.file(), k, v);
     for (const auto& [name, a] : arrays) {
       std::vector<hsize_t> dims(a.shape.begin(), a.shape.end());
@@ -589,7 +582,7 @@ void write_features_group(Writer& w, const Features& f) {
 void write_graph_h5(const Graph& g, const std::string& path, const H5WriteOptions& opt) {
   g.validate(path);
   write_atomically(path, [&](const std::string& tmp) {
-    Writer w(tmp, opt);
+    Writer w(tmp, path, opt);
     write_attributes(w, g);
     w.attr_string(w.file(), "graph_hash", graph_fingerprint(g));
     const hsize_t n = static_cast<hsize_t>(g.num_nodes);
@@ -663,7 +656,7 @@ void write_graph_h5(const Graph& share, int64_t first_row, const DenseRowSource&
     if (share.features.sparse || !share.features.dense.empty() || share.features.rows != n)
       throw std::invalid_argument("write_graph_h5: the shared writer takes dense features from a row source");
     if (me != 0) return;
-    Writer w(tmp, opt);
+    Writer w(tmp, path, opt);
     write_attributes(w, share);
     {
       auto grp = w.group("/graph");
@@ -680,7 +673,7 @@ void write_graph_h5(const Graph& share, int64_t first_row, const DenseRowSource&
   for (int turn = 0; turn < P; ++turn)
     step([&] {
       if (me != turn) return;
-      Writer w(tmp, opt, Writer::Existing{});
+      Writer w(tmp, path, opt, Writer::Existing{});
       const int64_t count = share.adj.rows;
       // The last process also writes indptr's closing entry.
       const int64_t indptr_rows = count + (me == P - 1 ? 1 : 0);
@@ -706,7 +699,7 @@ void write_graph_h5(const Graph& share, int64_t first_row, const DenseRowSource&
   step([&] {
     if (me != 0) return;
     const std::string hash = graph_fingerprint(GraphFileReader(tmp), &rows, opt.threads);
-    Writer w(tmp, opt, Writer::Existing{});
+    Writer w(tmp, path, opt, Writer::Existing{});
     w.attr_string(w.file(), "graph_hash", hash);
     w.close();
     commit_file(tmp, path);

@@ -6,9 +6,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include "adgnn/loaders.h"
 #include <filesystem>
 #include <map>
+
+#include "adgnn/loaders.h"
 
 namespace adgnn {
 

@@ -9,11 +9,11 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <optional>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <exception>
 #include <filesystem>
 #include <fstream>

@@ -69,11 +69,11 @@ struct TrainSummary {
   int64_t parameters = 0;
 };
 
-// Checks the configuration against the graph (flags named in the errors).
 // Limits a configuration is checked against (the error states them): far beyond any model
 // this system trains, low enough that a typo fails at once instead of asking for terabytes.
 constexpr int64_t kMaxHidden = 65536;
 constexpr int64_t kMaxLayers = 1024;
+// Checks the configuration against the graph (flags named in the errors).
 void validate_train_config(const TrainConfig& cfg);
 // comm: the ranks of a distributed run (every rank calls with the same arguments); null or of
 // size 1: one process. Rank 0 writes metrics and checkpoints, every rank its rows' predictions;
