@@ -73,7 +73,12 @@ Ranks start_ranks(const TrainArgs& a, TrainConfig& c) {
     throw InputError(e.what());
   }
   Ranks r;
-  if (!launched_multi(li)) return r;
+  if (!launched_multi(li)) {
+    if (a.backend != "auto")
+      throw InputError("--backend " + a.backend + ": one process has no communicator (start several "
+                       "ranks with mpirun or srun)");
+    return r;
+  }
   r.mpi = make_mpi_communicator();
   try {
     check_launch_matches(li, r.mpi->rank(), r.mpi->size());

@@ -2,6 +2,17 @@
 // a deadline, so a dead or hung peer becomes a CommError instead of a hang. Errors come back as
 // return codes (MPI_ERRORS_RETURN on our duplicate of MPI_COMM_WORLD) and become CommError with
 // MPI's error string. MPI is finalized only by mpi_finalize(), never by a destructor.
+//
+// Collectives run on a buffer the communicator owns (the caller's data is copied in and out): a
+// collective that times out cannot be cancelled and may still write its result later, after the
+// caller has unwound and freed its own buffer. A timed-out collective's buffer is kept until the
+// request completes, and never freed while it may still be written.
+//
+// A collective that times out names the ranks that did not come: every rank whose collective
+// timed out holds a roll call (it sends its collective count to every peer on a reserved tag
+// and listens for theirs for a short grace period). The healthy ranks, all blocked on the same
+// missing peer, time out within their entry skew of each other and answer; a hung, dead or
+// still-computing rank does not, and is named with its host.
 // The C API only: no deprecated C++ bindings (they also warn under -Wextra).
 #ifndef OMPI_SKIP_MPICXX
 #define OMPI_SKIP_MPICXX 1
@@ -41,6 +52,13 @@ constexpr int64_t kMaxChunkBytes = ADGNN_COMM_MAX_CHUNK_BYTES;
 static_assert(kMaxChunkBytes >= 8 && kMaxChunkBytes <= INT_MAX, "chunk must fit an MPI count");
 // How long a cancelled exchange waits for MPI to confirm the cancellation.
 constexpr double kCancelGraceSeconds = 1.0;
+// How long a roll call listens for the other timed-out ranks (at most the timeout itself): it
+// covers the skew between the ranks' entries into the collective that timed out.
+constexpr double kRollCallSeconds = 5.0;
+// The largest staging buffer kept between collectives (gradients fit; larger ones are freed).
+constexpr int64_t kKeptStagingBytes = int64_t{64} << 20;
+// The host names exchanged at start-up are cut to this many bytes.
+constexpr int kHostBytes = 64;
 
 std::string mpi_error_string(int code) {
   char buf[MPI_MAX_ERROR_STRING];
@@ -102,8 +120,25 @@ class MpiCommunicator final : public Communicator {
   void abandon(std::vector<MPI_Request>& reqs, bool cancellable, const std::string& why);
   // A collective over `count` items in calls of at most `chunk` items (MPI counts are int):
   // post(offset, items, request) starts one; then waits for all of them.
+  // post(buffer, offset, items, request) starts one call on the communicator's own buffer
+  // (`bytes` long, filled by the caller before and read after); then waits for all of them.
   template <class Post>
   void chunked_collective(int64_t count, int64_t chunk, const std::string& what, Post post);
+  // The staging buffer of the next collective, at least `bytes` long.
+  char* staging(int64_t bytes);
+  // Frees a staging buffer larger than kKeptStagingBytes, so that one large collective (a
+  // partition's owner array) does not hold its size for the rest of the run.
+  void release_large_staging() {
+    if (staging_bytes_ > kKeptStagingBytes) {
+      staging_.reset();
+      staging_bytes_ = 0;
+    }
+  }
+  // After a collective timed out: the roll call (see the top of this file). `late` is how long
+  // past its deadline this rank ran again. Returns the part of the error message that names the
+  // ranks that did not answer and those that answered only after they had been stopped.
+  std::string roll_call(double late);
+  std::string rank_at(int p) const { return fmt::format("rank {} on host {}", p, hosts_[p]); }
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = -1;
@@ -112,8 +147,13 @@ class MpiCommunicator final : public Communicator {
   std::string host_;
   int64_t tag_ub_ = 32767;
   int64_t seq_ = 0;             // exchange number: its tag, so a late message never matches
+  int64_t collectives_ = 0;     // collectives started: what a roll call reports
+  std::vector<std::string> hosts_;  // every rank's host, by rank
   std::string broken_;          // the failure that made this communicator unusable
   std::vector<MPI_Request> dangling_;  // collective requests given up after a timeout
+  std::unique_ptr<char[]> staging_;    // the collectives' buffer (see the top of this file)
+  int64_t staging_bytes_ = 0;
+  std::vector<std::unique_ptr<char[]>> kept_;  // buffers of dangling requests
 };
 
 MpiCommunicator::MpiCommunicator() {
@@ -150,6 +190,12 @@ MpiCommunicator::MpiCommunicator() {
     int flag = 0;
     if (MPI_Comm_get_attr(comm_, MPI_TAG_UB, &attr, &flag) == MPI_SUCCESS && flag && attr)
       tag_ub_ = *static_cast<int*>(attr);
+    // Every rank's host, so that a timeout can name the host of a rank that did not answer.
+    std::vector<char> mine(kHostBytes, 0), all(static_cast<size_t>(kHostBytes) * size_, 0);
+    std::memcpy(mine.data(), host_.data(), std::min<size_t>(host_.size(), kHostBytes - 1));
+    rc = MPI_Allgather(mine.data(), kHostBytes, MPI_CHAR, all.data(), kHostBytes, MPI_CHAR, comm_);
+    if (rc != MPI_SUCCESS) throw error("MPI_Allgather of host names failed: " + mpi_error_string(rc));
+    for (int p = 0; p < size_; ++p) hosts_.emplace_back(all.data() + int64_t{p} * kHostBytes);
   } catch (...) {
     MPI_Comm_free(&comm_);
     throw;
@@ -161,12 +207,26 @@ MpiCommunicator::~MpiCommunicator() {
   MPI_Finalized(&finalized);
   if (finalized || comm_ == MPI_COMM_NULL) return;
   // Collective requests given up earlier may have completed since; release those that did.
+  bool pending = false;
   for (MPI_Request& r : dangling_) {
     int done = 0;
-    if (r != MPI_REQUEST_NULL) MPI_Test(&r, &done, MPI_STATUS_IGNORE);
+    if (r != MPI_REQUEST_NULL && (MPI_Test(&r, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS || !done))
+      pending = true;
   }
   MPI_Comm_free(&comm_);  // pending operations, if any, complete normally
+  // A request still pending may write its buffer after this object is gone: leave it allocated.
+  if (pending)
+    for (auto& b : kept_) static_cast<void>(b.release());
 }
+
+char* MpiCommunicator::staging(int64_t bytes) {
+  if (!staging_ || staging_bytes_ < bytes) {
+    staging_.reset(new char[static_cast<size_t>(bytes)]);  // uninitialised: filled by the caller
+    staging_bytes_ = bytes;
+  }
+  return staging_.get();
+}
+
 
 void MpiCommunicator::check_usable(const char* call) const {
   if (!broken_.empty())
@@ -204,6 +264,11 @@ void MpiCommunicator::abandon(std::vector<MPI_Request>& reqs, bool cancellable,
         r = MPI_REQUEST_NULL;
         ++left;
       }
+    // Collectives work on the staging buffer: it now belongs to the dangling requests.
+    if (left > 0 && staging_) {
+      kept_.push_back(std::move(staging_));
+      staging_bytes_ = 0;
+    }
   }
   if (left > 0 && broken_.empty()) broken_ = why;
 }
@@ -247,6 +312,13 @@ void MpiCommunicator::wait_all(std::vector<MPI_Request>& reqs,
           msg += (i ? ", " : "") + pending[i];
         if (pending.size() > 4) msg += fmt::format(" and {} more", pending.size() - 4);
       }
+      // Polling sleeps at most a millisecond: a deadline long past means this process did not
+      // run (stopped or starved), so the peers it was waiting for may well be fine.
+      const double late = std::chrono::duration<double>(now - deadline).count();
+      if (late > 1.0)
+        msg += fmt::format("; this rank ran again only {:.0f} s after its deadline (it was stopped "
+                           "or starved)", late);
+      if (!cancellable) msg += "; " + roll_call(late);
       abandon(reqs, cancellable, msg);
       throw error(msg);
     }
@@ -255,7 +327,9 @@ void MpiCommunicator::wait_all(std::vector<MPI_Request>& reqs,
 }
 
 template <class Post>
-void MpiCommunicator::chunked_collective(int64_t count, int64_t chunk, const std::string& what, Post post) {
+void MpiCommunicator::chunked_collective(int64_t count, int64_t chunk, const std::string& what,
+                                         Post post) {
+  ++collectives_;
   std::vector<MPI_Request> reqs;
   for (int64_t off = 0; off < count; off += chunk) {
     MPI_Request r = MPI_REQUEST_NULL;
@@ -270,8 +344,98 @@ void MpiCommunicator::chunked_collective(int64_t count, int64_t chunk, const std
   wait_all(reqs, {}, what, false);
 }
 
+std::string MpiCommunicator::roll_call(double late) {
+  if (size_ == 1) return "this rank is the only one";
+  const int tag = static_cast<int>(tag_ub_);  // reserved: exchanges use the tags below it
+  // What each rank says: its collective count and how many milliseconds past its deadline it ran
+  // again. Both buffers are heap blocks that outlive this call when MPI keeps a request.
+  constexpr int kWords = 2;
+  const auto words = [](int64_t n) { return std::make_unique<char[]>(sizeof(int64_t) * n); };
+  auto out = words(kWords);
+  auto in = words(int64_t{kWords} * size_);
+  const int64_t said[kWords] = {collectives_, static_cast<int64_t>(late * 1000)};
+  std::memcpy(out.get(), said, sizeof said);
+  auto* heard = reinterpret_cast<int64_t*>(in.get());
+  std::fill(heard, heard + int64_t{kWords} * size_, int64_t{-1});
+  std::vector<MPI_Request> recvs, sends;
+  std::vector<int> asked;
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_) continue;
+    MPI_Request r = MPI_REQUEST_NULL;
+    if (MPI_Irecv(heard + kWords * p, kWords, MPI_INT64_T, p, tag, comm_, &r) == MPI_SUCCESS) {
+      recvs.push_back(r);
+      asked.push_back(p);
+    }
+    r = MPI_REQUEST_NULL;
+    if (MPI_Isend(out.get(), kWords, MPI_INT64_T, p, tag, comm_, &r) == MPI_SUCCESS)
+      sends.push_back(r);
+  }
+  const double grace = std::min(timeout_, kRollCallSeconds);
+  const auto start = Clock::now();
+  const auto deadline = deadline_after(grace);
+  for (int64_t spin = 0;; ++spin) {
+    int all = 0;
+    if (MPI_Testall(static_cast<int>(recvs.size()), recvs.data(), &all, MPI_STATUSES_IGNORE) !=
+            MPI_SUCCESS ||
+        all || Clock::now() >= deadline)
+      break;
+    backoff(spin, Clock::now() - start);
+  }
+  // Receives that got nothing are cancelled; a send the silent peer never took stays with MPI.
+  bool kept = false;
+  for (MPI_Request& r : recvs)
+    if (r != MPI_REQUEST_NULL) {
+      MPI_Cancel(&r);
+      int done = 0;
+      if (MPI_Test(&r, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS || !done) {
+        MPI_Request_free(&r);
+        kept = true;
+      }
+    }
+  for (MPI_Request& r : sends) {
+    int done = 0;
+    if (r != MPI_REQUEST_NULL && (MPI_Test(&r, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS || !done)) {
+      MPI_Request_free(&r);
+      kept = true;
+    }
+  }
+  std::vector<int> silent, stopped, elsewhere;
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_) continue;
+    const int64_t* h = heard + kWords * p;
+    if (std::find(asked.begin(), asked.end(), p) == asked.end() || h[0] < 0) silent.push_back(p);
+    else if (h[1] > 1000) stopped.push_back(p);
+    if (h[0] >= 0 && h[0] != collectives_) elsewhere.push_back(p);
+  }
+  const auto list = [&](const std::vector<int>& ranks) {
+    std::string s;
+    for (size_t i = 0; i < ranks.size() && i < 4; ++i) s += (i ? ", " : "") + rank_at(ranks[i]);
+    if (ranks.size() > 4) s += fmt::format(" and {} more", ranks.size() - 4);
+    return s;
+  };
+  std::string msg = "roll call: ";
+  if (silent.empty())
+    msg += fmt::format("every other rank ({}) timed out in a collective too", size_ - 1);
+  else
+    msg += fmt::format("{} did not answer within {:g} s (hung, dead or not in a collective); {} of "
+                       "{} other ranks timed out here too",
+                       list(silent), grace, size_ - 1 - static_cast<int>(silent.size()), size_ - 1);
+  for (int p : stopped)
+    msg += fmt::format("; {} answered, but ran again only {:.0f} s after its deadline (it was "
+                       "stopped or starved)", rank_at(p), heard[kWords * p + 1] / 1000.0);
+  for (size_t i = 0; i < elsewhere.size() && i < 4; ++i)
+    msg += fmt::format("; {} is at collective #{}, this rank at #{}", rank_at(elsewhere[i]),
+                       heard[kWords * elsewhere[i]], collectives_);
+  if (kept) {
+    kept_.push_back(std::move(out));
+    kept_.push_back(std::move(in));
+  }
+  return msg;
+}
+
 void MpiCommunicator::barrier() {
   check_usable("barrier");
+  ++collectives_;
   std::vector<MPI_Request> reqs(1, MPI_REQUEST_NULL);
   const int rc = MPI_Ibarrier(comm_, &reqs[0]);
   if (rc != MPI_SUCCESS) throw error("MPI_Ibarrier failed: " + mpi_error_string(rc));
@@ -290,9 +454,13 @@ void MpiCommunicator::allreduce(void* data, int64_t count, DType dt, ReduceOp op
   const std::string what = fmt::format("MPI_Iallreduce (allreduce of {} {} {})", count,
                                        to_string(dt), to_string(op));
   const int64_t esize = dtype_bytes(dt);
+  char* buf = staging(count * esize);
+  std::memcpy(buf, data, static_cast<size_t>(count * esize));
   chunked_collective(count, kMaxChunkBytes / esize, what, [&](int64_t off, int n, MPI_Request* r) {
-    return MPI_Iallreduce(MPI_IN_PLACE, static_cast<char*>(data) + off * esize, n, type, mop, comm_, r);
+    return MPI_Iallreduce(MPI_IN_PLACE, buf + off * esize, n, type, mop, comm_, r);
   });
+  std::memcpy(data, buf, static_cast<size_t>(count * esize));
+  release_large_staging();
 }
 
 void MpiCommunicator::broadcast(void* data, int64_t bytes, int root) {
@@ -304,9 +472,13 @@ void MpiCommunicator::broadcast(void* data, int64_t bytes, int root) {
   if (data == nullptr) throw error(fmt::format("broadcast: null buffer for {} bytes", bytes));
   const std::string what =
       fmt::format("MPI_Ibcast (broadcast of {} bytes from rank {})", bytes, root);
+  char* buf = staging(bytes);
+  if (rank_ == root) std::memcpy(buf, data, static_cast<size_t>(bytes));
   chunked_collective(bytes, kMaxChunkBytes, what, [&](int64_t off, int n, MPI_Request* r) {
-    return MPI_Ibcast(static_cast<char*>(data) + off, n, MPI_BYTE, root, comm_, r);
+    return MPI_Ibcast(buf + off, n, MPI_BYTE, root, comm_, r);
   });
+  if (rank_ != root) std::memcpy(data, buf, static_cast<size_t>(bytes));
+  release_large_staging();
 }
 
 void MpiCommunicator::exchange(const void* send, const std::vector<int64_t>& send_counts,
@@ -314,7 +486,7 @@ void MpiCommunicator::exchange(const void* send, const std::vector<int64_t>& sen
                                int64_t row_bytes) {
   check_usable("exchange");
   // Every rank takes the next tag, also one that returns early, so tags stay in step.
-  const int tag = static_cast<int>(seq_ % (tag_ub_ + 1));
+  const int tag = static_cast<int>(seq_ % tag_ub_);  // tag_ub_ itself is the roll call's
   ++seq_;
   const ExchangePlan plan = plan_exchange(send, send_counts, recv, recv_counts, row_bytes);
   const std::vector<int64_t>& send_off = plan.send_off;

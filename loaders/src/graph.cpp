@@ -162,6 +162,8 @@ void Graph::validate(const std::string& where, bool check_features) const {
                                      where, i / static_cast<size_t>(features.cols),
                                      i % static_cast<size_t>(features.cols)));
   }
+  if (num_classes < 0 || num_classes > kMaxClasses)
+    throw InputError(fmt::format("{}: {} classes: must be in [0, {}]", where, num_classes, kMaxClasses));
   if (static_cast<int64_t>(labels.size()) != num_nodes)
     throw InputError(fmt::format("{}: {} labels for {} nodes", where, labels.size(), num_nodes));
   for (int64_t v = 0; v < num_nodes; ++v)
@@ -350,6 +352,9 @@ int64_t count_classes(const std::vector<int64_t>& labels, const std::string& whe
   for (size_t v = 0; v < labels.size(); ++v) {
     if (labels[v] < 0 && !(allow_unlabelled && labels[v] == kUnlabelled))
       throw InputError(fmt::format("{}: negative label {} at node {}", where, labels[v], v));
+    if (labels[v] >= kMaxClasses)
+      throw InputError(fmt::format("{}: label {} at node {}: at most {} classes are supported", where,
+                                   labels[v], v, kMaxClasses));
     mx = std::max(mx, labels[v]);
   }
   return mx + 1;

@@ -148,10 +148,13 @@ GraphFileReader::GraphFileReader(const std::string& path) : impl_(std::make_uniq
   Impl& m = *impl_;
   GraphFileInfo& in = m.info;
   in.path = path;
-  if (H5Fis_hdf5(path.c_str()) <= 0) m.fail("not an HDF5 file (or no such file)");
+  const std::string why = unreadable_reason(path);
+  if (!why.empty()) m.fail(why);
+  if (H5Fis_hdf5(path.c_str()) <= 0) m.fail("not an HDF5 file");
   m.file = H5Handle(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
   if (m.file < 0) m.fail("cannot open HDF5 file (corrupt?)");
   const hid_t root = m.file;
+  check_checksummed(root, path);
   if (H5Aexists(root, "format") <= 0 || h5_attr_string(root, "format", path) != "adgnn-graph")
     m.fail("not an adgnn graph file (no format='adgnn-graph')");
   const int64_t version = h5_attr_int(root, "format_version", path);
@@ -167,6 +170,8 @@ GraphFileReader::GraphFileReader(const std::string& path) : impl_(std::make_uniq
   in.num_classes = h5_attr_int(root, "num_classes", path);
   if (in.num_nodes <= 0 || in.num_nodes > std::numeric_limits<int32_t>::max())
     m.fail(fmt::format("num_nodes {} out of range", in.num_nodes));
+  if (in.num_classes < 0 || in.num_classes > kMaxClasses)
+    m.fail(fmt::format("num_classes {}: must be in [0, {}]", in.num_classes, kMaxClasses));
   const hsize_t n = static_cast<hsize_t>(in.num_nodes);
   auto dims = [&](const std::string& name) {
     return m.open(name, 0).dims;

@@ -17,6 +17,26 @@ namespace adgnn {
 // The graph file's format version (docs/hdf5-format.md).
 inline constexpr int kGraphFormatVersion = 1;
 
+// The root attribute of every HDF5 file we write: each of its datasets carries checksums
+// (docs/hdf5-format.md). Such files use the 1.10 file format (superblock version 3); files of the
+// 1.8 format (superblock 2) come from before the checksums, and their small datasets have none.
+inline constexpr const char* kChecksumsAttribute = "checksums";
+inline constexpr const char* kChecksumsValue = "every chunk";
+// The root attribute of a file of named arrays (write_arrays_h5): a SHA-256 over its structure
+// (every dataset's name, type and shape, every other root attribute). HDF5 1.10 reads an object
+// header whose continuation fails its checksum as if that part were absent, so a corrupt header
+// can hide datasets or attributes without an error; the digest turns that into one.
+inline constexpr const char* kContentsAttribute = "contents";
+// Whether `file` is of the checksummed kind. A superblock-3 file without kChecksumsAttribute is
+// refused with InputError (corrupt, or not written by us); an older file gets a warning (once per
+// path and process) that it cannot be verified, and false.
+bool check_checksummed(hid_t file, const std::string& path);
+
+// Why `path` cannot be read as a file ("no such file", "a folder, not a file", or the OS error
+// such as "Permission denied"), or "" when it can: HDF5 itself reports all of these as "not an
+// HDF5 file".
+std::string unreadable_reason(const std::string& path);
+
 // An HDF5 id closed by its close function when it goes out of scope.
 struct H5Handle {
   hid_t id = -1;

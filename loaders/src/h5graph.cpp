@@ -9,7 +9,10 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <cstdio>
 #include <functional>
+#include <mutex>
+#include <set>
 #include <unistd.h>
 
 #include "adgnn/graph_file.h"
@@ -24,7 +27,7 @@ namespace {
 
 constexpr int kFormatVersion = kGraphFormatVersion;
 constexpr hsize_t kChunkBytes = 4 << 20;     // ~4 MiB of raw data per chunk
-constexpr hsize_t kContiguousBelow = 1 << 16;  // small datasets: contiguous, unfiltered
+constexpr hsize_t kUnfilteredBelow = 1 << 16;  // small datasets: not deflated (checksummed)
 
 int threads_or_default(int t) { return t > 0 ? t : std::max(1, omp_get_num_procs()); }
 
@@ -42,12 +45,15 @@ class Writer {
   // Writes `path` (a temporary file); errors name `shown`, the file it becomes.
   Writer(const std::string& path, const std::string& shown, const H5WriteOptions& opt) : path_(shown), opt_(opt) {
     silence_hdf5();
-    // The 1.8 file format (object header v2 and later): its metadata carries checksums, so a
-    // corrupted file fails HDF5's checks with an error instead of being parsed (the default,
-    // earliest format has none, and HDF5 1.10 crashes on some corrupt headers: scripts/fuzz.sh).
+    // The 1.10 file format: every piece of metadata carries a checksum (object headers, the
+    // superblock, and the chunk indices: a dataset of one chunk keeps its chunk's address in its
+    // checksummed header, larger ones a fixed array with checksums), so a corrupted file fails
+    // HDF5's checks with an error instead of being parsed (the earliest format has none, and
+    // HDF5 1.10 crashes on some corrupt headers: scripts/fuzz.sh). The data carry checksums too:
+    // see create_dataset.
     H5Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
 #if H5_VERSION_GE(1, 10, 2)
-    const H5F_libver_t oldest = H5F_LIBVER_V18;
+    const H5F_libver_t oldest = H5F_LIBVER_V110;
 #else
     const H5F_libver_t oldest = H5F_LIBVER_LATEST;
 #endif
@@ -61,6 +67,7 @@ class Writer {
     errno = 0;
     file_ = H5Handle(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, fcpl, fapl), H5Fclose);
     if (file_ < 0) throw InputError(fmt::format("{}: cannot create HDF5 file ({})", path_, os_error()));
+    attr_string(file_, kChecksumsAttribute, kChecksumsValue);
   }
   // An existing file of ours, opened for writing more rows (the shared writer's later turns).
   struct Existing {};
@@ -112,8 +119,10 @@ class Writer {
     write_rows(dset, name, 0, dims[0], fill);
   }
 
-  // An empty dataset of `dims`: large ones chunked along the first dimension (rows stay whole),
-  // byte-shuffled and deflated; small ones contiguous.
+  // An empty dataset of `dims`, chunked along the first dimension (rows stay whole) so that
+  // every chunk carries a checksum: large ones byte-shuffled and deflated (zlib's adler32 over
+  // each chunk), small ones, and every one when deflate is off, with HDF5's Fletcher32 filter.
+  // Only an empty dataset (nothing to check) is contiguous.
   H5Handle create_dataset(const std::string& name, hid_t type, const std::vector<hsize_t>& dims) {
     const size_t item = H5Tget_size(type);
     hsize_t total = 1;
@@ -122,14 +131,18 @@ class Writer {
                    H5Sclose);
     H5Handle dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
     H5Pset_obj_track_times(dcpl, false);
-    if (total >= kContiguousBelow && opt_.deflate_level > 0) {
+    if (total > 0) {
       hsize_t row_bytes = item;
       for (size_t k = 1; k < dims.size(); ++k) row_bytes *= dims[k];
       std::vector<hsize_t> chunk(dims);
       chunk[0] = std::clamp<hsize_t>(kChunkBytes / std::max<hsize_t>(row_bytes, 1), 1, dims[0]);
-      H5Pset_chunk(dcpl, static_cast<int>(dims.size()), chunk.data());
-      H5Pset_shuffle(dcpl);
-      H5Pset_deflate(dcpl, static_cast<unsigned>(opt_.deflate_level));
+      check(H5Pset_chunk(dcpl, static_cast<int>(dims.size()), chunk.data()), "chunk " + name);
+      if (total >= kUnfilteredBelow && opt_.deflate_level > 0) {
+        H5Pset_shuffle(dcpl);
+        H5Pset_deflate(dcpl, static_cast<unsigned>(opt_.deflate_level));
+      } else {
+        check(H5Pset_fletcher32(dcpl), "checksum " + name);
+      }
     }
     H5Handle dset(H5Dcreate2(file_, name.c_str(), type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT),
                   H5Dclose);
@@ -171,18 +184,17 @@ class Writer {
       check(H5Dwrite(dset, type, mspace, fspace, H5P_DEFAULT, buf.data()), "write " + name);
     };
     H5Handle dcpl(H5Dget_create_plist(dset), H5Pclose);
-    if (H5Pget_layout(dcpl) != H5D_CHUNKED) {
-      // Contiguous: blocks of about 4 MiB of rows.
+    unsigned flags = 0, level = 1;
+    size_t ncd = 1;
+    if (H5Pget_layout(dcpl) != H5D_CHUNKED ||
+        H5Pget_filter_by_id2(dcpl, H5Z_FILTER_DEFLATE, &flags, &ncd, &level, 0, nullptr, nullptr) < 0) {
+      // Not deflated: HDF5 applies the (checksum) filter itself, in blocks of about 4 MiB of rows.
       const hsize_t block = std::max<hsize_t>(1, kChunkBytes / std::max<hsize_t>(row_bytes, 1));
       for (hsize_t first = begin; first < end; first += block) write_slab(first, std::min(block, end - first));
       return;
     }
     std::vector<hsize_t> chunk(dims.size());
     H5Pget_chunk(dcpl, static_cast<int>(chunk.size()), chunk.data());
-    unsigned flags = 0, level = 1;
-    size_t ncd = 1;
-    if (H5Pget_filter_by_id2(dcpl, H5Z_FILTER_DEFLATE, &flags, &ncd, &level, 0, nullptr, nullptr) < 0)
-      throw std::logic_error("write_rows: a chunked dataset without deflate");
     const hsize_t chunk_bytes = chunk[0] * row_bytes;
     // Whole chunks: those inside [begin, end) (the dataset's last chunk counts as whole when the
     // range reaches the end).
@@ -267,15 +279,17 @@ class Reader {
  public:
   Reader(const std::string& path, int threads) : path_(path), threads_(threads_or_default(threads)) {
     silence_hdf5();
-    if (!std::filesystem::exists(path))
-      throw InputError(fmt::format("{}: no such file", path));
+    const std::string why = unreadable_reason(path);
+    if (!why.empty()) throw InputError(fmt::format("{}: {}", path, why));
     if (H5Fis_hdf5(path.c_str()) <= 0)
       throw InputError(fmt::format("{}: not an HDF5 file", path));
     file_ = H5Handle(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
     if (file_ < 0) throw InputError(fmt::format("{}: cannot open HDF5 file (corrupt?)", path));
     file_bytes_ = std::filesystem::file_size(path);
+    checksummed_ = check_checksummed(file_, path);
   }
   hid_t file() const { return file_; }
+  bool checksummed() const { return checksummed_; }
   bool exists(const std::string& name) const {
     // H5Lexists on each path component (a missing parent is an error otherwise).
     std::string partial;
@@ -428,6 +442,7 @@ class Reader {
   int threads_;
   H5Handle file_;
   uintmax_t file_bytes_ = 0;
+  bool checksummed_ = false;
 };
 
 }  // namespace
@@ -443,6 +458,54 @@ hid_t h5_type(const std::string& dtype, const std::string& where) {
 }
 
 size_t dtype_size(const std::string& dtype) { return dtype == "u8" ? 1 : dtype == "f32" ? 4 : 8; }
+
+}  // namespace
+
+std::string unreadable_reason(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return "no such file";
+  if (std::filesystem::is_directory(path, ec)) return "a folder, not a file";
+  errno = 0;
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return fmt::format("cannot open ({})", os_error());
+  std::fclose(f);
+  return "";
+}
+
+bool check_checksummed(hid_t file, const std::string& path) {
+  H5F_info2_t info;
+  if (H5Fget_info2(file, &info) < 0)
+    throw InputError(fmt::format("{}: cannot read the HDF5 superblock (corrupt?)", path));
+  const bool marked = H5Aexists(file, kChecksumsAttribute) > 0;
+  if (info.super.version >= 3) {
+    if (!marked)
+      throw InputError(fmt::format("{}: no '{}' attribute (corrupt, or not written by adgnn)", path,
+                                   kChecksumsAttribute));
+    return true;
+  }
+  static std::mutex mutex;
+  static std::set<std::string> warned;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (warned.insert(path).second)
+    std::fprintf(stderr,
+                 "adgnn: warning: %s: written without checksums on its small datasets, so their "
+                 "corruption cannot be detected (write the file again to add them)\n",
+                 path.c_str());
+  return false;
+}
+
+namespace {
+
+// The digest stored as kContentsAttribute: names, types and shapes of the arrays, and the root
+// attributes but itself.
+std::string contents_digest(const std::map<std::string, H5Array>& arrays,
+                            const std::map<std::string, std::string>& attrs) {
+  std::string s;
+  for (const auto& [name, a] : arrays) s += fmt::format("d {} {} {}\n", name, a.dtype, fmt::join(a.shape, "x"));
+  for (const auto& [k, v] : attrs)
+    if (k != kContentsAttribute) s += fmt::format("a {}={}\n", k, v);
+  return sha256_hex(s);
+}
 
 }  // namespace
 
@@ -479,34 +542,47 @@ void write_arrays_h5(const std::string& path, const std::map<std::string, H5Arra
       }
       w.dataset("/" + name, h5_type(a.dtype, path), a.bytes.data(), dims);
     }
+    std::map<std::string, std::string> all(attrs);
+    all[kChecksumsAttribute] = kChecksumsValue;
+    w.attr_string(w.file(), kContentsAttribute, contents_digest(arrays, all));
     w.close();
   });
 }
+
+namespace {
+
+// Every root attribute, as strings.
+void read_root_attributes(const Reader& r, const std::string& path, std::map<std::string, std::string>& out) {
+  H5O_info_t info;
+  if (H5Oget_info2(r.file(), &info, H5O_INFO_NUM_ATTRS) < 0)
+    throw InputError(fmt::format("{}: cannot read the root group's attributes (corrupt?)", path));
+  for (hsize_t i = 0; i < info.num_attrs; ++i) {
+    char name[512];
+    if (H5Aget_name_by_idx(r.file(), ".", H5_INDEX_NAME, H5_ITER_INC, i, name, sizeof(name),
+                           H5P_DEFAULT) < 0)
+      throw InputError(fmt::format("{}: cannot read attribute {} of the root group (corrupt?)", path, i));
+    out[name] = r.attr_string(r.file(), name);
+  }
+}
+
+}  // namespace
 
 std::map<std::string, H5Array> read_arrays_h5(const std::string& path,
                                               std::map<std::string, std::string>* attrs) {
   Reader r(path, 0);
   std::map<std::string, H5Array> out;
-  if (attrs) {
-    H5O_info_t info;
-    H5Oget_info2(r.file(), &info, H5O_INFO_NUM_ATTRS);
-    for (hsize_t i = 0; i < info.num_attrs; ++i) {
-      char name[512];
-      H5Aget_name_by_idx(r.file(), ".", H5_INDEX_NAME, H5_ITER_INC, i, name, sizeof(name), H5P_DEFAULT);
-      (*attrs)[name] = r.attr_string(r.file(), name);
-    }
-  }
   // Walk every dataset in the file.
   struct Ctx {
     std::vector<std::string> names;
   } ctx;
-  H5Ovisit2(
-      r.file(), H5_INDEX_NAME, H5_ITER_INC,
-      [](hid_t, const char* name, const H5O_info_t* info, void* data) -> herr_t {
-        if (info->type == H5O_TYPE_DATASET) static_cast<Ctx*>(data)->names.push_back(name);
-        return 0;
-      },
-      &ctx, H5O_INFO_BASIC);
+  if (H5Ovisit2(
+          r.file(), H5_INDEX_NAME, H5_ITER_INC,
+          [](hid_t, const char* name, const H5O_info_t* info, void* data) -> herr_t {
+            if (info->type == H5O_TYPE_DATASET) static_cast<Ctx*>(data)->names.push_back(name);
+            return 0;
+          },
+          &ctx, H5O_INFO_BASIC) < 0)
+    throw InputError(fmt::format("{}: cannot list the datasets (corrupt?)", path));
   for (const auto& name : ctx.names) {
     const std::string full = "/" + name;
     H5Handle d = r.open(full);
@@ -536,6 +612,19 @@ std::map<std::string, H5Array> read_arrays_h5(const std::string& path,
       a.bytes.assign(reinterpret_cast<const char*>(v.data()), v.size() * 8);
     }
     out.emplace(name, std::move(a));
+  }
+  if (r.checksummed()) {
+    std::map<std::string, std::string> all;
+    read_root_attributes(r, path, all);
+    const auto stored = all.find(kContentsAttribute);
+    if (stored == all.end() || stored->second != contents_digest(out, all))
+      throw InputError(fmt::format("{}: its datasets and attributes do not match the '{}' digest "
+                                   "(corrupt)", path, kContentsAttribute));
+  }
+  if (attrs) {
+    read_root_attributes(r, path, *attrs);
+    attrs->erase(kContentsAttribute);
+    attrs->erase(kChecksumsAttribute);
   }
   return out;
 }
@@ -736,6 +825,8 @@ Graph read_graph_h5(const std::string& path, int threads) {
   g.num_classes = r.attr_int(root, "num_classes");
   if (g.num_nodes <= 0 || g.num_nodes > INT32_MAX)
     throw InputError(fmt::format("{}: num_nodes {} out of range", path, g.num_nodes));
+  if (g.num_classes < 0 || g.num_classes > kMaxClasses)
+    throw InputError(fmt::format("{}: num_classes {}: must be in [0, {}]", path, g.num_classes, kMaxClasses));
   const hsize_t n = static_cast<hsize_t>(g.num_nodes);
   g.adj.rows = g.adj.cols = g.num_nodes;
   g.adj.indptr = r.read<int64_t>("/graph/indptr", H5T_NATIVE_INT64, {n + 1});

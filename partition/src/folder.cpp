@@ -261,6 +261,9 @@ nlohmann::json read_manifest(const std::string& dir, const std::string& flag) {
       ok = ok && m.at(key).is_array() && m.at(key).size() == m.at("parts").get<size_t>();
     if (!ok) throw InputError(fmt::format("{}: manifest.json has a negative size or count, or per-part "
                                           "lists of the wrong length (corrupt?)", flag));
+    if (m.at("classes").get<int64_t>() > kMaxClasses)
+      throw InputError(fmt::format("{}: manifest.json: {} classes, at most {} are supported", flag,
+                                   m.at("classes").get<int64_t>(), kMaxClasses));
   } catch (const nlohmann::json::exception&) {
     throw InputError(fmt::format("{}: manifest.json lacks or garbles a required key (format, graph "
                                  "identity, sizes, split families, parts; corrupt?)",

@@ -68,6 +68,35 @@ done
 expect_refusal resumemissing "--resume: checkpoint .*nothere.h5 does not exist" "$adgnn" "${t1[@]}" \
   --checkpoint "$tmp/nothere.h5" --resume
 
+expect_refusal backend "--backend nccl: one process has no communicator" "$adgnn" "${t1[@]}" --backend nccl
+expect_refusal epochs "--epochs .*: must be in \[1, 100000000\]" "$adgnn" train --no-progress "$tmp/g.h5" --epochs 99999999999999999999
+# A resume names the settings that differ from the checkpoint's.
+run ckmis "$adgnn" "${train[@]}" --epochs 1 --hidden 8 "$tmp/g.h5" --checkpoint "$tmp/mis.h5"
+expect_refusal mismatch "mis.h5: checkpoint was written by a different configuration (lr 0.01 in the checkpoint, 0.02 now)" \
+  "$adgnn" "${train[@]}" --epochs 2 --hidden 8 "$tmp/g.h5" --checkpoint "$tmp/mis.h5" --resume --lr 0.02
+# A resumed run repeats the epochs after its checkpoint: the metrics keep one line per epoch.
+m=(--hidden 8 "$tmp/g.h5" --checkpoint "$tmp/m.h5" --metrics "$tmp/m.jsonl")
+run m2 "$adgnn" "${train[@]}" --epochs 2 "${m[@]}"
+cp "$tmp/m.h5" "$tmp/m2.h5"
+run m3 "$adgnn" "${train[@]}" --epochs 3 "${m[@]}" --resume
+cp "$tmp/m2.h5" "$tmp/m.h5"  # as if the run had stopped after epoch 3's line, before its checkpoint
+run m4 "$adgnn" "${train[@]}" --epochs 4 "${m[@]}" --resume
+epochs=$(grep -o '"epoch":[0-9]*' "$tmp/m.jsonl" | cut -d: -f2 | tr '\n' ' ')
+[ "$epochs" = "1 2 3 4 " ] && ok || bad "metrics after a resume: epochs $epochs"
+# A file this user may not read is reported as such (root reads everything: run as nobody).
+cp "$tmp/g.h5" "$tmp/locked.h5"
+chmod 000 "$tmp/locked.h5"
+chmod 755 "$tmp"
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null &&
+   setpriv --reuid=65534 --regid=65534 --clear-groups "$adgnn" --help >/dev/null 2>&1; then
+  expect_refusal locked "locked.h5: cannot open (Permission denied)" \
+    setpriv --reuid=65534 --regid=65534 --clear-groups "$adgnn" data stats "$tmp/locked.h5"
+elif [ "$(id -u)" != 0 ]; then
+  expect_refusal locked "locked.h5: cannot open (Permission denied)" "$adgnn" data stats "$tmp/locked.h5"
+else
+  echo "skipped: the unreadable-file drill (root without setpriv, or nobody cannot run $adgnn)"
+fi
+
 # A real full disk and a read-only filesystem, where this user may mount (root in CI).
 mnt=$tmp/mnt
 mkdir -p "$mnt"

@@ -369,6 +369,49 @@ TEST_F(Comm, CollectiveTimeoutMakesTheCommunicatorUnusable) {
   EXPECT_EQ(y, 2.0f * size);
 }
 
+TEST_F(Comm, CollectiveTimeoutNamesTheRankThatDidNotCome) {
+  if (size < 2) GTEST_SKIP() << "needs a peer that does not come";
+  // Every rank but the last enters an allreduce on a second communicator; the last joins only
+  // after the others have given up on it. Their roll call names it, and their own buffers are
+  // not written when the abandoned allreduce completes later (it runs on the communicator's
+  // buffer, which outlives the timeout).
+  auto late = adgnn::make_mpi_communicator();
+  const int absent = size - 1;
+  late->set_timeout(rank == absent ? 60 : 1.0);
+  std::vector<double> x(1000, rank + 1.0);
+  if (rank != absent) {
+    try {
+      late->allreduce(x.data(), static_cast<int64_t>(x.size()), DType::F64, ReduceOp::Sum);
+      ADD_FAILURE() << "no CommError";
+    } catch (const CommError& e) {
+      const std::string msg = e.what();
+      EXPECT_TRUE(contains(msg, "MPI_Iallreduce (allreduce of 1000 F64 Sum) timed out after 1 s"))
+          << msg;
+      EXPECT_TRUE(contains(msg, "roll call: ")) << msg;
+      EXPECT_TRUE(contains(msg, "rank " + std::to_string(absent) + " on host ")) << msg;
+      EXPECT_TRUE(contains(msg, "did not answer within 1 s")) << msg;
+      EXPECT_FALSE(contains(msg, "rank " + std::to_string(rank) + " on host " + c->host() +
+                                     " did not answer")) << msg;
+    }
+  }
+  c->barrier();
+  // The absent rank now joins; the others' abandoned allreduce completes as they make progress
+  // in the barrier below, with the values they had passed in.
+  if (rank == absent) {
+    late->allreduce(x.data(), static_cast<int64_t>(x.size()), DType::F64, ReduceOp::Sum);
+    const double want = size * (size + 1) / 2.0;
+    EXPECT_EQ(x.front(), want);
+    EXPECT_EQ(x.back(), want);
+  }
+  c->barrier();
+  if (rank != absent) {
+    EXPECT_EQ(x.front(), rank + 1.0);  // the caller's buffer was left alone
+    EXPECT_EQ(x.back(), rank + 1.0);
+  }
+  late.reset();
+  c->barrier();
+}
+
 TEST_F(Comm, HealthyAfterTimeouts) {
   check_allreduce<double>(*c, DType::F64, 513, 1.0);
   run_exchange(*c, [](int s, int d) { return static_cast<int64_t>((2 * s + d) % 3); });

@@ -87,6 +87,9 @@ TEST(CsrNpz, Faults) {
                {"bad.npz[labels]", "shape"});
   expect_error([&] { load(replace(csr_members(), "labels.npy", npy<int64_t>("<i8", {4}, {0, -1, 1, 2}))); },
                {"bad.npz[labels]", "negative label"});
+  // A label of 10^9 would make 10^9 classes: refused with the limit instead of allocated.
+  expect_error([&] { load(replace(csr_members(), "labels.npy", npy<int64_t>("<i8", {4}, {0, 1000000000, 1, 2}))); },
+               {"bad.npz[labels]", "label 1000000000 at node 1: at most 65536 classes are supported"});
   expect_error([&] { load(replace(csr_members(), "adj_indices.npy", npy<int32_t>("<i4", {4}, {1, 2, 9, 3}))); },
                {"bad.npz[adj_indices]", "out of range"});
   expect_error([&] { load(replace(csr_members(), "adj_indptr.npy", npy<int32_t>("<i4", {4}, {0, 1, 2, 4}))); },

@@ -9,6 +9,7 @@
 #include <random>
 #include <thread>
 
+#include "adgnn/graph_file.h"
 #include "adgnn/loaders.h"
 #include "fixtures.h"
 
@@ -95,38 +96,154 @@ TEST(H5Graph, Faults) {
   expect_equal(g, adgnn::read_graph_h5(dir + "/full.h5"));
 }
 
-// Our files use the 1.8 file format (superblock >= 2: checksummed metadata) and fixed-length
-// string attributes (no global heap, which has no checksum): flipping any single byte of a file
-// gives the graph back or a clear error, never a crash in HDF5 (with the default format and
-// variable-length strings, HDF5 1.10 crashed on such files: scripts/fuzz.sh).
-TEST(H5Graph, ChecksummedFormatSurvivesEveryByteFlip) {
+// Our files use the 1.10 file format (superblock 3, checksummed metadata and chunk indices),
+// fixed-length string attributes (no global heap, which has no checksum) and a checksum on every
+// chunk of data (Fletcher32 on small datasets, zlib's on deflated ones). Flipping any single bit
+// of a file gives the graph back unchanged or a clear error: never another graph, and never a
+// crash in HDF5 (with the default format and variable-length strings, HDF5 1.10 crashed on such
+// files: scripts/fuzz.sh).
+TEST(H5Graph, EveryBitFlipIsDetectedOrHarmless) {
   const std::string dir = fixtures::scratch_dir();
-  const auto g = random_graph(30, 4, false, 11);
-  adgnn::write_graph_h5(g, dir + "/g.h5");
-  const hid_t f = H5Fopen((dir + "/g.h5").c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
-  ASSERT_GE(f, 0);
-  H5F_info2_t info;
-  ASSERT_GE(H5Fget_info2(f, &info), 0);
-  EXPECT_GE(info.super.version, 2u);
-  const hid_t a = H5Aopen(f, "name", H5P_DEFAULT);
-  const hid_t t = H5Aget_type(a);
-  EXPECT_EQ(H5Tis_variable_str(t), 0);
-  H5Tclose(t);
-  H5Aclose(a);
-  H5Fclose(f);
-  const std::string bytes = adgnn::read_file(dir + "/g.h5");
-  int64_t refused = 0;
+  for (bool sparse : {false, true}) {
+    const auto g = random_graph(30, 4, sparse, 11);
+    adgnn::write_graph_h5(g, dir + "/g.h5");
+    const std::string want = adgnn::graph_fingerprint(adgnn::read_graph_h5(dir + "/g.h5"));
+    const hid_t f = H5Fopen((dir + "/g.h5").c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+    ASSERT_GE(f, 0);
+    H5F_info2_t info;
+    ASSERT_GE(H5Fget_info2(f, &info), 0);
+    EXPECT_GE(info.super.version, 3u);
+    const hid_t a = H5Aopen(f, "name", H5P_DEFAULT);
+    const hid_t t = H5Aget_type(a);
+    EXPECT_EQ(H5Tis_variable_str(t), 0);
+    H5Tclose(t);
+    H5Aclose(a);
+    H5Fclose(f);
+    const std::string bytes = adgnn::read_file(dir + "/g.h5");
+    int64_t refused = 0, same = 0;
+    for (size_t i = 0; i < bytes.size(); ++i) {
+      std::string flipped = bytes;
+      flipped[i] = static_cast<char>(flipped[i] ^ (1 << (i % 8)));
+      fixtures::write(dir + "/flip.h5", flipped);
+      try {
+        const auto back = adgnn::read_graph_h5(dir + "/flip.h5");
+        if (adgnn::graph_fingerprint(back) == want) ++same;
+        else ADD_FAILURE() << "a flipped bit at byte " << i << " of " << bytes.size()
+                           << " read back as another graph (sparse " << sparse << ")";
+      } catch (const adgnn::InputError&) {
+        ++refused;
+      }
+    }
+    EXPECT_GT(refused, 0);
+    EXPECT_EQ(refused + same, static_cast<int64_t>(bytes.size()));
+  }
+}
+
+// The same for a file of named arrays (checkpoints, part files, predictions): every flipped bit
+// is refused or reads back the same arrays and attributes. This includes a small float array
+// (a layer's weights) and a small integer array (a part file's send rows), which before the
+// checksums changed silently.
+TEST(H5Arrays, EveryBitFlipIsDetectedOrHarmless) {
+  const std::string dir = fixtures::scratch_dir();
+  std::map<std::string, adgnn::H5Array> arrays;
+  std::vector<float> w(24);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = 0.01f * static_cast<float>(i) - 0.036f;
+  arrays["param/layers.1.weight"] = {"f32", {4, 6}, std::string(reinterpret_cast<const char*>(w.data()), w.size() * 4)};
+  std::vector<int64_t> rows{3, 1, 4, 1, 5, 9, 2, 6};
+  arrays["send/rows"] = {"i64", {8}, std::string(reinterpret_cast<const char*>(rows.data()), rows.size() * 8)};
+  arrays["mask"] = {"u8", {5}, std::string("\x01\x00\x01\x01\x00", 5)};
+  const std::map<std::string, std::string> attrs{{"format", "adgnn-checkpoint"}, {"epoch", "7"}};
+  adgnn::write_arrays_h5(dir + "/a.h5", arrays, attrs);
+  std::map<std::string, std::string> attrs_back;
+  const auto back = adgnn::read_arrays_h5(dir + "/a.h5", &attrs_back);
+  auto same = [&](const std::map<std::string, adgnn::H5Array>& x, const std::map<std::string, std::string>& xa) {
+    if (x.size() != back.size() || xa != attrs_back) return false;
+    for (const auto& [k, v] : back) {
+      const auto it = x.find(k);
+      if (it == x.end() || it->second.dtype != v.dtype || it->second.shape != v.shape || it->second.bytes != v.bytes)
+        return false;
+    }
+    return true;
+  };
+  auto differences = [&](const std::map<std::string, adgnn::H5Array>& x, const std::map<std::string, std::string>& xa) {
+    std::string d;
+    for (const auto& [k, v] : xa)
+      if (attrs_back.count(k) == 0 || attrs_back.at(k) != v) d += "attribute " + k + "=" + v + "; ";
+    for (const auto& [k, v] : x)
+      if (back.count(k) == 0 || back.at(k).bytes != v.bytes || back.at(k).shape != v.shape) d += "array " + k + "; ";
+    for (const auto& [k, v] : back)
+      if (x.count(k) == 0) d += "missing " + k + "; ";
+    return d;
+  };
+  ASSERT_EQ(back.size(), 3u);
+  EXPECT_EQ(back.at("send/rows").bytes, arrays.at("send/rows").bytes);
+  EXPECT_EQ(attrs_back, attrs);  // the format's own attributes (checksums, contents) are not returned
+  const std::string bytes = adgnn::read_file(dir + "/a.h5");
+  int64_t refused = 0, unchanged = 0;
   for (size_t i = 0; i < bytes.size(); ++i) {
     std::string flipped = bytes;
-    flipped[i] = char(~flipped[i]);
+    flipped[i] = static_cast<char>(flipped[i] ^ (1 << (i % 8)));
     fixtures::write(dir + "/flip.h5", flipped);
     try {
-      (void)adgnn::read_graph_h5(dir + "/flip.h5");
+      std::map<std::string, std::string> fa;
+      const auto f = adgnn::read_arrays_h5(dir + "/flip.h5", &fa);
+      if (same(f, fa)) ++unchanged;
+      else ADD_FAILURE() << "a flipped bit at byte " << i << " of " << bytes.size()
+                         << " read back other arrays: " << differences(f, fa);
     } catch (const adgnn::InputError&) {
       ++refused;
     }
   }
   EXPECT_GT(refused, 0);
+  EXPECT_EQ(refused + unchanged, static_cast<int64_t>(bytes.size()));
+}
+
+// A file of the format before the checksums (1.8 format, superblock 2, no 'checksums'
+// attribute, contiguous unfiltered datasets) still reads, with one warning that it cannot be
+// verified; a 1.10-format file without the attribute is refused.
+TEST(H5Arrays, FilesWithoutChecksumsReadWithAWarning) {
+  const std::string dir = fixtures::scratch_dir();
+  auto make = [&](const std::string& path, H5F_libver_t low) {
+    const hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    H5Pset_libver_bounds(fapl, low, H5F_LIBVER_LATEST);
+    const hid_t f = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+    ASSERT_GE(f, 0);
+    const hid_t str = H5Tcopy(H5T_C_S1);
+    H5Tset_size(str, 16);
+    const hid_t scalar = H5Screate(H5S_SCALAR);
+    const hid_t a = H5Acreate2(f, "format", str, scalar, H5P_DEFAULT, H5P_DEFAULT);
+    char value[16] = "adgnn-checkpoin";
+    H5Awrite(a, str, value);
+    const hsize_t n = 3;
+    const hid_t space = H5Screate_simple(1, &n, nullptr);
+    const hid_t d = H5Dcreate2(f, "w", H5T_IEEE_F32LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    const float w[3] = {1.5f, -2.0f, 0.25f};
+    H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, w);
+    H5Dclose(d);
+    H5Sclose(space);
+    H5Aclose(a);
+    H5Sclose(scalar);
+    H5Tclose(str);
+    H5Fclose(f);
+    H5Pclose(fapl);
+  };
+  make(dir + "/old.h5", H5F_LIBVER_EARLIEST);
+  testing::internal::CaptureStderr();
+  std::map<std::string, std::string> attrs;
+  const auto arrays = adgnn::read_arrays_h5(dir + "/old.h5", &attrs);
+  (void)adgnn::read_arrays_h5(dir + "/old.h5", nullptr);  // warned once per file
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(arrays.at("w").bytes.size(), 12u);
+  EXPECT_EQ(attrs.at("format"), "adgnn-checkpoin");
+  EXPECT_EQ(err, "adgnn: warning: " + dir + "/old.h5: written without checksums on its small datasets, so "
+                 "their corruption cannot be detected (write the file again to add them)\n");
+  make(dir + "/new.h5", H5F_LIBVER_V110);
+  try {
+    (void)adgnn::read_arrays_h5(dir + "/new.h5", nullptr);
+    ADD_FAILURE() << "no InputError";
+  } catch (const adgnn::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("new.h5: no 'checksums' attribute"), std::string::npos) << e.what();
+  }
 }
 
 // No creation times in the headers: the same graph written twice, a second apart, gives the same
@@ -223,6 +340,20 @@ TEST(H5Graph, FuzzRegressionsAttributeArraysAndImpossibleShapes) {
            H5Sclose(sp);
          }),
          "/splits/random/train");
+  // A num_classes attribute of 10^9 (the model would allocate hidden x 10^9 outputs).
+  const std::string classes = corrupt("classes", [](hid_t f) {
+    const hid_t a = H5Aopen(f, "num_classes", H5P_DEFAULT);
+    const int64_t v = 1000000000;
+    H5Awrite(a, H5T_NATIVE_INT64, &v);
+    H5Aclose(a);
+  });
+  expect(classes, "num_classes 1000000000: must be in [0, 65536]");
+  try {
+    (void)adgnn::GraphFileReader(classes);
+    ADD_FAILURE() << "no InputError";
+  } catch (const adgnn::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("num_classes 1000000000: must be in [0, 65536]"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

@@ -26,8 +26,10 @@ def main() -> int:
         with h5py.File(path, "r") as f:
             assert text(f.attrs["format"]) == "adgnn-graph", f.attrs["format"]
             assert text(f.attrs["name"]) == "demo", f.attrs["name"]
-            # The 1.8 file format: superblock 2 or later, checksummed metadata.
-            assert f.id.get_create_plist().get_version()[0] >= 2
+            # The 1.10 file format: superblock 3, checksummed metadata; every dataset checksummed.
+            assert f.id.get_create_plist().get_version()[0] >= 3
+            assert text(f.attrs["checksums"]) == "every chunk"
+            assert f["labels"].fletcher32 or f["labels"].compression == "gzip"
             assert int(f.attrs["format_version"]) == 1
             n = int(f.attrs["num_nodes"])
             assert n == 20000

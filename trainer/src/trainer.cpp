@@ -4,6 +4,7 @@
 #include <c10/core/Event.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <torch/torch.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -19,6 +20,7 @@
 #include <fstream>
 #include <iterator>
 #include <limits>
+#include <map>
 #include <mutex>
 #include <sstream>
 #include <thread>
@@ -222,14 +224,60 @@ void load_torch_adam_state(const std::string& path, const std::string& blob, Mod
   opt.set_steps(steps);
 }
 
+// A resumed run repeats the epochs after its checkpoint: the metrics lines they wrote before the
+// run stopped (and a line cut by the stop) are dropped, so that every epoch has one line.
+void keep_metrics_through(const std::string& path, int64_t epoch) {
+  std::ifstream in(path);
+  if (!in) return;
+  std::string kept, line;
+  bool dropped = false;
+  while (std::getline(in, line)) {
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    if (!j.is_discarded() && j.is_object() && j.contains("epoch") && j["epoch"].is_number_integer() &&
+        j["epoch"].get<int64_t>() <= epoch)
+      kept += line + '\n';
+    else
+      dropped = true;
+  }
+  if (in.bad()) throw InputError("--metrics " + path + ": cannot read (" + os_error() + ")");
+  if (dropped) write_file_atomic(path, kept);
+}
+
+// "key=value key=value ..." (describe()'s line) as a map.
+std::map<std::string, std::string> config_fields(const std::string& line) {
+  std::map<std::string, std::string> out;
+  std::istringstream is(line);
+  std::string word;
+  while (is >> word) {
+    const size_t eq = word.find('=');
+    if (eq != std::string::npos) out[word.substr(0, eq)] = word.substr(eq + 1);
+  }
+  return out;
+}
+
+// The keys whose values differ between a stored and the current configuration line:
+// "lr 0.01 in the checkpoint, 0.005 now; ...".
+std::string config_differences(const std::string& stored, const std::string& now) {
+  const auto a = config_fields(stored), b = config_fields(now);
+  std::vector<std::string> diffs;
+  for (const auto& [k, v] : b) {
+    const auto it = a.find(k);
+    if (it == a.end()) diffs.push_back(fmt::format("{} {} now, not in the checkpoint", k, v));
+    else if (it->second != v) diffs.push_back(fmt::format("{} {} in the checkpoint, {} now", k, it->second, v));
+  }
+  for (const auto& [k, v] : a)
+    if (b.count(k) == 0) diffs.push_back(fmt::format("{} {} in the checkpoint, not set now", k, v));
+  return diffs.empty() ? "stored: " + stored : fmt::format("{}", fmt::join(diffs, "; "));
+}
+
 Checkpoint load_checkpoint(const std::string& path, Model& model, FlatAdam& opt, const std::string& fingerprint) {
   std::map<std::string, std::string> attrs;
   auto arrays = read_arrays_h5(path, &attrs);
   if (attrs["format"] != "adgnn-checkpoint")
     throw InputError(path + ": not an adgnn checkpoint");
   if (attrs["config"] != fingerprint)
-    throw InputError(path + ": checkpoint was written by a different configuration (stored: " +
-                     attrs["config"] + ")");
+    throw InputError(path + ": checkpoint was written by a different configuration (" +
+                     config_differences(attrs["config"], fingerprint) + ")");
   for (auto& [name, p] : model.named_parameters()) {
     auto it = arrays.find("param/" + name);
     if (it == arrays.end()) throw InputError(path + ": missing parameter " + name);
@@ -273,7 +321,8 @@ std::string eta(double seconds) {
 
 void validate_train_config(const TrainConfig& cfg) {
   auto bad = [](const std::string& flag, const std::string& why) { throw InputError(flag + ": " + why); };
-  if (cfg.epochs < 1) bad("--epochs " + std::to_string(cfg.epochs), "must be >= 1");
+  if (cfg.epochs < 1 || cfg.epochs > kMaxEpochs)
+    bad("--epochs " + std::to_string(cfg.epochs), fmt::format("must be in [1, {}]", kMaxEpochs));
   if (!(cfg.lr > 0) || !std::isfinite(cfg.lr)) bad("--lr", "must be positive");
   if (cfg.weight_decay < 0) bad("--weight-decay", "must be >= 0");
   if (cfg.runs < 1) bad("--runs " + std::to_string(cfg.runs), "must be >= 1");
@@ -480,6 +529,7 @@ RunResult train_run(const GraphPart& part, const TrainConfig& cfg_in, int64_t ru
   res.ranks = P;
   std::ofstream metrics;
   if (lead && !cfg.metrics.empty()) {
+    if (cfg.resume) keep_metrics_through(run_path(cfg.metrics, run), state.epoch);
     errno = 0;
     metrics.open(run_path(cfg.metrics, run), cfg.resume ? std::ios::app : std::ios::trunc);
     if (!metrics) throw InputError("--metrics " + cfg.metrics + ": cannot open for writing (" + os_error() + ")");

@@ -4,9 +4,12 @@
 // Every operation waits at most timeout() seconds and then throws CommError, so a dead, hung or
 // absent peer ends the run with a message instead of a hang. After a collective (allreduce,
 // broadcast, barrier) times out or fails, the communicator is unusable: the operation may still
-// be in flight and own the buffer, and every later call throws CommError. The usual reaction is
-// to report the error and call mpi_abort(). An exchange that times out cancels its requests and
-// leaves the communicator usable when the cancellation is confirmed.
+// be in flight (on a buffer the communicator keeps, never the caller's), and every later call
+// throws CommError. The MPI backend's timeout message names the ranks that did not reach the
+// collective (a roll call among the ranks that timed out, mpi_communicator.cpp). The usual
+// reaction is to report the error and call mpi_abort(). An exchange that times out cancels its
+// requests, names the peers it still waits for, and leaves the communicator usable when the
+// cancellation is confirmed.
 #pragma once
 
 #include <cstdint>

@@ -60,6 +60,8 @@ struct SplitSet {
 // The label of a node without one (ogbn-papers100M labels 1.4% of its nodes): such a node is in
 // no split, so no loss, accuracy or statistic counts it.
 inline constexpr int64_t kUnlabelled = -1;
+// The most classes a graph may have (the model's output layer is hidden x classes).
+inline constexpr int64_t kMaxClasses = 65536;
 
 struct Graph {
   std::string name;

@@ -73,6 +73,7 @@ struct TrainSummary {
 // this system trains, low enough that a typo fails at once instead of asking for terabytes.
 constexpr int64_t kMaxHidden = 65536;
 constexpr int64_t kMaxLayers = 1024;
+constexpr int64_t kMaxEpochs = 100000000;  // a mistyped count would otherwise run for ever
 // Checks the configuration against the graph (flags named in the errors).
 void validate_train_config(const TrainConfig& cfg);
 // comm: the ranks of a distributed run (every rank calls with the same arguments); null or of
