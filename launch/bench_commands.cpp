@@ -22,20 +22,6 @@
 
 namespace adgnn::cli {
 
-std::string kernel_off_help() {
-  std::string names;
-  for (const auto& [name, field] : kernel_option_switches()) names += (names.empty() ? "" : ", ") + name;
-  return "Scheduling options to switch off, for A/B runs: " + names + " (docs/performance.md, from v76)";
-}
-
-KernelOptions kernel_options_off(const std::vector<std::string>& names) {
-  try {
-    return kernel_options_without(names);
-  } catch (const std::invalid_argument& e) {
-    throw InputError(std::string("--kernel-off: ") + e.what());
-  }
-}
-
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -45,7 +31,6 @@ struct BenchFlags {
   std::vector<std::string> backbones{"gcn"}, variants{"plain", "ad_fast", "ad"};
   std::vector<int64_t> depths{2, 4, 8};
   std::vector<std::string> fdelta_precisions{"fp32"};  // one row of the learned variant per entry
-  std::vector<std::string> kernel_off;  // CUDA kernel scheduling options switched off (A/B)
   int64_t hidden = 128, steps = 30, warmup = 5;
   double dropout = 0.5, lr = 0.01, weight_decay = 5e-4, lambda = 0.0;
   std::string normalisation = "linear", compact = "auto";
@@ -292,7 +277,6 @@ int run_bench(const BenchFlags& f) {
   for (const auto& b : f.backbones)
     if (b != "gcn" && b != "gat" && b != "sage" && b != "mixhop" && b != "gatv2" && b != "dirgnn")
       throw InputError("--backbones: " + b + " is not one of gcn, gat, sage, mixhop, gatv2, dirgnn");
-  const KernelOptions ko = kernel_options_off(f.kernel_off);
   c10::Device dev = c10::kCPU;
   try {
     dev = c10::Device(f.device);
@@ -308,14 +292,6 @@ int run_bench(const BenchFlags& f) {
   for (const auto& p : f.fdelta_precisions)
     if (learned && p != "fp32" && !dev.is_cuda())
       throw InputError("--fdelta-precision " + p + ": CUDA only (this bench runs on " + dev.str() + ")");
-  if (!f.kernel_off.empty() && !dev.is_cuda())
-    throw InputError("--kernel-off: the CUDA kernels' options (this bench runs on " + dev.str() + ")");
-  // For this command only: restored when it returns or throws.
-  struct RestoreKernelOptions {
-    KernelOptions saved = kernel_options();
-    ~RestoreKernelOptions() { set_kernel_options(saved); }
-  } restore;
-  if (!f.kernel_off.empty()) set_kernel_options(ko);
   BenchFlags fl = f;
   fl.device = dev.str();
 
@@ -328,11 +304,8 @@ int run_bench(const BenchFlags& f) {
   const int64_t entries = mg.col.numel();
   fmt::print("graph {}: {} nodes, {} symmetric CSR entries, {} features, {} classes (loaded in {:.1f} s)\n",
              g.name, g.num_nodes, entries, gt.num_features, g.num_classes, load_s);
-  std::string off;
-  for (const auto& k : f.kernel_off) off += (off.empty() ? "" : ",") + k;
-  fmt::print("device {}; hidden {}, dropout {}, Adam lr {} wd {}; median of {} steps after {} warm-up{}\n\n",
-             fl.device, f.hidden, f.dropout, f.lr, f.weight_decay, f.steps, f.warmup,
-             off.empty() ? "" : "; kernel options off: " + off);
+  fmt::print("device {}; hidden {}, dropout {}, Adam lr {} wd {}; median of {} steps after {} warm-up\n\n",
+             fl.device, f.hidden, f.dropout, f.lr, f.weight_decay, f.steps, f.warmup);
 
   nlohmann::json doc;
   doc["device"] = fl.device;
@@ -341,7 +314,7 @@ int run_bench(const BenchFlags& f) {
   doc["settings"] = {{"hidden", f.hidden}, {"dropout", f.dropout}, {"lr", f.lr},
                      {"weight_decay", f.weight_decay}, {"lambda", f.lambda},
                      {"normalisation", f.normalisation}, {"steps", f.steps}, {"warmup", f.warmup},
-                     {"breakdown", f.breakdown}, {"kernel_off", f.kernel_off}};
+                     {"breakdown", f.breakdown}};
   doc["rows"] = nlohmann::json::array();
   // "host ms": the host's issue time of a step (median), only without --breakdown (whose waits it would hold).
   fmt::print("| model | depth | step ms (median) | p10-p90 | {}peak MiB | edges per layer (% of all entries) |\n",
@@ -459,7 +432,6 @@ void add_bench_commands(CLI::App& app, std::function<int()>& run) {
   cmd->add_option("--normalisation", f->normalisation, "AD: depth-benefit normalisation (linear, log)")
       ->check(CLI::IsMember({"linear", "log"}))->capture_default_str();
   cmd->add_option("--seed", f->seed, "Seed")->capture_default_str();
-  cmd->add_option("--kernel-off", f->kernel_off, kernel_off_help())->delimiter(',');
   cmd->add_flag("--breakdown", f->breakdown, "Also time forward, backward and optimizer (synchronises between them)");
   cmd->add_flag("--kernels", f->kernels, "Also time the aggregation kernels against the device's bandwidth and matmul rate");
   cmd->add_option("--profile", f->profile, "Profile this many more steps per model (Kineto) and print the largest kernels")

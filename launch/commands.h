@@ -8,16 +8,7 @@
 namespace CLI {
 class App;
 }
-namespace adgnn {
-struct KernelOptions;
-}
-
 namespace adgnn::cli {
-
-// --kernel-off of `bench` and `train` (launch/bench_commands.cpp): the options with the named
-// scheduling switches off, an unknown name an InputError naming the flag; and the flag's help.
-KernelOptions kernel_options_off(const std::vector<std::string>& names);
-std::string kernel_off_help();
 
 // Adds `data stats|convert|generate|bench` under `app`; the chosen subcommand's action is stored
 // in `run` and executed by main after parsing.

@@ -52,7 +52,6 @@ struct TrainArgs {
   bool json = false, no_progress = false;
   std::string backend = "auto";
   LaunchOverrides launch;
-  std::vector<std::string> kernel_off;  // scheduling switches off (A/B runs, every rank)
 };
 
 // The ranks of this run: one process unless launched by mpirun / srun or told by the flags.
@@ -172,7 +171,6 @@ void register_train_flags(CLI::App* cmd, const std::shared_ptr<TrainArgs>& a) {
   cmd->add_option("--world-size", a->launch.world_size, "Number of ranks (default: from mpirun / srun)");
   cmd->add_option("--local-rank", a->launch.local_rank, "Rank on this host; picks the GPU (default: from mpirun / srun)");
   cmd->add_flag("--no-progress", a->no_progress, "No progress line");
-  cmd->add_option("--kernel-off", a->kernel_off, kernel_off_help())->delimiter(',');
 }
 
 // The configuration: YAML first, then every flag given on the command line.
@@ -317,9 +315,7 @@ void add_train_commands(CLI::App& app, std::function<int()>& run) {
       if (several && (!c.checkpoint.empty() || !c.predictions.empty()))
         throw InputError("--checkpoint/--predictions: give one --model and one --variant");
       validate_train_config(c);
-      const KernelOptions scheduling = kernel_options_off(a->kernel_off);
       Ranks ranks = start_ranks(*a, c);
-      set_kernel_options(scheduling);  // (all on without the flag: the defaults)
       const bool lead = ranks.rank == 0;
       // Off CUDA f_delta computes in float32: say so, and record what ran (metrics, JSON).
       const bool learned = std::find(variants.begin(), variants.end(), "ad") != variants.end();

@@ -21,8 +21,7 @@
 # GRAPH=arxiv: the `adgnn train` runs on the arxiv-scale graph instead (e.g. RANKS=1: a
 # host-bound step). OLD_FLAGS="--flag value" instead of build-ab/old: the old runs are this tree's
 # build with those flags added to EXTRA_FLAGS (one build with every core: a switch's A/B, e.g.
-# OLD_FLAGS="--compact-halo off"); with WORKLOAD=arxiv, added to the old runs' bench (e.g.
-# OLD_FLAGS="--kernel-off mid-row-blocks": v81 against its absence).
+# OLD_FLAGS="--compact-halo off"); with WORKLOAD=arxiv, added to the old runs' bench.
 # Time on a cold 2 x H200 machine (32 cores): both builds 160-270 s, once 472 s (give a call >= 300 s),
 # products-scale METIS partition 125 s, a one-GPU run ~45 s (loading the 2.45 M-node graph), a
 # 2-GPU run ~22 s: more than one 600 s call. Run RANKS=1 first, then RANKS=<P> in a second call

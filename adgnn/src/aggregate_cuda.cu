@@ -702,9 +702,9 @@ void launch_spmm(const int64_t* ptr, const int32_t* idx, const int64_t* eid, con
     list_blocked_rows<<<(n_cand + 255) / 256, 256, 0, stream>>>(ptr, by_rows ? rows : nullptr,
                                                                  by_rows ? nullptr : long_rows, n_cand, block_min,
                                                                  flags, list.data_ptr<int64_t>(), counters);
-    // Long rows in chunks of kRowChunk entries (row_chunks): a slot of partial sums per chunk, at
-    // most one per kRowChunk entries of the CSR plus one per ranked row.
-    const bool chunked = row_chunks() && entries > 0;
+    // Long rows in chunks of kRowChunk entries: a slot of partial sums per chunk, at most one per
+    // kRowChunk entries of the CSR plus one per ranked row.
+    const bool chunked = entries > 0;
     const int64_t slots = chunked ? std::min<int64_t>(n_cand, kLongWarps * 32) + entries / kRowChunk : 0;
     at::Tensor partials = chunked ? at::empty({slots, vecs * (vec_ok ? kVec : 1)}, x.options()) : at::Tensor();
     unsigned* done = chunked ? stream_counters(kLongWarps * 32) : nullptr;
@@ -930,7 +930,7 @@ at::Tensor dropout_apply_cuda(const at::Tensor& x, const at::Tensor& gid, uint64
       kernel<<<blocks, threads, 0, stream>>>(xc.data_ptr<T>(), gid.data_ptr<int64_t>(), rows, cols, key, threshold,
                                              static_cast<T>(scale), flags, zero_unflagged, tpr, out.data_ptr<T>());
     };
-    if (vec_ok && flags == nullptr && flat_dropout() && cols / kVec >= kFlatMinVecs) {  // (zeroing: flags only)
+    if (vec_ok && flags == nullptr && cols / kVec >= kFlatMinVecs) {  // (zeroing: flags only)
       auto flat = [&](auto kernel) {
         const int64_t blocks = resident_blocks(kernel, threads, (rows * (cols / kVec) + threads * kFlatVecs - 1) /
                                                                     (threads * kFlatVecs));
@@ -955,8 +955,7 @@ struct BlockRows {
   int64_t count, min_entries;
 };
 BlockRows block_rows(const RowSchedule& schedule, bool few_rows) {
-  if (few_rows && schedule.order.defined() && block_mid_rows())
-    return {schedule.n_mid, kMidRow};
+  if (few_rows && schedule.order.defined()) return {schedule.n_mid, kMidRow};
   return {schedule.n_long, kLongRow};
 }
 // Each CSR row's position in `rows` (int32, -1: not among them): `given` when the caller has it.
@@ -977,7 +976,7 @@ at::Tensor aggregate_cuda(const at::Tensor& rowptr, const at::Tensor& col, const
   const int64_t n_long = blocked.count;
   // Every row, in length order: the long rows lead it and are spmm_long_rows', so the row kernel
   // takes the rest, writing each row's output at its own index.
-  const bool by_order = !rows.defined() && order && length_ordered_rows();
+  const bool by_order = !rows.defined() && order;
   const int64_t* row_list = rows.defined() ? rows.data_ptr<int64_t>() : by_order ? order + n_long : nullptr;
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "aggregate_cuda", [&] {
     launch_spmm<scalar_t>(rowptr.data_ptr<int64_t>(), col.data_ptr<int32_t>(), nullptr,
@@ -993,30 +992,23 @@ at::Tensor aggregate_entries_cuda(const at::Tensor& ptr, const at::Tensor& idx, 
                                   const at::Tensor& w, const at::Tensor& x) {
   const int64_t n_out = ptr.numel() - 1, f = x.size(1);
   at::Tensor out = at::empty({n_out, f}, x.options());
-  if (segment_tiles() && n_out > 0 && f > 0) {
-    const at::Tensor xc = x.numel() > 0 ? x.contiguous() : at::zeros({1, f}, x.options());  // (row 0 for the clamped loads)
-    AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "aggregate_entries_cuda", [&] {
-      using T = scalar_t;
-      constexpr int kVec = sizeof(T) == 4 ? 4 : 2;
-      const bool vec_ok = f % kVec == 0 && reinterpret_cast<uintptr_t>(xc.data_ptr<T>()) % (kVec * sizeof(T)) == 0 &&
-                          reinterpret_cast<uintptr_t>(out.data_ptr<T>()) % (kVec * sizeof(T)) == 0;
-      const int64_t vecs = vec_ok ? f / kVec : f;
-      auto launch = [&](auto kernel) {
-        const int64_t blocks = resident_blocks(kernel, kTileThreads, (n_out + kTileThreads - 1) / kTileThreads);
-        kernel<<<blocks, kTileThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
-            ptr.data_ptr<int64_t>(), idx.data_ptr<int32_t>(), eid.data_ptr<int64_t>(),
-            w.defined() ? w.data_ptr<T>() : nullptr, xc.data_ptr<T>(), n_out, vecs, lanes_for(vecs), out.data_ptr<T>());
-        C10_CUDA_KERNEL_LAUNCH_CHECK();
-      };
-      if (vec_ok) launch(spmm_segment_tiles<T, kVec>);
-      else launch(spmm_segment_tiles<T, 1>);
-    });
-    return out;
-  }
+  if (n_out == 0 || f == 0) return out;
+  const at::Tensor xc = x.numel() > 0 ? x.contiguous() : at::zeros({1, f}, x.options());  // (row 0 for the clamped loads)
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "aggregate_entries_cuda", [&] {
-    launch_spmm<scalar_t>(ptr.data_ptr<int64_t>(), idx.data_ptr<int32_t>(), eid.data_ptr<int64_t>(),
-                          w.defined() ? w.data_ptr<scalar_t>() : nullptr, nullptr, x, nullptr, n_out,
-                          nullptr, false, 0, out);
+    using T = scalar_t;
+    constexpr int kVec = sizeof(T) == 4 ? 4 : 2;
+    const bool vec_ok = f % kVec == 0 && reinterpret_cast<uintptr_t>(xc.data_ptr<T>()) % (kVec * sizeof(T)) == 0 &&
+                        reinterpret_cast<uintptr_t>(out.data_ptr<T>()) % (kVec * sizeof(T)) == 0;
+    const int64_t vecs = vec_ok ? f / kVec : f;
+    auto launch = [&](auto kernel) {
+      const int64_t blocks = resident_blocks(kernel, kTileThreads, (n_out + kTileThreads - 1) / kTileThreads);
+      kernel<<<blocks, kTileThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
+          ptr.data_ptr<int64_t>(), idx.data_ptr<int32_t>(), eid.data_ptr<int64_t>(),
+          w.defined() ? w.data_ptr<T>() : nullptr, xc.data_ptr<T>(), n_out, vecs, lanes_for(vecs), out.data_ptr<T>());
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+    };
+    if (vec_ok) launch(spmm_segment_tiles<T, kVec>);
+    else launch(spmm_segment_tiles<T, 1>);
   });
   return out;
 }
@@ -1040,7 +1032,7 @@ at::Tensor aggregate_backward_x_cuda(const Transposed& t, const at::Tensor& w,
   TORCH_CHECK(!flagged || (read_flags.scalar_type() == at::kByte && read_flags.is_contiguous() &&
                            read_flags.numel() == num_src),
               "aggregate_backward_x_cuda: read_flags must be contiguous uint8, one per source row");
-  const bool by_order = order && length_ordered_rows() && !flagged;
+  const bool by_order = order && !flagged;
   AT_DISPATCH_FLOATING_TYPES(grad_out.scalar_type(), "aggregate_backward_x_cuda", [&] {
     launch_spmm<scalar_t>(t.rowptr.data_ptr<int64_t>(), t.row.data_ptr<int32_t>(),
                           t.entry.data_ptr<int64_t>(), w.defined() ? w.data_ptr<scalar_t>() : nullptr,

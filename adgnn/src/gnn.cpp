@@ -65,8 +65,8 @@ at::Tensor backward_x_few_rows(const at::Tensor& rowptr, const at::Tensor& col, 
   at::Tensor grad_x;
   if (g.is_cuda()) {
 #ifdef ADGNN_HAVE_CUDA_KERNELS
-    // The regrouping's ~35 ATen launches as a few kernels (v88), where their sizes allow.
-    const bool kernel = kernels::regroup_kernel() && entries >= 0 && entries < (int64_t(1) << 31) &&
+    // The regrouping's ATen operations as a few kernels, where their sizes allow.
+    const bool kernel = entries >= 0 && entries < (int64_t(1) << 31) &&
                         num_src < (int64_t(1) << 31) && col.is_contiguous();
     const kernels::RegroupedEntries r = kernel ? kernels::regroup_by_source_cuda(rowptr, col, rows, num_src, entries)
                                                : kernels::regroup_by_source(rowptr, col, rows, num_src, entries);
@@ -170,12 +170,12 @@ class CsrAggregate : public torch::autograd::Function<CsrAggregate> {
         // for the self term: source and destination rows share the first indices) have a
         // nonzero gradient; flagged in one launch over those entries.
         // Very few (AD's deeper layers: tens of hubs), with their entry count: lists of the
-        // entries that read each source row instead (v82).
-        const bool lists = few_rows && kernels::reader_lists() && entries >= 0 &&
+        // entries that read each source row instead.
+        const bool lists = few_rows && entries >= 0 &&
                            rows.numel() <= kernels::kMaxListRows && x.size(0) >= rowptr.numel() - 1 &&
                            col.numel() < (int64_t(1) << 31);
         at::Tensor read_flags;
-        if (!lists && few_rows && kernels::skip_unread_rows() && x.size(0) >= rowptr.numel() - 1) {
+        if (!lists && few_rows && x.size(0) >= rowptr.numel() - 1) {
           read_flags = kernels::zeroed_cuda({x.size(0)}, rowptr.options().dtype(torch::kUInt8));
           kernels::mark_rows_read_cuda(rowptr, col, rows, read_flags);
         }
@@ -271,23 +271,6 @@ Transposed transpose_entries(const at::Tensor& rowptr, const at::Tensor& col, in
   return t;
 }
 
-namespace {
-// The switches' one copy (kernel_options / set_kernel_options read and write it whole).
-KernelOptions& active_options() {
-  static KernelOptions options;
-  return options;
-}
-}  // namespace
-
-bool& length_ordered_rows() { return active_options().length_order; }
-bool& skip_unread_rows() { return active_options().skip_unread_rows; }
-bool& block_mid_rows() { return active_options().mid_row_blocks; }
-bool& reader_lists() { return active_options().reader_lists; }
-bool& regroup_kernel() { return active_options().regroup_kernel; }
-bool& segment_tiles() { return active_options().segment_tiles; }
-bool& row_chunks() { return active_options().row_chunks; }
-bool& flat_dropout() { return active_options().flat_dropout; }
-
 RegroupedEntries regroup_by_source(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& rows,
                                    int64_t num_src, int64_t entries) {
   const detail::EdgeList e = detail::edges_of_rows(rowptr, col, rows, entries);
@@ -302,45 +285,6 @@ RegroupedEntries regroup_by_source(const at::Tensor& rowptr, const at::Tensor& c
 }
 }  // namespace kernels
 
-KernelOptions kernel_options() { return kernels::active_options(); }
-void set_kernel_options(const KernelOptions& options) { kernels::active_options() = options; }
-bool& detail::first_layer_before_counts() { return kernels::active_options().early_first_layer; }
-bool& detail::deep_read_bits() { return kernels::active_options().deep_read_bits; }
-bool& detail::halo_plan_beside_layer1() { return kernels::active_options().halo_plan_stream; }
-bool& detail::lists_on_plan_stream() { return kernels::active_options().plan_stream_lists; }
-bool& detail::first_output_room() { return kernels::active_options().first_output_room; }
-
-const std::vector<std::pair<std::string, bool KernelOptions::*>>& kernel_option_switches() {
-  static const std::vector<std::pair<std::string, bool KernelOptions::*>> switches = {
-      {"length-order", &KernelOptions::length_order},   {"skip-unread-rows", &KernelOptions::skip_unread_rows},
-      {"mid-row-blocks", &KernelOptions::mid_row_blocks}, {"reader-lists", &KernelOptions::reader_lists},
-      {"regroup-kernel", &KernelOptions::regroup_kernel}, {"segment-tiles", &KernelOptions::segment_tiles},
-      {"early-first-layer", &KernelOptions::early_first_layer}, {"row-chunks", &KernelOptions::row_chunks},
-      {"flat-dropout", &KernelOptions::flat_dropout}, {"deep-read-bits", &KernelOptions::deep_read_bits},
-      {"halo-plan-stream", &KernelOptions::halo_plan_stream},
-      {"plan-stream-lists", &KernelOptions::plan_stream_lists},
-      {"first-output-room", &KernelOptions::first_output_room}};
-  return switches;
-}
-
-KernelOptions kernel_options_without(const std::vector<std::string>& names) {
-  KernelOptions o;
-  const auto& switches = kernel_option_switches();
-  for (const auto& name : names) {
-    bool known = false;
-    for (const auto& [n, field] : switches)
-      if (name == n) {
-        o.*field = false;
-        known = true;
-      }
-    if (!known) {
-      std::string all;
-      for (const auto& [n, field] : switches) all += (all.empty() ? "" : ", ") + n;
-      throw std::invalid_argument(name + " is not one of " + all);
-    }
-  }
-  return o;
-}
 
 GraphTensors to_tensors(const Graph& g, c10::Device device) {
   GraphTensors t;

@@ -89,35 +89,9 @@ inline void prefetch_row(const T* row, int64_t f) {
   for (int64_t b = 0; b < f * int64_t(sizeof(T)); b += 64) __builtin_prefetch(p + b);
 }
 
-// Whether the CUDA kernels sum a call over every row in the schedule's order (default on; tests
-// compare it with the index order).
-bool& length_ordered_rows();
-// Whether the CUDA backward over a transpose, when few destination rows were computed, first
-// flags the source rows that read one (the computed rows' columns) and sums only those (default
-// on; tests compare it with the plain scan; docs/performance.md v80).
-bool& skip_unread_rows();
-// Whether few-row calls give the rows with >= kMidRow entries a block each (default on; tests
-// compare it with one warp per row below kLongRow).
-bool& block_mid_rows();
-// Whether the CUDA backward of at most kMaxListRows computed rows (fewer than 1/8 of the CSR's)
-// sums each source row's gradient from a list of the computed entries that read it, instead of
-// scanning the transpose (default on; tests compare it with the scan; docs/performance.md v82).
-bool& reader_lists();
 // A source row read by more than 32 computed rows walks its row of the transpose, one warp for
-// it all: with at most this many computed rows, few do.
+// it all: with at most this many computed rows (the backward by reader lists), few do.
 constexpr int64_t kMaxListRows = 256;
-// Whether the CUDA backward of a few computed rows that regroups their entries by source row
-// (gnn.cpp, backward_x_few_rows) does so with regroup_by_source_cuda's kernels (default on; off:
-// the ATen operations, the same grouping; docs/performance.md v88).
-bool& regroup_kernel();
-// Whether aggregate_entries_cuda sums its segments a tile of 32 rows per warp, an empty row a
-// store of zeros (default on; off: spmm_rows, a group per row; the same bits; v89).
-bool& segment_tiles();
-// Whether a few-row call splits its listed rows of more than kRowChunk entries into chunks, each
-// a block's, their sums added by the row's last (default on; off: a block per row; v92).
-bool& row_chunks();
-// dropout_apply_cuda walks an unflagged input wider than 7 vectors as one flat array (v94).
-bool& flat_dropout();
 
 // find_long: also the transpose's row_schedule, for the CUDA backward.
 Transposed transpose_entries(const at::Tensor& rowptr, const at::Tensor& col, int64_t num_src,

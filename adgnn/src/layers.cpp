@@ -189,11 +189,6 @@ std::pair<at::Tensor, at::Tensor> linear_relu_dropout(const at::Tensor& x, const
   return {out[0], out[1]};
 }
 
-bool& fuse_output_dropout() {
-  static bool on = true;
-  return on;
-}
-
 at::Tensor Layer::edges_read(const MessageGraph& g, const at::Tensor& rows, const at::Tensor& rows_entries) const {
   if (rows_entries.defined()) return rows_entries;
   if (rows.numel() == 0) return torch::zeros({}, g.rowptr.options());

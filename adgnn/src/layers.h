@@ -86,10 +86,6 @@ std::pair<at::Tensor, at::Tensor> linear_relu_dropout(const at::Tensor& x, const
 // (its weight's gradient, h^T g, multiplies them by zero: NaN or garbage on a rank's unread halo).
 inline bool computes_few_rows(int64_t rows, int64_t num_dst) { return rows * 8 < num_dst; }
 
-// Whether the plain models' hidden layers fuse the next layer's dropout (linear_relu_dropout);
-// tests turn it off to compare with the separate dropout.
-bool& fuse_output_dropout();
-
 // f_delta's precision on the GPU for float32 models (elsewhere its input's type): kFp32; kTf32,
 // its matrix products on TF32 tensor cores; kBf16, its per-pair tensors (input, hidden layer and
 // their gradients) stored in bfloat16 and its products in bfloat16 with float32 sums.

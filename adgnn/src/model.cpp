@@ -421,11 +421,6 @@ detail::Thresholds detail::tau_thresholds(const at::Tensor& a, int64_t layers, d
   return out;
 }
 
-bool& detail::band_every_row_active_shortcut() {
-  static bool on = true;
-  return on;
-}
-
 detail::DepthMasks detail::depth_masks(const at::Tensor& eps, const at::Tensor& tau, const at::Tensor& depth_in,
                                        const at::Tensor& rowptr, const DepthMaskSpec& spec) {
   const int64_t L = spec.layers, n = rowptr.numel() - 1;
@@ -1026,7 +1021,7 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
     pass = std::make_unique<detail::HaloPass>(g, L);
     pass->set_in_place(exchange_in_place);
     // Only MixHop's layer 1 exchanges (its second hop): the others' read bits start at layer 2.
-    pass->set_first_read_layer(c.backbone == "mixhop" || !detail::deep_read_bits() ? 1 : 2);
+    pass->set_first_read_layer(c.backbone == "mixhop" ? 1 : 2);
   }
 
   // A rank's training pass builds layer 1's output (over every row) with room for the halo rows
@@ -1035,7 +1030,7 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
   // training pass held, and an eighth more (the depths move little between steps); the first
   // pass, or one that needs more, copies. grown_from: that output.
   const int64_t first_room =
-      exchange_in_place && L >= 2 && detail::first_output_room() && m.halo_rows_held >= 0
+      exchange_in_place && L >= 2 && m.halo_rows_held >= 0
           ? std::min(g.num_halo(), m.halo_rows_held + m.halo_rows_held / 8)
           : -1;
   at::Tensor grown_from;
@@ -1108,7 +1103,7 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
   // MixHop's, whose second hop exchanges (HaloPass::inner_fill) in the loop's order.
   at::Tensor first_upd;  // layer 1's forward, issued before the wait for the counts (below)
   const bool first_layer_early = masks.has_value() && (!pass || c.backbone != "mixhop") && m.adaptive() &&
-                                 c.lambda == 0 && detail::first_layer_before_counts();
+                                 c.lambda == 0;
   auto first_layer = [&] {
     RECORD_USER_SCOPE("layer 1");
     {
@@ -1127,7 +1122,7 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
   // are queued there too); the plan's stream first waits for the masks. (The plan's tensors stay
   // alive until the default stream has used them, or a later plan's stream, which first waits
   // for the default one, reuses their memory.)
-  const bool plan_beside_layer1 = first_layer_early && pass && x.is_cuda() && detail::halo_plan_beside_layer1();
+  const bool plan_beside_layer1 = first_layer_early && pass && x.is_cuda();
   std::optional<c10::StreamGuard> plan_stream;
   if (masks) {
     depth = masks->depth;
@@ -1211,12 +1206,7 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
         const c10::impl::VirtualGuardImpl cuda(x.device().type());
         c10::Event counted(x.device().type());
         counted.record(cuda.getStream(x.device()));
-        if (plan_stream && !detail::lists_on_plan_stream()) {
-          plan_stream.reset();  // back on the default stream, which waits for the plan
-          counted.block(cuda.getStream(x.device()));
-        } else if (!plan_stream) {
-          first_layer();
-        }
+        if (!plan_stream) first_layer();
         counted.synchronize();
         sizes = host;
       } else {
@@ -1369,8 +1359,7 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
       // A hidden layer ending with its fused ReLU also drops out the next layer's input (one
       // process: the next layer reads these rows only): the dropout's backward, a pass over
       // every row, becomes a factor in the ReLU's (detail::linear_relu_dropout).
-      const bool fuse = training && !last && c.dropout > 0 && !pass && !c.batchnorm && layer.relu_fused() &&
-                        detail::fuse_output_dropout();
+      const bool fuse = training && !last && c.dropout > 0 && !pass && !c.batchnorm && layer.relu_fused();
       at::Tensor upd, undropped;
       {
         // The request holds for this one call, also when it throws (a later evaluation pass
@@ -1463,8 +1452,7 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
       // which must not be the layer's output that its backward keeps).
       const bool all_active =
           act_rows.numel() == n &&
-          (!has_band || (!band_diff_grad && detail::band_every_row_active_shortcut() &&
-                         (width_change ? last || !c.batchnorm : !(pass && t < L))));
+          (!has_band || (!band_diff_grad && (width_change ? last || !c.batchnorm : !(pass && t < L))));
       if (all_active) {
         upd = post(upd);
         next = upd;

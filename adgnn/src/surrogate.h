@@ -33,25 +33,6 @@ struct Thresholds {
 };
 Thresholds tau_thresholds(const at::Tensor& a, int64_t layers, double lambda);
 
-// Whether a layer whose every row is active, some of them in the band, takes the update as its
-// output and the band rows' frozen values alone (model.cpp, v47); tests turn it off to compare
-// with the general path (a gather of the update and the frozen rows' values).
-bool& band_every_row_active_shortcut();
-
-// Whether an adaptive model with lambda = 0 (every row computed at layer 1) issues layer 1's
-// forward before it waits for the layers' row counts (model.cpp, v74; KernelOptions's
-// early_first_layer), the wait then overlapping layer 1's kernels; tests turn it off to compare
-// with the plain order.
-bool& first_layer_before_counts();
-// KernelOptions::deep_read_bits: a rank's halo plan builds read bits from layer 2 (not MixHop).
-bool& deep_read_bits();
-// KernelOptions::halo_plan_stream: a rank on a GPU runs its halo plan on a second stream beside layer 1.
-bool& halo_plan_beside_layer1();
-// KernelOptions::plan_stream_lists: the row lists and compact graph go on that stream too.
-bool& lists_on_plan_stream();
-// KernelOptions::first_output_room: a rank's layer 1 output is built with room for the halo rows.
-bool& first_output_room();
-
 // Every layer's row masks for one pass, from the depth benefit eps [n] and the thresholds tau [L]
 // (T(v) = the count of t with eps_v >= tau(t)), or from a given depth [n] (int64).
 struct DepthMaskSpec {

@@ -219,46 +219,6 @@ TEST(CrossEntropySum, TrainingLossAddsTheRegulariserWhereThereIsOne) {
 
 }  // namespace
 
-// adgnn bench --kernel-off: each option of the CUDA kernels' scheduling reaches the switch the
-// kernels read, one at a time, and the defaults (all on) come back.
-TEST(KernelOptions, EachSwitchReachesTheKernels) {
-  // The accessor each kernel reads, per switch, in kernel_option_switches()'s order.
-  bool& (*const reads[])() = {adgnn::kernels::length_ordered_rows,  adgnn::kernels::skip_unread_rows,
-                              adgnn::kernels::block_mid_rows,       adgnn::kernels::reader_lists,
-                              adgnn::kernels::regroup_kernel,       adgnn::kernels::segment_tiles,
-                              adgnn::detail::first_layer_before_counts, adgnn::kernels::row_chunks,
-                              adgnn::kernels::flat_dropout,         adgnn::detail::deep_read_bits,
-                              adgnn::detail::halo_plan_beside_layer1, adgnn::detail::lists_on_plan_stream,
-                              adgnn::detail::first_output_room};
-  const auto& switches = adgnn::kernel_option_switches();
-  ASSERT_EQ(switches.size(), std::size(reads));
-  EXPECT_EQ(switches[0].first, "length-order");
-  EXPECT_EQ(switches[12].first, "first-output-room");
-  const adgnn::KernelOptions defaults = adgnn::kernel_options();
-  for (const auto& [name, field] : switches) EXPECT_TRUE(defaults.*field) << name;
-  for (size_t k = 0; k < switches.size(); ++k) {
-    SCOPED_TRACE(switches[k].first);
-    // By name, as adgnn bench / train --kernel-off give it.
-    adgnn::set_kernel_options(adgnn::kernel_options_without({switches[k].first}));
-    const adgnn::KernelOptions back = adgnn::kernel_options();
-    for (size_t j = 0; j < switches.size(); ++j) {
-      EXPECT_EQ(reads[j](), j != k) << switches[j].first;
-      EXPECT_EQ(back.*(switches[j].second), j != k) << switches[j].first;
-    }
-  }
-  adgnn::set_kernel_options(defaults);
-  for (size_t j = 0; j < switches.size(); ++j) EXPECT_TRUE(reads[j]()) << switches[j].first;
-  // Several names at once; an unknown one named with the known ones.
-  const adgnn::KernelOptions two = adgnn::kernel_options_without({"segment-tiles", "early-first-layer"});
-  EXPECT_TRUE(two.length_order && two.regroup_kernel && !two.segment_tiles && !two.early_first_layer);
-  try {
-    (void)adgnn::kernel_options_without({"reader-lists", "fast"});
-    ADD_FAILURE() << "an unknown name was accepted";
-  } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("fast is not one of length-order"), std::string::npos) << e.what();
-  }
-}
-
 // v93: the halo plan's read bits of the asked layers only, on the CPU: each (owned row, peer)
 // word and each halo row's word against the definition, entry by entry, for every layer, layers
 // >= 2 and layers 2-3; undefined computed-layer masks (plain models) read as every layer.

@@ -566,116 +566,25 @@ TEST(AdGradients, TauThresholdsByHand) {
   EXPECT_DOUBLE_EQ(one.layers.at(0).item<double>(), lambda);
 }
 
-// Layer 1 of the learned variant: every row active (tau(1) = 0), the nodes with eps near 0 in the
-// surrogate band. The shortcut (the update as the output, the band rows' self term alone, without
-// a graph) gives the general path's logits and gradients (the self term of the frozen and band
-// rows, concatenated with the update, gathered into the output), dropout included. With most rows
-// in the band the shortcut takes the self term from f_delta's input where the layer's self term is
-// its input transform plus a bias (GCN, GAT), else from a product over every row (SAGE; v78).
-TEST(AdGradients, EveryRowActiveShortcutEqualsTheGeneralPath) {
-  const auto g = csbm(80, 0.5, 6);
-  const auto t = adgnn::to_tensors(g, torch::kCPU);
-  const auto mg = adgnn::message_graph(t, torch::kFloat64);
-  const at::Tensor x = t.x.to(torch::kFloat64);
-  const at::Tensor train = torch::rand({g.num_nodes}) < 0.5;
-  // band 0: every row in the band; 3: some; soft: soft masks, with every row active at every
-  // layer (tau(t) ~ 1e-13 below every eps of a fixed benefit range), whose band term is added to
-  // the layer's output in place (the shortcut must leave such layers alone).
-  for (const std::string backbone : {"gcn", "gat", "sage"})
-  for (const std::string mode : {"band 0", "band 3", "soft"}) {
-    if (backbone != "gcn" && mode == "soft") continue;
-    SCOPED_TRACE(backbone + " " + mode);
-    auto cfg = config("ad", 3, g);
-    cfg.backbone = backbone;
-    cfg.float64 = true;
-    cfg.band = mode == "band 3" ? 3.0 : 0.0;
-    cfg.kappa = 0.2;
-    cfg.dropout = 0.3;
-    if (mode == "soft") {
-      cfg.soft_masks = true;
-      cfg.theta_init = -30;
-      cfg.normalisation = "log";
-      cfg.benefit_range = std::make_pair(-40.0, 40.0);
-    }
-    const at::Tensor probe = torch::randn({g.num_nodes, g.num_classes}, torch::kFloat64);
-    std::vector<std::pair<std::string, at::Tensor>> grads[2];
-    at::Tensor logits[2];
-    for (int shortcut = 0; shortcut < 2; ++shortcut) {
-      adgnn::detail::band_every_row_active_shortcut() = shortcut == 1;
-      adgnn::Model model(cfg);
-      {  // biases start at zero: the same nonzero ones in both runs, so that each one counts
-        torch::NoGradGuard no_grad;
-        const auto gen = at::make_generator<at::CPUGeneratorImpl>(11);
-        for (auto& [name, p] : model.named_parameters())
-          if (name.find("bias") != std::string::npos) p.normal_(0, 0.5, gen);
-      }
-      auto out = model.forward(mg, x, true, 2, t.y, train);
-      if (mode == "soft") {
-        for (size_t l = 0; l < 3; ++l) EXPECT_EQ(out.stats.active_rows[l], g.num_nodes) << "layer " << l + 1;
-      }
-      logits[shortcut] = out.logits.detach();
-      ((out.logits * probe).sum() + out.reg_loss).backward();
-      for (auto& [name, p] : model.named_parameters())
-        grads[shortcut].emplace_back(name, p.grad().defined() ? p.grad().clone() : torch::zeros_like(p));
-    }
-    adgnn::detail::band_every_row_active_shortcut() = true;
-    EXPECT_TRUE(torch::allclose(logits[0], logits[1], 1e-12, 1e-14));
-    ASSERT_EQ(grads[0].size(), grads[1].size());
-    bool f_delta_moved = false;
-    for (size_t i = 0; i < grads[0].size(); ++i) {
-      SCOPED_TRACE(grads[0][i].first);
-      EXPECT_TRUE(torch::allclose(grads[1][i].second, grads[0][i].second, 1e-10, 1e-13))
-          << grads[1][i].second << grads[0][i].second;
-      if (grads[0][i].first.rfind("f_delta.", 0) == 0)
-        f_delta_moved = f_delta_moved || grads[0][i].second.abs().sum().item<double>() > 0;
-    }
-    EXPECT_TRUE(f_delta_moved);
-  }
-}
-
-// v74: one process with lambda = 0 issues layer 1's forward before it waits for the layers' row
-// counts. The same function as the plain order, bit for bit: logits, L_reg and every parameter's
-// gradient, for each adaptive variant and backbones whose layer 1 reads its row list (SAGE,
-// GAT) or not (GCN), training (dropout) and evaluation. With lambda > 0 (rows may skip layer 1)
-// the early forward is not issued.
-TEST(AdGradients, FirstLayerBeforeTheCountsEqualsThePlainOrder) {
+// One process with lambda = 0 issues layer 1's forward before it waits for the layers' row
+// counts (every row is computed there); with lambda > 0 (rows may skip layer 1) it does not.
+// The results are pinned by the PyG comparisons and the distributed tests (ranks of MixHop take
+// the plain order).
+TEST(AdGradients, FirstLayerIsIssuedBeforeTheCountsExactlyWhenLambdaIsZero) {
   const auto g = csbm(90, 0.4, 5);
   const auto t = adgnn::to_tensors(g, torch::kCPU);
   const auto mg = adgnn::message_graph(t);
   const at::Tensor train = torch::rand({g.num_nodes}) < 0.5;
-  const at::Tensor probe = torch::randn({g.num_nodes, g.num_classes});
-  for (const std::string backbone : {"gcn", "sage", "gat"})
-    for (const std::string variant : {"ad", "ad_fast", "ad_sharp"})
-      for (const bool training : {true, false})
-        for (const double lambda : {0.0, 0.3}) {
-          SCOPED_TRACE(backbone + " " + variant + (training ? " training" : " evaluation") + " lambda " +
-                       std::to_string(lambda));
-          auto cfg = config(variant, 3, g);
-          cfg.backbone = backbone;
-          cfg.dropout = 0.3;
-          cfg.lambda = lambda;
-          at::Tensor logits[2], reg[2];
-          std::vector<at::Tensor> grads[2];
-          for (int early = 0; early < 2; ++early) {
-            adgnn::detail::first_layer_before_counts() = early == 1;
-            adgnn::Model model(cfg);
-            // AD#'s second pass reads the calibration of its first.
-            if (variant == "ad_sharp") (void)model.forward(mg, t.x, true, 1, t.y, train);
-            auto out = model.forward(mg, t.x, training, 2, t.y, train);
-            EXPECT_EQ(out.stats.first_layer_early, early == 1 && lambda == 0);
-            logits[early] = out.logits.detach();
-            reg[early] = out.reg_loss.detach();
-            if (!training) continue;
-            ((out.logits * probe).sum() + out.reg_loss).backward();
-            for (auto& [name, p] : model.named_parameters())
-              grads[early].push_back(p.grad().defined() ? p.grad().clone() : torch::zeros_like(p));
-          }
-          adgnn::detail::first_layer_before_counts() = true;
-          EXPECT_TRUE(torch::equal(logits[0], logits[1]));
-          EXPECT_TRUE(torch::equal(reg[0], reg[1]));
-          ASSERT_EQ(grads[0].size(), grads[1].size());
-          for (size_t i = 0; i < grads[0].size(); ++i) EXPECT_TRUE(torch::equal(grads[0][i], grads[1][i])) << i;
-        }
+  for (const std::string variant : {"ad", "ad_fast", "ad_sharp"})
+    for (const double lambda : {0.0, 0.3}) {
+      SCOPED_TRACE(variant + " lambda " + std::to_string(lambda));
+      auto cfg = config(variant, 3, g);
+      cfg.lambda = lambda;
+      adgnn::Model model(cfg);
+      if (variant == "ad_sharp") (void)model.forward(mg, t.x, true, 1, t.y, train);
+      const auto out = model.forward(mg, t.x, true, 2, t.y, train);
+      EXPECT_EQ(out.stats.first_layer_early, lambda == 0);
+    }
 }
 
 TEST(Model, RejectsBadSettings) {
@@ -958,45 +867,24 @@ bool autograd_graph_has(const at::Tensor& t, const std::string& name) {
   return false;
 }
 
-// v62: a plain model's hidden layer that ends with its fused ReLU also drops out the next
-// layer's input (one autograd node, whose backward needs no mask). Logits and every gradient
-// equal the separate dropout's, in float32 and float64; backbones that do not fuse are unchanged.
-TEST(Model, FusedOutputDropoutEqualsTheSeparateDropout) {
+// A plain model's hidden layer that ends with its fused ReLU also drops out the next layer's
+// input (one autograd node, whose backward needs no mask): GCN does, SAGE does not. That it is
+// the separate dropout's function is pinned by the distributed tests (a rank drops out
+// separately) and the PyG comparisons.
+TEST(Model, GcnFusesTheNextLayersDropout) {
   const auto g = csbm(300, 0.5, 4);
   const auto t = adgnn::to_tensors(g, torch::kCPU);
   const at::Tensor train = torch::rand({g.num_nodes}) < 0.5;
+  const auto mg = adgnn::message_graph(t);
   for (const char* backbone : {"gcn", "sage"}) {
-    for (const bool f64 : {false, true}) {
-      SCOPED_TRACE(std::string(backbone) + (f64 ? ", float64" : ", float32"));
-      const auto mg = adgnn::message_graph(t, f64 ? torch::kFloat64 : torch::kFloat32);
-      auto cfg = config("plain", 4, g);
-      cfg.backbone = backbone;
-      cfg.float64 = f64;
-      cfg.hidden = 16;
-      cfg.dropout = 0.4;
-      at::Tensor logits[2], x_grad[2];
-      std::vector<at::Tensor> grads[2];
-      for (int fused = 0; fused < 2; ++fused) {
-        adgnn::detail::fuse_output_dropout() = fused == 1;
-        adgnn::Model model(cfg);
-        const at::Tensor x = t.x.to(f64 ? torch::kFloat64 : torch::kFloat32).detach().clone().requires_grad_(true);
-        const auto out = model.forward(mg, x, true, 5, t.y, train);
-        EXPECT_EQ(autograd_graph_has(out.logits, "LinearReluDropoutFn"), fused == 1 && std::string(backbone) == "gcn");
-        const at::Tensor loss =
-            torch::nll_loss(torch::log_softmax(out.logits, 1).index({train}), t.y.index({train}));
-        loss.backward();
-        logits[fused] = out.logits.detach();
-        x_grad[fused] = x.grad();
-        for (const auto& [name, p] : model.named_parameters()) grads[fused].push_back(p.grad());
-      }
-      adgnn::detail::fuse_output_dropout() = true;
-      EXPECT_TRUE(torch::equal(logits[0], logits[1]));
-      EXPECT_TRUE(torch::equal(x_grad[0], x_grad[1]));
-      ASSERT_EQ(grads[0].size(), grads[1].size());
-      for (size_t i = 0; i < grads[0].size(); ++i)
-        EXPECT_TRUE(torch::equal(grads[0][i], grads[1][i])) << "parameter " << i << ": "
-                                                            << (grads[0][i] - grads[1][i]).abs().max();
-    }
+    SCOPED_TRACE(backbone);
+    auto cfg = config("plain", 4, g);
+    cfg.backbone = backbone;
+    cfg.hidden = 16;
+    cfg.dropout = 0.4;
+    adgnn::Model model(cfg);
+    const auto out = model.forward(mg, t.x, true, 5, t.y, train);
+    EXPECT_EQ(autograd_graph_has(out.logits, "LinearReluDropoutFn"), std::string(backbone) == "gcn");
   }
 }
 

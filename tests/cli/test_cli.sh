@@ -191,15 +191,6 @@ expect_error "--steps" "$adgnn" bench --dataset csbm:demo --device cpu --steps 0
 # A bf16 or tf32 row would be mislabelled off CUDA: refused.
 expect_error "--fdelta-precision bf16: CUDA only (this bench runs on cpu)" "$adgnn" bench --dataset csbm:demo \
   --device cpu --variants plain,ad --fdelta-precision fp32,bf16 --steps 2
-# --kernel-off names the CUDA kernels' scheduling options (A/B runs): an unknown one, or any on
-# the CPU (where it would change nothing but the label), refused.
-expect_error "--kernel-off: fast is not one of length-order, skip-unread-rows, mid-row-blocks, reader-lists, regroup-kernel, segment-tiles, early-first-layer, row-chunks, flat-dropout, deep-read-bits, halo-plan-stream, plan-stream-lists, first-output-room" "$adgnn" bench \
-  --dataset csbm:demo --device cpu --kernel-off length-order,fast --steps 2
-# train takes the same switches (every rank of a distributed A/B run), on any device.
-expect_error "--kernel-off: fast is not one of length-order" "$adgnn" train csbm:demo --epochs 1 --kernel-off fast
-expect_ok "$adgnn" train csbm:demo --epochs 1 --variant ad_fast --kernel-off early-first-layer,segment-tiles --no-progress
-expect_error "--kernel-off: the CUDA kernels' options (this bench runs on cpu)" "$adgnn" bench --dataset csbm:demo \
-  --device cpu --kernel-off mid-row-blocks --steps 2
 
 if [ -n "$data" ] && [ -d "$data" ]; then
   expect_ok "$adgnn" data stats --dataset texas --data-dir "$data"

@@ -57,51 +57,6 @@ at::Tensor cross_entropy_sum(const at::Tensor& logits, const at::Tensor& rows, c
 
 // Whether this build has the CUDA kernels (ADGNN_CUDA=ON).
 bool cuda_kernels_built();
-// How the CUDA aggregation kernels schedule their rows (docs/performance.md), all on by default;
-// switched off one at a time for A/B measurements (adgnn bench / train --kernel-off). Each gives
-// the same results, except mid_row_blocks and row_chunks, which group the sums of some rows
-// differently (float rounding).
-// length_order: a call over every row takes the rows by descending length (v76);
-// skip_unread_rows: the backward of a few computed rows writes the source rows that read none of
-// them as zeros without walking their entries (v80);
-// mid_row_blocks: a call over few rows sums rows of >= 128 entries with a block each (v81);
-// reader_lists: the backward of at most 256 computed rows sums each source row's gradient from a
-// list of the entries that read it, without the transpose's other entries (v82);
-// regroup_kernel: the backward of more computed rows on a large graph groups their entries by
-// source with a few kernels instead of ~35 ATen operations (v88);
-// segment_tiles: that backward sums the groups a tile of 32 source rows per warp, where empty
-// rows are stores of zeros, instead of a group of lanes per source row (v89);
-// early_first_layer: an adaptive model with lambda = 0 (every row computed at layer 1; a rank of a
-// distributed run too, except MixHop's, whose layer 1 exchanges) issues layer 1's forward before
-// it waits for the layers' row counts, which then overlap layer 1's kernels (v74, ranks v91);
-// row_chunks: a call over few rows sums its rows of more than 2,048 entries in chunks, a block
-// each, where a block per row left the call as long as its longest hub (v92; float rounding);
-// flat_dropout: the dropout of an unflagged input of rows wider than 7 vectors (layer 1's) walks
-// it as one flat array, every lane of a warp busy and its accesses one contiguous span (v94);
-// deep_read_bits: a rank's halo plan builds its read bits for the layers that exchange, from
-// layer 2 (MixHop's from layer 1), not for layer 1 too (v93);
-// halo_plan_stream: a rank on a GPU with layer 1 issued early (early_first_layer) issues it before
-// its halo plan, which runs on a second stream beside it (v95);
-// plan_stream_lists: that stream also takes the row lists and the deeper layers' compact graph,
-// once the host has the counts (v96);
-// first_output_room: a rank's training pass builds layer 1's output (GCN) with room for the halo
-// rows after it, which layer 2's exchange grows into instead of copying the owned rows (v97).
-struct KernelOptions {
-  bool length_order = true, skip_unread_rows = true, mid_row_blocks = true, reader_lists = true,
-       regroup_kernel = true, segment_tiles = true, early_first_layer = true, row_chunks = true,
-       flat_dropout = true, deep_read_bits = true, halo_plan_stream = true, plan_stream_lists = true,
-       first_output_room = true;
-};
-// The options with the named ones off (adgnn bench / train --kernel-off: length-order,
-// skip-unread-rows, mid-row-blocks, reader-lists, regroup-kernel, segment-tiles,
-// early-first-layer, row-chunks, flat-dropout, deep-read-bits, halo-plan-stream, plan-stream-lists,
-// first-output-room); an unknown name throws std::invalid_argument naming it and the known ones.
-KernelOptions kernel_options_without(const std::vector<std::string>& names);
-// Every switch: its --kernel-off name and its field, in the order above (the one list that
-// kernel_options_without, the commands' help and the tests read).
-const std::vector<std::pair<std::string, bool KernelOptions::*>>& kernel_option_switches();
-KernelOptions kernel_options();
-void set_kernel_options(const KernelOptions& options);
 // Peak bytes allocated by PyTorch's CUDA allocator on `device` since the last reset (0 for the
 // CPU or a build without CUDA), and its reset.
 int64_t peak_device_memory(c10::Device device);
