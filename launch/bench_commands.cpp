@@ -424,7 +424,7 @@ void add_bench_commands(CLI::App& app, std::function<int()>& run) {
   cmd->add_option("--weight-decay", f->weight_decay, "Adam weight decay")->capture_default_str();
   cmd->add_option("--lambda", f->lambda, "AD: lambda of tau(t)")->capture_default_str();
   cmd->add_option("--compact", f->compact,
-                  "AD: deeper layers read a compact input: auto (CPU only), on, off (docs/performance.md v9)")
+                  "AD: deeper layers read a compact input: auto (CPU only), on, off (fewer passes, more device waits)")
       ->check(CLI::IsMember({"auto", "on", "off"}));
   cmd->add_option("--fdelta-precision", f->fdelta_precisions,
                   "AD (learned): f_delta's precision, one row per entry (fp32, tf32, bf16; tf32 and bf16 on CUDA only)")

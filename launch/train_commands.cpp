@@ -138,11 +138,11 @@ void register_train_flags(CLI::App* cmd, const std::shared_ptr<TrainArgs>& a) {
   cmd->add_option("--seed", f.model.seed, "Seed (run r uses seed + r)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--device", f.model.device, "cpu, cuda or cuda:N");
   cmd->add_option("--compact", f.model.compact_deep_layers,
-                  "AD: deeper layers read a compact input: auto (CPU only), on, off (docs/performance.md v9)");
+                  "AD: deeper layers read a compact input: auto (CPU only), on, off (fewer passes, more device waits)");
   cmd->add_option("--compact-halo", f.model.compact_halo,
                   "AD under mpirun: layers >= 2 hold only the halo rows they read: auto, on, off (docs/distributed.md)");
   cmd->add_option("--fdelta-precision", f.model.fdelta_precision,
-                  "AD (learned): f_delta's precision: fp32, tf32 or bf16 (CUDA only; docs/performance.md v43, v59)");
+                  "AD (learned): f_delta's precision: fp32, tf32 or bf16 (tf32, bf16: faster, less precise; CUDA only)");
   cmd->add_option("--splits", f.splits, "auto, random, or a split family of the dataset (geom-gcn, platonov, public)");
   cmd->add_option("--epochs", f.epochs, "Training epochs");
   cmd->add_option("--lr", f.lr, "Adam learning rate");

@@ -5,7 +5,7 @@
 # Builds build-gpu (CUDA + NCCL), runs the CUDA kernel tests (GPU 0), the NCCL distributed tests
 # on every GPU, bench/gpu_bench.sh on GPU 0 (ours against PyG on the arxiv-scale graph), the
 # GAT / GATv2 bench on Photo, a Kineto profile of the depth-4 GCN / AD-GCN_fast steps, and
-# AD-GCN_fast with --compact on (v10's comparison; gpu_bench runs the CUDA default, off).
+# AD-GCN_fast with --compact on (against gpu_bench, which runs the CUDA default, off).
 # Logs and tables go to /tmp/adgnn_perf, and as perf.tgz into $OUT when set (the device tool);
 # SKIP_BUILD=1 uses build-gpu as it is; QUICK=1 skips the --compact on and GAT / Photo runs.
 set -uo pipefail
@@ -48,7 +48,7 @@ CUDA_VISIBLE_DEVICES=0 build-gpu/adgnn bench --dataset /tmp/adgnn_bench/arxiv-sc
   --variants plain --depths 4 --steps 10 --warmup 3 --kernels --device cuda >"$OUT/kernels.md" 2>&1
 elapsed "kernels: exit $?"
 if [ -z "${QUICK:-}" ]; then
-# v10: AD's compact deeper-layer input off (the CUDA default) against on, same binary and card.
+# AD's compact deeper-layer input off (the CUDA default) against on, same binary and card.
 CUDA_VISIBLE_DEVICES=0 build-gpu/adgnn bench --dataset /tmp/adgnn_bench/arxiv-scale.h5 --backbones gcn \
   --variants ad_fast --depths 4,8 --steps 30 --warmup 5 --compact on --device cuda \
   --json "$OUT/compact_on.json" >"$OUT/compact_on.md" 2>&1

@@ -166,7 +166,7 @@ def make_jobs(a):
     datasets = a.datasets.split(",") if a.datasets else DATASETS
     base = ["--threads", "1", "--device", dev, "--no-progress"]
     # A table row's runs train concurrently (`adgnn train --run-workers`): same numbers as one
-    # after the other, and the row no longer waits for 10 sequential runs.
+    # after the other, and the row does not wait for 10 sequential runs.
     table_workers = max(1, min(a.table_workers, table_runs, a.slots))
     jobs = []
 

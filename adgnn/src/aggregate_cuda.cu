@@ -57,8 +57,8 @@ __device__ unsigned group_mask(int tpr) {
 // Clamped: the eight gathers are unconditional (a skipped entry, or a lane past the row's
 // vectors, loads row 0's vector 0 and adds nothing), so the compiler issues them before the
 // FMAs. As conditional loads with a zero default, the block-per-row kernels' (at 64 registers)
-// waited for each before the next: one gather in flight per warp (v85). spmm_rows too (~6 loads
-// in flight instead of 3-4 at its 64-register cap; 8 bytes spilled instead of 44 at float4).
+// would wait for each before the next: one gather in flight per warp. spmm_rows too (more loads
+// in flight at its 64-register cap, and fewer bytes spilled at float4).
 template <typename T, int V, bool Clamped = false>
 __device__ void add_entries(typename Pack<T, V>::type& acc, int64_t begin, int64_t end, int lane, int width,
                             unsigned mask, const int32_t* __restrict__ idx, const int64_t* __restrict__ eid,
@@ -95,7 +95,7 @@ __device__ void add_entries(typename Pack<T, V>::type& acc, int64_t begin, int64
     }
     // Every chunk of U entries, the last one included, issues its gathers before its FMAs: a
     // remainder walked one entry at a time waited a whole memory latency per entry, and most rows
-    // of a power-law graph have fewer than U entries (v69). Lanes past n load nothing and add
+    // of a power-law graph have fewer than U entries. Lanes past n load nothing and add
     // nothing (j + u < n is the same on every lane of the group; a shuffle reads lane j + u modulo
     // the width).
     constexpr int U = 8;
@@ -120,8 +120,8 @@ __device__ void add_entries(typename Pack<T, V>::type& acc, int64_t begin, int64
 // acc += the self term of output row o (CSR row r): forward (pos null) self_w[o] x[r]; backward,
 // for a source row o < n_self that was computed (q = pos ? pos[o] : o >= 0), self_w[q] x[q].
 // ByRow: self_w holds one weight per CSR row (self_w[r] forward, self_w[o] backward). A template
-// argument, not a kernel parameter: one more parameter slowed the every-row SpMM by 2% (v83;
-// the kernel runs at its register cap).
+// argument, not a kernel parameter: one more parameter slows the every-row SpMM (the kernel runs
+// at its register cap).
 template <typename T, int V, bool ByRow>
 __device__ void add_self(typename Pack<T, V>::type& acc, const T* __restrict__ self_w, bool backward,
                          int64_t n_self, const int32_t* __restrict__ pos, int64_t r, int64_t o,
@@ -145,10 +145,10 @@ __device__ void add_self(typename Pack<T, V>::type& acc, const T* __restrict__ s
 // spmm_long_rows or spmm_listed_rows.
 // `tpr` lanes per row (a power of two <= 32); x and out rows are f = vecs * V wide.
 // Occupancy sets this kernel's speed: a warp has at most U gathers in flight, so the SM needs
-// many warps to cover their latency. Left free, the compiler took 80-91 registers a thread, which
+// many warps to cover their latency. Left free, the compiler takes 80-91 registers a thread, which
 // fits 16-24 warps on an SM; capped at 64 (8 blocks of 4 warps), 32 fit. A few bytes spill, and
-// the arxiv-scale forward still went from 0.84 to 0.46 ms on an H200 (v69, docs/performance.md:
-// 4 blocks of 8 warps took 0.50 ms, 2 of 16 0.63, 5-8 of 8 warps, with more spills, 0.52-0.66).
+// the kernel is still faster: on arxiv-scale (`adgnn bench --kernels`, docs/performance.md) this
+// shape beat the uncapped kernel and 4 blocks of 8 warps, 2 of 16 and 5-8 of 8 (more spills).
 constexpr int kRowsThreads = 128, kRowsMinBlocks = 8;
 template <typename T, int V, bool SelfByRow>
 __global__ void __launch_bounds__(kRowsThreads, kRowsMinBlocks)
@@ -166,7 +166,7 @@ spmm_rows(const int64_t* __restrict__ ptr, const int32_t* __restrict__ idx, cons
   bool valid = o < n_out;
   const int64_t r = valid ? (rows ? rows[o] : o) : 0;
   const int64_t oo = out_by_row ? r : o;  // rows as a processing order: row r's output is row r
-  // flags (the backward over a transpose when few rows were computed, v80): a row flagged 0 reads
+  // flags (the backward over a transpose when few rows were computed): a row flagged 0 reads
   // no computed row, and is written as zeros without loading its bounds or entries.
   const bool zero = valid && flags && flags[r] == 0;
   int64_t begin = valid && !zero ? ptr[r] : 0, end = valid && !zero ? ptr[r + 1] : 0;
@@ -185,15 +185,14 @@ spmm_rows(const int64_t* __restrict__ ptr, const int32_t* __restrict__ idx, cons
   }
 }
 
-// aggregate_entries' sums (the few-row backward's regrouped segments, v89). Most of its output
-// rows have no entry (AD's deeper layers on products-scale: ~60% of 2.45 M source rows) and are
-// only written as zeros. spmm_rows gives every row a group of its own whose one job first waits
-// for the row's bounds: 612 K blocks of 4 warps, bound by that wait and by block turnover (1.16
-// ms a call for 1.25 GB written, ~3.5 ms of a products-scale step). Here a warp takes 32
-// consecutive rows at a time, on a grid of the blocks resident at once: its lanes load the 32
-// rows' bounds together, then its groups take the rows in turn. A row without entries is a store
-// of zeros that waits for nothing; a row with entries is summed as spmm_rows sums it (add_entries,
-// the same lanes and order: the same bits).
+// aggregate_entries' sums (the few-row backward's regrouped segments). Most of its output
+// rows have no entry (AD's deeper layers on products-scale: most source rows) and are only
+// written as zeros. spmm_rows would give every row a group of its own whose one job first waits
+// for the row's bounds: hundreds of thousands of blocks, bound by that wait and by block
+// turnover. Here a warp takes 32 consecutive rows at a time, on a grid of the blocks resident at
+// once: its lanes load the 32 rows' bounds together, then its groups take the rows in turn. A row
+// without entries is a store of zeros that waits for nothing; a row with entries is summed as
+// spmm_rows sums it (add_entries, the same lanes and order: the same bits).
 constexpr int kTileThreads = 256;
 template <typename T, int V>
 __global__ void __launch_bounds__(kTileThreads)
@@ -231,8 +230,8 @@ spmm_segment_tiles(const int64_t* __restrict__ ptr, const int32_t* __restrict__ 
 // warp 0 adds the warps' partial sums in warp order and the self term: a fixed order, so
 // deterministic; the sum is grouped differently from spmm_rows' (last bits may differ).
 // 16 warps (512 threads) rather than 32: the clamped loads (add_entries) then keep about six
-// gathers in flight per warp at 62 registers. Products-scale, one H200: layer 1's long rows 1.64
-// -> 1.05 ms, the deeper layers' listed rows 0.76 -> 0.56 ms a step (v85, docs/performance.md).
+// gathers in flight per warp at 62 registers; on products-scale both layer 1's long rows and the
+// deeper layers' listed rows are faster than with 32 warps (`adgnn bench`, docs/performance.md).
 constexpr int kLongWarps = 16;
 // The entries [begin, end) of row r summed by the whole block (kLongWarps warps, as described
 // above) into dst's vectors: output row o with the self term when self_w is given, or a chunk's
@@ -293,14 +292,13 @@ spmm_long_rows(const int64_t* __restrict__ ptr, const int32_t* __restrict__ idx,
 
 // A call that computes some rows only (AD's deeper layers: `rows`, or the backward's source rows
 // flagged as read) gives a block only to those of its blocked rows that it computes. A grid over
-// every blocked row of the CSR, most of whose blocks found their row not computed and exited,
-// cost 0.17-0.5 ms a call on products-scale (61,526 rows of >= kMidRow entries on each of two
-// ranks: a block of 32 warps, as then, filled an SM, so the empty blocks ran one after another),
-// more than the rows it summed (v84). list_blocked_rows appends the output rows o of the
-// candidates (rows[0..n) or cand[0..n)) with >= min_entries entries (and flagged, with flags) to
-// list, counting them in counters[0] (zero before; spmm_listed_rows sets it back: listed_counters).
-// The list's order comes from atomics, but each row's sum is one block's, in a fixed order: the
-// same bits.
+// every blocked row of the CSR, most of whose blocks would find their row not computed and exit,
+// costs more than the rows it sums on products-scale (tens of thousands of rows of >= kMidRow
+// entries per rank, and the empty blocks run one after another). list_blocked_rows appends the
+// output rows o of the candidates (rows[0..n) or cand[0..n)) with >= min_entries entries (and
+// flagged, with flags) to list, counting them in counters[0] (zero before; spmm_listed_rows sets it
+// back: listed_counters). The list's order comes from atomics, but each row's sum is one block's,
+// in a fixed order: the same bits.
 constexpr int64_t kListedBlocksPerSm = 4;
 __global__ void list_blocked_rows(const int64_t* __restrict__ ptr, const int64_t* __restrict__ rows,
                                   const int64_t* __restrict__ cand, int64_t n, int64_t min_entries,
@@ -318,18 +316,18 @@ __global__ void list_blocked_rows(const int64_t* __restrict__ ptr, const int64_t
 // (b + gridDim.x)-th, ... when the list is longer than the grid (the grid is capped: its blocks
 // past the list's length, unknown at launch, exit at once). Longest first, as the length order
 // of the CSR's blocked rows did: the blocks fill the SMs one row each, and a hub started last
-// would end the call late (in atomic order, products-scale's deeper layers took 295-301 us
-// against 192-212). Each block ranks the list itself (at most kLongWarps * 32 rows, a thread
-// each, ties by output row; a longer list is taken as it is). Its last block sets the count
-// back to zero (counters[1]: is_last_block's).
+// would end the call late (in atomic order, products-scale's deeper layers are clearly slower).
+// Each block ranks the list itself (at most kLongWarps * 32 rows, a thread each, ties by output
+// row; a longer list is taken as it is). Its last block sets the count back to zero (counters[1]:
+// is_last_block's).
 // Ranked, with chunk > 0, a row of more than `chunk` entries is split: its chunks of `chunk`
 // entries are work items of their own, each a block's partial sum into partials (the row's
 // chunks at consecutive slots, in rank order), and the block that completes the row's last chunk
 // (done[rank], zero before and set back) adds them in chunk order with the self term. AD's deeper
-// layers compute few rows, mostly hubs of thousands of entries: a block per row left the call as
-// long as its longest row (138 us a call on a rank of four, products-scale; v92). A row of at most
-// `chunk` entries is one item, summed as before (the same bits); a split row's sum is associated
-// by chunk (float rounding), the same on every run.
+// layers compute few rows, mostly hubs of thousands of entries: a block per row would leave the
+// call as long as its longest row. A row of at most `chunk` entries is one item, summed by one
+// block (the same bits); a split row's sum is associated by chunk (float rounding), the same on
+// every run.
 template <typename T, int V, bool SelfByRow>
 __global__ void __launch_bounds__(kLongWarps * 32)
 spmm_listed_rows(const int64_t* __restrict__ ptr, const int32_t* __restrict__ idx,
@@ -444,15 +442,13 @@ __global__ void edge_dots(const int64_t* __restrict__ rowptr, const int32_t* __r
 // stored, read, or kept for the backward (which applies the same function to the gradient).
 // A group of tpr lanes walks one row's vectors (float4 / double2 where the width and alignment
 // allow: coalesced 16-byte accesses), so the row's key is hashed once per row and no element
-// index is divided by the width (64-bit division per element made the first version
-// compute-bound: 10 ms per products-scale step). Each warp takes 32 consecutive rows at a time
-// from a grid sized to fill the device once: their flags and keys are loaded and hashed by one
-// lane each, in parallel, and the warp's groups then take the rows it has to write in turn.
-// (v33 walked the rows one group at a time, each waiting for its row's flag: on AD's deeper
-// layers, where few rows are flagged, that wait bounded the kernel, v36.) A group takes R rows
-// of its warp at a time and loads them all before the first products (v86): one row at a time
-// left one load in flight per warp, and the kernel at ~2.5 TB/s (0.79 ms for layer 1's input
-// on products-scale, one H200, of 1.96 GB read and written); v86 took 0.5 ms off that step.
+// index is divided by the width (a 64-bit division per element makes the kernel compute-bound).
+// Each warp takes 32 consecutive rows at a time from a grid sized to fill the device once: their
+// flags and keys are loaded and hashed by one lane each, in parallel, and the warp's groups then
+// take the rows it has to write in turn. (Walking the rows one group at a time, each waiting for
+// its row's flag, would let that wait bound the kernel on AD's deeper layers, where few rows are
+// flagged.) A group takes R rows of its warp at a time and loads them all before the first
+// products: one row at a time leaves one load in flight per warp, well below the card's bandwidth.
 // flags (null: every row): rows with flag 0 are not read (forward: left unwritten; the gradient:
 // zero, or untouched when accumulating). accumulate: out += x * mask on the flagged rows.
 constexpr int kDropoutRows = 4;  // the rows a group of lanes has in flight (72 registers at float4)
@@ -517,7 +513,7 @@ __global__ void dropout_apply_rows(const T* __restrict__ x, const int64_t* __res
         VT a[R], o[R];
         if (from >= 0) {
           // Unconditional loads (rows not dropped out read `from` again): conditional ones with a
-          // zero default are issued one after another (v85's SpMM).
+          // zero default are issued one after another (as in the SpMM's add_entries).
 #pragma unroll
           for (int q = 0; q < R; ++q) {
             const int64_t r = base + (drop[q] ? bit[q] : from);
@@ -545,10 +541,10 @@ __global__ void dropout_apply_rows(const T* __restrict__ x, const int64_t* __res
 // not flagged (layer 1's input: every held row, 100 wide on products-scale). The tensor is walked
 // as one flat array of vectors: a warp takes 32 * U consecutive ones, lane l the vectors
 // base + l + 32 k, so every load and store of the warp is one contiguous span and every lane
-// works (a group of 32 lanes per 25-vector row left 7 idle, and its loads were the row's 400
-// bytes, not 512). The chunk's rows (at most 32: kFlatMinVecs) have their keys hashed by one
-// lane each and shuffled to the vectors' lanes; a vector's row and column come from stepping the
-// lane's first ones, no division per vector. U loads are issued before the first products.
+// works (a group of 32 lanes per 25-vector row would leave 7 idle, and its loads would be the
+// row's 400 bytes, not 512). The chunk's rows (at most 32: kFlatMinVecs) have their keys hashed by
+// one lane each and shuffled to the vectors' lanes; a vector's row and column come from stepping
+// the lane's first ones, no division per vector. U loads are issued before the first products.
 constexpr int kFlatVecs = 4;  // U: a lane's vectors in flight
 template <typename T, int V, bool accumulate>
 __global__ void __launch_bounds__(256) dropout_apply_flat(const T* __restrict__ x, const int64_t* __restrict__ gid,
@@ -656,8 +652,8 @@ void launch_spmm(const int64_t* ptr, const int32_t* idx, const int64_t* eid, con
   const bool vec_ok = f % kVec == 0 && reinterpret_cast<uintptr_t>(x.data_ptr<T>()) % (kVec * sizeof(T)) == 0 &&
                       reinterpret_cast<uintptr_t>(out.data_ptr<T>()) % (kVec * sizeof(T)) == 0;
   // A width that is not a multiple of the vector (products-scale's 47 classes) takes the scalar
-  // kernel, which the H200 profile showed as slow per entry as the 128-wide vectorised one
-  // (docs/performance.md, v11). When the call computes a good share of the rows, gather from a
+  // kernel, which is as slow per entry as the 128-wide vectorised one (an H200 profile,
+  // docs/performance.md). When the call computes a good share of the rows, gather from a
   // copy padded to the vector width instead: one extra pass over x and the output, against the
   // kernel's per-entry cost. (Few computed rows, AD's deeper layers: the copy would dominate.)
   if (!vec_ok && f > kVec && computed * 8 >= x.size(0)) {
@@ -732,8 +728,8 @@ void launch_spmm(const int64_t* ptr, const int32_t* idx, const int64_t* eid, con
 
 // A block per row: thread 0 flags the row, the threads its entries' columns. Threads that flag
 // one shared neighbour all store the same byte value 1, so the races are benign. (A warp per row
-// walked a hub's thousands of entries 32 at a time: the few hub rows of AD's deeper layers took
-// 56 us per layer, v38.)
+// would walk a hub's thousands of entries 32 at a time: slow for the few hub rows of AD's deeper
+// layers.)
 __global__ void mark_rows_read_rows(const int64_t* __restrict__ rowptr, const int32_t* __restrict__ col,
                                     const int64_t* __restrict__ rows, uint8_t* __restrict__ flags) {
   const int64_t r = rows[blockIdx.x];
@@ -741,10 +737,10 @@ __global__ void mark_rows_read_rows(const int64_t* __restrict__ rowptr, const in
   for (int64_t k = rowptr[r] + threadIdx.x; k < rowptr[r + 1]; k += blockDim.x) flags[col[k]] = 1;
 }
 
-// v82: the backward of very few computed rows (AD's deeper layers: 31, 17 and 7 hubs of
-// arxiv-scale) by reader lists. The transpose scan walks every entry of each source row that a
-// computed row reads, and those are neighbours of hubs, long themselves: ~128 us a layer for 40 K
-// entries that matter. Here each computed entry k (of row rows[i], column j) links itself into
+// The backward of very few computed rows (AD's deeper layers on arxiv-scale: a few dozen hubs or
+// fewer) by reader lists. The transpose scan walks every entry of each source row that a computed
+// row reads, and those are neighbours of hubs, long themselves: far more entries than the few that
+// matter. Here each computed entry k (of row rows[i], column j) links itself into
 // j's list (link_readers: link[k] = {previous head of j, i}); the list heads are then compacted
 // into a list of owners (list_owners), and one warp per owner sums its list in entry order, the
 // order of the transpose's row (sum_reader_lists). The atomics only decide the lists' order in
@@ -950,7 +946,7 @@ at::Tensor dropout_apply_cuda(const at::Tensor& x, const at::Tensor& gid, uint64
 
 namespace {
 // The rows a call sums with a block each: the schedule's first `count`, those with >= min_entries
-// (kLongRow), or in a call over few rows (AD's deeper layers) >= kMidRow (kernels.h, v81).
+// (kLongRow), or in a call over few rows (AD's deeper layers) >= kMidRow (kernels.h).
 struct BlockRows {
   int64_t count, min_entries;
 };

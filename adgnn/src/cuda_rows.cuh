@@ -100,7 +100,7 @@ __device__ void add_warp_sums(const T* sums, int warps, int64_t width, T* out) {
 }
 
 // A zero-filled tensor by cudaMemsetAsync on the current stream: at::zeros' fill kernel costs the
-// host a TensorIterator and a launch (~10 us), a memset ~3 us (AD's steps are host-bound).
+// host a TensorIterator and a launch, a memset a fraction of that (AD's steps are host-bound).
 inline at::Tensor zeroed(at::IntArrayRef size, const at::TensorOptions& options) {
   at::Tensor t = at::empty(size, options);
   if (t.nbytes() > 0)
@@ -109,7 +109,7 @@ inline at::Tensor zeroed(at::IntArrayRef size, const at::TensorOptions& options)
 }
 
 // `count` counters for the grids' last-block pattern on the current stream, zero when the next
-// kernel on it starts, without a memset per launch (3-6 us of host time each, ~10 per AD step):
+// kernel on it starts, without a memset per launch (host time each, ~10 per AD step):
 // kept per stream and device (zeroed once, grown when a grid needs more), and set back to zero by
 // the grid's last block (is_last_block, the small GEMM's tiles). Kernels on one stream run one
 // after another, so the next grid finds them zero. Every block of such a grid must count itself.

@@ -1,7 +1,7 @@
 // Column sums of a row-major matrix (a bias's gradient), row-parallel: ATen's sum over dim 0
-// took 0.155 ms for [169k, 128] floats on an H200, ~6x the time to read them (v49). Masked: the
-// gradient through a ReLU first (where its output is positive), written out and summed in the
-// same pass (v51).
+// takes several times the time to read the matrix (arxiv-scale's [169k, 128] on an H200). Masked:
+// the gradient through a ReLU first (where its output is positive), written out and summed in the
+// same pass.
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
@@ -115,7 +115,7 @@ bool launch_column_sums(const at::Tensor& x, const at::Tensor& relu_out, at::Ten
 // each warp's rows in order, each block's warps in order into partial[block], then (done
 // given: few band rows, a grid of at most kFinishBlocks) the last block's sum of those
 // (finish_block_sums), else ATen's. The dot product by the lanes, then a butterfly (a fixed order). One kernel for the ~15 ATen operations of the
-// formula and the sum (v60, v72: AD's backward is bound by the host).
+// formula and the sum (AD's backward is bound by the host).
 template <typename T>
 __global__ void band_term_kernel(const T* __restrict__ eps, const T* __restrict__ tau,
                                  const int64_t* __restrict__ band_rows, int64_t B, const T* __restrict__ grad,
@@ -298,7 +298,7 @@ BandTermGrads band_term_grads_cuda(const at::Tensor& eps, const at::Tensor& tau_
   constexpr int kThreads = 256, kWarps = kThreads / 32;
   // Few band rows (AD-GCN_fast's deeper layers: host-bound steps): at most kFinishBlocks blocks,
   // whose last one finishes the sum. Many (the learned variant's layer 1, ~10^5 rows): a warp per
-  // row and ATen's sum of the blocks' sums; 64 blocks striding over them took 0.44 ms on an H200.
+  // row and ATen's sum of the blocks' sums, faster than a few blocks striding over the rows.
   const bool few = B <= kFinishBlocks * kWarps * 4;
   const int64_t blocks = std::min<int64_t>((B + kWarps - 1) / kWarps, few ? kFinishBlocks : int64_t(INT32_MAX));
   if (few) out.tau = at::empty({}, grad.options());

@@ -1,7 +1,7 @@
 // The learned depth benefit after f_delta (docs/method.md, "depth benefit"): from the pair logits
 // to d+, L_reg's sum and the normalised eps_tilde. On the GPU each is one autograd node with one
-// kernel each way (v73), where some 65 ATen operations and their backward nodes, each a launch
-// over n or E elements, left the device waiting for the host; elsewhere those operations (the
+// kernel each way, where some 65 ATen operations and their backward nodes, each a launch over n or
+// E elements, would leave the device waiting for the host; elsewhere those operations (the
 // reference the CUDA tests compare with).
 #pragma once
 

@@ -1,8 +1,8 @@
-// CUDA kernels of the learned depth benefit after f_delta (depth_benefit.h, v73): d+ from the pair
+// CUDA kernels of the learned depth benefit after f_delta (depth_benefit.h): d+ from the pair
 // logits, L_reg's sum, the range of l and eps_tilde, one kernel each way, replacing chains of ATen
-// operations whose launches the device waited for. The elementwise formulas round each operation
-// on its own (cuda_rows.cuh's add_rn and the like), as those separate operations did. Sums run in
-// a fixed order; the gradients onto pairs add at most two values onto zero: the same bits on
+// operations whose launches the device would wait for. The elementwise formulas round each
+// operation on its own (cuda_rows.cuh's add_rn and the like), as those separate operations do. Sums
+// run in a fixed order; the gradients onto pairs add at most two values onto zero: the same bits on
 // every run.
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAContext.h>

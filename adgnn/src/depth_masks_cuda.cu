@@ -1,10 +1,10 @@
 // AD's per-pass row masks in one kernel (model.cpp's detail::depth_masks): each node's depth,
 // every layer's computed / active / band rows and the frozen rows of the width-changing layers,
-// with their counts and each layer's computed CSR entries. The ATen form took about 25 launches
-// of a host-bound step (v68). Then each row's position among its layer's computed rows: three
+// with their counts and each layer's computed CSR entries, where the ATen form takes about 25
+// launches of a host-bound step. Then each row's position among its layer's computed rows: three
 // small kernels (a tile's count, the tiles' offsets, the positions), where a cumsum and its
-// corrections took eight launches; after the caller's host copy of the counts, every mask's rows
-// by one kernel, where nonzero took five and a copy (v72).
+// corrections take eight launches; after the caller's host copy of the counts, every mask's rows
+// by one kernel, where nonzero takes five and a copy.
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>

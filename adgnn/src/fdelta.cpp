@@ -189,9 +189,9 @@ class Tf32Scope {
 
 // logit[p] = relu(x[p] w1 + b1) w2 + b2 for x[p] = [z_r * z_c, |z_r - z_c|] of pair p = (r, c).
 // Keeps x and the hidden layer for the backward (stored in bfloat16 with kBf16): on the GPU before
-// the relu (one kernel reads it for the output layer, v48: no relu pass writing it again, no
+// the relu (one kernel reads it for the output layer: no relu pass writing it again, no
 // matrix-vector products forward and backward), on the CPU after it. The backward sums x's
-// gradient into z's rows directly (v59), without a [P, F] gradient per end of every pair.
+// gradient into z's rows directly, without a [P, F] gradient per end of every pair.
 class FDeltaFn : public torch::autograd::Function<FDeltaFn> {
  public:
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& z, const at::Tensor& w1,

@@ -57,16 +57,16 @@ __global__ void pair_features_kernel(const int32_t* __restrict__ row, const int3
 // z's gradient from the input's, gx [P, 2F] = [g_prod, g_diff] per pair: node u's row is the sum,
 // over the pairs that read it (its own pairs, then the pairs whose other end it is, in the
 // transpose's order), of g_prod * z_other + g_diff * sign(z_u - z_other) (either end: the input
-// is symmetric). Replaces a [P, F] gradient per end and two passes summing them (v59).
+// is symmetric). Saves a [P, F] gradient per end and two passes summing them.
 // A warp per node, except the listed hubs (long_nodes, kPairHubMin pairs or more): blocks
 // [0, num_long) take one hub each, their warps every warps-th pair, and add the warps' sums in
 // warp order; the other blocks' warps take a node each (skipping the hubs). One launch, so the
 // hubs' long sums run beside the rest rather than after it. Rows narrower than a warp's vectors
 // split the warp into G groups of LANES lanes, each group taking every G-th pair; the groups'
 // sums are added by shuffles in a fixed order. Lanes own vectors c0 + sub of the row, chunk by
-// chunk. (Measured on an H200, docs/performance.md v61: loading a warp's pair indices at once
-// and keeping several pairs in flight was slower than this plain loop for bfloat16 rows and no
-// faster for float32 ones once the hubs were split off; the hubs set the kernel's time.)
+// chunk. (Measured on an H200 with `adgnn bench`, docs/performance.md: loading a warp's pair
+// indices at once and keeping several pairs in flight is slower than this plain loop for bfloat16
+// rows and no faster for float32 ones once the hubs are split off; the hubs set the kernel's time.)
 template <typename T, typename S, int V, int LANES>
 __global__ void pair_grad_sums_kernel(const int64_t* __restrict__ prow, const int32_t* __restrict__ pcol,
                                       const int64_t* __restrict__ trow, const int64_t* __restrict__ tpair,
@@ -198,8 +198,8 @@ __global__ void hidden_grad_kernel(const T* __restrict__ g, const T* __restrict_
 
 // logit[p] = sum_k relu(hidden[p, k]) w2[k] + b2[0]: a warp per row, its lanes over the row's
 // vectors, then a butterfly over the lanes (a fixed order). A warp takes R consecutive rows at a
-// time, their loads issued together: with one row in flight a warp waited on each load in turn
-// (a bfloat16 row of 128 is 256 bytes; 1.9 TB/s on an H200, v79). Each row's sum is the same.
+// time, their loads issued together: with one row in flight a warp would wait on each load in
+// turn (a bfloat16 row of 128 is only 256 bytes). Each row's sum is the same.
 template <typename T, typename S, int V, int R>
 __global__ void relu_dot_kernel(const S* __restrict__ hidden, const T* __restrict__ w2, const T* __restrict__ b2,
                                 int64_t rows, int64_t H, T* __restrict__ logit) {

@@ -147,9 +147,8 @@ class CsrAggregate : public torch::autograd::Function<CsrAggregate> {
     // transpose, whose cost is every entry of the graph. On the GPU only where the caller gave
     // their entry count (else the regrouping's sizes wait for the device, which then idles at
     // every deeper layer of the backward) and the graph is large: the scan skips the entries of
-    // rows not computed, and measured faster on arxiv-scale (2.3 M entries: 6.8 against 10.0
-    // ms per depth-4 AD-GCN_fast step), slower on products-scale (31 M entries per rank of four:
-    // 42.5 against 38.0 ms; 124 M on one GPU: 89.4 against 76.0 ms; H200, performance.md v18-v20).
+    // rows not computed, and is faster on arxiv-scale, slower on products-scale (the threshold and
+    // its measurements: kernels::kRegroupMinEntries).
     const int64_t entries = ctx->saved_data["rows_entries"].toInt();
     const bool few_rows = rows.defined() && rows.numel() * 8 < rowptr.numel() - 1;
     const bool regroup = !x.is_cuda() || (entries >= 0 && col.numel() >= kernels::regroup_min_entries());
@@ -275,7 +274,7 @@ RegroupedEntries regroup_by_source(const at::Tensor& rowptr, const at::Tensor& c
                                    int64_t num_src, int64_t entries) {
   const detail::EdgeList e = detail::edges_of_rows(rowptr, col, rows, entries);
   // Sorted as 32-bit keys (the columns' own width): a radix sort makes half the passes of 64-bit
-  // ones (8 kernels per sort, ~20 us each, 3 sorts a step on AD's deeper layers, v87).
+  // ones (8 kernels per sort, 3 sorts a step on AD's deeper layers).
   const at::Tensor perm =
       std::get<1>(torch::sort(e.src.to(torch::kInt32), /*stable=*/true, /*dim=*/0, /*descending=*/false));
   // Segments per source row (integer counts: any order gives the same).
@@ -387,7 +386,7 @@ at::Tensor cross_entropy_sum(const at::Tensor& logits, const at::Tensor& rows, c
   if (logits.is_cuda()) return CrossEntropyRowsFn::apply(logits, rows, labels, scale);
 #endif
   // -log_softmax(z)[y] picked with gather: torch's nll_loss reduction runs its CUDA kernel in a
-  // single block (0.35 ms for 0.6 M rows on an H200, 1.4 ms for 2.4 M); gather and sum do not.
+  // single block (slow for hundreds of thousands of rows); gather and sum do not.
   const at::Tensor lp = torch::log_softmax(logits.index_select(0, rows), 1);
   const at::Tensor sum = -lp.gather(1, labels.unsqueeze(1)).sum();
   return scale == 1.0 ? sum : sum * scale;

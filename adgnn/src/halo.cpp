@@ -60,7 +60,7 @@ namespace {
 // else zeros) with rows recv_idx replaced by the owners' rows owned[send_idx].
 // Taking the previous layer's [owned; halo] with the update, rather than the updated owned rows
 // as a tensor of their own, saves a copy of every owned row in the forward and another in the
-// backward per layer (docs/performance.md, v28).
+// backward per layer (docs/performance.md).
 // Backward returns the received rows' gradients to their owners (added to owned's own) and the
 // others' to the previous copies: a frozen row read at several later layers accumulates them all
 // there.
@@ -134,7 +134,7 @@ class HaloExchangeFn : public torch::autograd::Function<HaloExchangeFn> {
     }
     // src_in's gradient is the output's (src_in of the output's shape) or its owned rows (src_in
     // of those alone: layer 1's output), changed in place when nothing else holds it, which
-    // saves a copy of every owned row per exchange (docs/performance.md, v37).
+    // saves a copy of every owned row per exchange (docs/performance.md).
     const bool reuse = gradient_is_exclusive(g);
     const at::Tensor g_owned = g.slice(0, 0, n), g_halo = g.slice(0, n);
     const at::Tensor back = transport_of(ctx)->exchange(
@@ -228,8 +228,7 @@ class SyncBatchNormFn : public torch::autograd::Function<SyncBatchNormFn> {
 // The logits, with the last token as a second input: backward passes the logits' gradient on
 // untouched and hands the token chain a zero, so every exchange's backward runs. The logits come
 // back as a view of themselves (LibTorch's handling of a returned input): no pass over them, where
-// `logits + token * 0` cost an add forward and a sum backward over every row (0.12 ms per step on
-// a rank of products-scale).
+// `logits + token * 0` would cost an add forward and a sum backward over every row.
 class TieTokenFn : public torch::autograd::Function<TieTokenFn> {
  public:
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& logits, const at::Tensor& token) {
@@ -274,8 +273,8 @@ HaloLayout make_halo_layout(const MessageGraph& g, int P) {
   return h;
 }
 
-// Cached by the graph's CSR; a graph that shares the CSR with other send lists (none does
-// today: every rank graph has its own tensors) is built afresh rather than given the wrong ones.
+// Cached by the graph's CSR; a graph that shares the CSR with other send lists (none does:
+// every rank graph has its own tensors) is built afresh rather than given the wrong ones.
 HaloLayout halo_layout(const MessageGraph& g, int P) {
   static CsrCache<HaloLayout> cache;
   HaloLayout h = cache.get(g.rowptr, g.col, g.num_src, [&] { return make_halo_layout(g, P); });

@@ -37,8 +37,8 @@ struct RowUpdate {
 };
 
 // Layer 1's output on a rank is built with room for the halo rows after it (Layer::
-// set_output_room), so that layer 2's exchange grows it into [owned; halo] where it copied every
-// owned row into a new tensor (v97; 0.29 ms a step on a rank of two at products-scale).
+// set_output_room), so that layer 2's exchange grows it into [owned; halo] instead of copying
+// every owned row into a new tensor.
 // rows_with_room: an uninitialised [rows, cols] tensor whose buffer holds `room` more rows after
 // them; a tensor of its own, not a view, so writes into the room do not touch its version.
 at::Tensor rows_with_room(int64_t rows, int64_t cols, int64_t room, const at::TensorOptions& options);
@@ -96,15 +96,15 @@ class HaloPass {
   // width unchanged): no tensor of the updated owned rows alone is built.
   at::Tensor extend_update(const RowUpdate& update, int64_t t, bool all_readers, ForwardStats& st);
 
-  // extend_update changes the last extend's rows in place (no copy of every owned row per layer:
-  // 0.1 ms each on a rank of products-scale) instead of building a new tensor. The earlier
-  // layers' outputs, slices of it, then hold the later values: only where no one reads them
-  // (the model's training pass, whose layer_outputs it then leaves empty).
+  // extend_update changes the last extend's rows in place (no copy of every owned row per layer)
+  // instead of building a new tensor. The earlier layers' outputs, slices of it, then hold the
+  // later values: only where no one reads them (the model's training pass, whose layer_outputs it
+  // then leaves empty).
   void set_in_place(bool on) { in_place_ = on; }
 
   // The first layer whose reads anyone asks for (peer_reads, halo_reads; default 1): 2 when
   // layer 1 exchanges nothing (every backbone but MixHop), so that the read bits skip the
-  // boundary entries whose readers compute no deeper layer (v93). Call before the first plan.
+  // boundary entries whose readers compute no deeper layer. Call before the first plan.
   void set_first_read_layer(int64_t t);
 
   // The last extend's result, replaced by the same rows under another autograd node (an

@@ -38,13 +38,13 @@ uint64_t mix64(uint64_t z) {
 // How the CUDA kernel takes a CSR's rows: every row by descending entry count, ties by index
 // (int64, on rowptr's device), of which the first n_long, the rows with >= kLongRow entries,
 // are summed by a block each (spmm_long_rows). A call over every row sums the others in this
-// order. Measured on arxiv-scale: 68% of the copy bandwidth in index order, 101% in this one
-// (docs/performance.md, v76). The likely reason: a block holds its SM slot until its longest row
-// is done, and rows of equal length side by side finish together. Each row's sum is the same
-// either way (bit for bit).
+// order. Measured on arxiv-scale (`adgnn bench --kernels`, docs/performance.md): 68% of the copy
+// bandwidth in index order, 101% in this one. The likely reason: a block holds its SM slot until
+// its longest row is done, and rows of equal length side by side finish together. Each row's sum
+// is the same either way (bit for bit).
 // In a call over few rows (under 1/8 of the CSR's: AD's deeper layers, forward and backward), the
-// rows with >= kMidRow entries get a block each too: one warp walked a row of hundreds of entries
-// while the rest of the call had long finished (v81). Only the computed ones get a block (v84).
+// rows with >= kMidRow entries get a block each too: one warp would walk a row of hundreds of
+// entries long after the rest of the call had finished. Only the computed ones get a block.
 constexpr int64_t kMidRow = 128;
 struct RowSchedule {
   at::Tensor order;    // undefined: none (every row on one warp, in index order)
@@ -65,23 +65,26 @@ struct Transposed {
 
 // Rows with at least this many entries are summed by a whole block of the CUDA kernel (its warps
 // split the entries, then add their partial sums in a fixed order) instead of one warp: a
-// power-law hub (products-scale: 9,411 entries) kept one warp busy for milliseconds while the
-// rest of the GPU idled, which bounded AD's few-row calls (docs/performance.md, v15).
+// power-law hub (products-scale: 9,411 entries) would keep one warp busy long after the rest of
+// the GPU idled, which would bound AD's few-row calls (docs/performance.md).
 constexpr int64_t kLongRow = 1024;
 // A listed row (a call over few rows: AD's deeper layers) of more entries is summed in chunks of
-// this many, each a block's (spmm_listed_rows, v92).
+// this many, each a block's (spmm_listed_rows).
 constexpr int64_t kRowChunk = 2048;
 
 // The GPU backward of a few computed rows regroups their entries (given their count) on graphs
-// with at least this many CSR entries, and scans the transpose on smaller ones (measured:
-// docs/performance.md, v18-v20).
+// with at least this many CSR entries, and scans the transpose on smaller ones. Measured with
+// `adgnn bench` (depth-4 AD-GCN_fast steps on an H200, docs/performance.md): the scan is faster on
+// arxiv-scale (2.3 M entries), the regrouping on products-scale (31 M entries per rank of four,
+// 124 M on one GPU).
 constexpr int64_t kRegroupMinEntries = int64_t(1) << 23;
 // The threshold in use (kRegroupMinEntries; tests lower it to run the regrouping on small graphs).
 int64_t& regroup_min_entries();
 
 // The CPU kernels' gathers of random rows wait on memory for each one: the row kPrefetch entries
 // ahead is requested early, so that many are in flight (the out-of-order window alone covers a
-// few). On arxiv-scale (2 cores) the SpMM went from 236 to 77 ms (docs/performance.md, v77).
+// few). With it the CPU SpMM on arxiv-scale (2 cores) takes about a third of the time (`adgnn
+// bench --kernels`, docs/performance.md).
 constexpr int64_t kPrefetch = 16;
 template <typename T>
 inline void prefetch_row(const T* row, int64_t f) {
@@ -134,7 +137,7 @@ at::Tensor pair_features_cpu(const at::Tensor& row, const at::Tensor& col, const
 
 // Nodes with at least this many f_delta pairs (either way) get a block of the GPU's input-gradient
 // kernel instead of a warp: a warp's pairs run one after another, and a few long ones set the
-// kernel's time (docs/performance.md, v61).
+// kernel's time (docs/performance.md).
 constexpr int64_t kPairHubMin = 128;
 // f_delta's pairs as a CSR over the graph's rows (rowptr int64 [rows + 1], col int32 [P]) and as
 // its transpose over z's rows (t_rowptr int64 [num_src + 1]; t_pair int64: the pair, t_other
@@ -166,13 +169,13 @@ FDeltaHiddenGrad fdelta_hidden_grad_cpu(const at::Tensor& g, const at::Tensor& w
 // h = boundary[1][e]; the graph being symmetric, h's owner reads r): peer_bits[r * P +
 // halo_owner[h]] |= comp_halo[h] (the layers at which some peer reads the owned row) and
 // halo_bits[h] |= comp_owned[r] (the layers at which a row here reads the halo row). boundary:
-// int32 [2, entries] (a third of the bytes of two int64 indices and an int64 key per entry, which
-// bounded the CUDA kernel: 160 us a step on a rank of two of products-scale, v90). comp_*
-// undefined: every layer. peer_bits and halo_bits: int64, zeroed by the caller. One pass for
-// every layer instead of a scatter per layer and side. Only the layers in `layers` (bit t-1:
-// layer t) are looked at: an entry whose readers compute none of them is skipped without
-// reading its halo row's owner or either word (AD's deeper layers compute a few hundred rows,
-// and layer 1's reads are never asked for except by MixHop: most entries, v93).
+// int32 [2, entries] (a third of the bytes of two int64 indices and an int64 key per entry, whose
+// reads would bound the CUDA kernel). comp_* undefined: every layer. peer_bits and halo_bits:
+// int64, zeroed by the caller. One pass for every layer instead of a scatter per layer and side.
+// Only the layers in `layers` (bit t-1: layer t) are looked at: an entry whose readers compute none
+// of them is skipped without reading its halo row's owner or either word (AD's deeper layers
+// compute a few hundred rows, and layer 1's reads are never asked for except by MixHop: most
+// entries).
 void halo_read_bits(const at::Tensor& boundary, const at::Tensor& halo_owner, int64_t P, const at::Tensor& comp_owned,
                     const at::Tensor& comp_halo, at::Tensor& peer_bits, at::Tensor& halo_bits,
                     uint64_t layers = ~uint64_t(0));
@@ -242,8 +245,8 @@ FDeltaHiddenGrad fdelta_hidden_grad_cuda(const at::Tensor& g, const at::Tensor& 
 at::Tensor fdelta_relu_dot_cuda(const at::Tensor& hidden, const at::Tensor& w2, const at::Tensor& b2);
 // x [rows, C] -> [C]: the sums of x's columns, in a fixed order (dense_cuda.cu).
 at::Tensor column_sums_cuda(const at::Tensor& x);
-// A linear layer's products over a few rows without cuBLAS, whose host time per call was most of
-// AD's deeper layers' (small_gemm_cuda.cu, v75); float32 / float64, deterministic.
+// A linear layer's products over a few rows without cuBLAS, whose host time per call would be most
+// of AD's deeper layers' (small_gemm_cuda.cu); float32 / float64, deterministic.
 // Whether x [rows, k] (contiguous, float32 / float64 on the GPU) times w [k, n] is small enough
 // for them: rows * k * n <= the limit.
 bool small_linear_applies(const at::Tensor& x, const at::Tensor& w);

@@ -37,12 +37,12 @@ CsrMirrors csr_mirrors(const at::Tensor& rowptr, const at::Tensor& col, int64_t 
 // Whether the aggregation over (rowptr, col, weight) with num_src = num_dst source rows is its own
 // transpose: every entry's mirror is unique (mirror of mirror = the entry) with the same weight
 // (undefined weight: ones). GCN's weights on one process's symmetric graph are; the backward then
-// runs the forward kernel, without the transpose's extra indirection (v50). Built once per CSR
+// runs the forward kernel, without the transpose's extra indirection. Built once per CSR
 // and weight (one device wait), then cached.
 bool csr_is_self_adjoint(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& weight, int64_t num_src);
 
 // x [rows, C] -> [C]: x's column sums; on the GPU by a row-parallel kernel in a fixed order
-// (ATen's sum over rows took ~6x the time to read them: 0.155 ms for [169k, 128] on an H200).
+// (ATen's sum over rows takes several times the time to read them).
 at::Tensor column_sums(const at::Tensor& x);
 // The gradient through a ReLU (g where out > 0, else 0) and its column sums; on the GPU in one pass.
 // scale: g's factor where out > 0 (linear_relu_dropout's backward).
@@ -55,7 +55,7 @@ std::pair<at::Tensor, at::Tensor> relu_grad_column_sums(const at::Tensor& g, con
 at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, int64_t rows = -1,
                   int64_t room = -1);
 // relu(addmm(b, x, w)): on the GPU the ReLU is cuBLASLt's epilogue of the product, and the
-// backward masks the gradient and sums its columns in one pass (v51).
+// backward masks the gradient and sums its columns in one pass.
 at::Tensor linear_relu(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, int64_t rows = -1,
                        int64_t room = -1);
 
@@ -73,10 +73,10 @@ DropoutMask dropout_mask(const at::Tensor& global_id, int64_t rows, c10::Device 
 // h * mask over every row (no gradient): dropout_rows's forward values.
 at::Tensor apply_dropout_mask(const at::Tensor& h, const DropoutMask& mask);
 // {dropped, out}: out = relu(addmm(b, x[:rows], w)) as linear_relu, dropped = out * mask (the
-// next layer's input dropout, fused into this node: v62). Only `dropped` carries a gradient; the
+// next layer's input dropout, fused into this node). Only `dropped` carries a gradient; the
 // backward needs no mask: an element's gradient is scale * grad where dropped > 0, else 0 (a
-// dropped element and a non-positive one both have none), so the dropout's own backward pass
-// over every row is gone.
+// dropped element and a non-positive one both have none), so the dropout needs no backward pass
+// of its own over every row.
 std::pair<at::Tensor, at::Tensor> linear_relu_dropout(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b,
                                                       int64_t rows, const DropoutMask& mask);
 // Whether a layer computing `rows` of its `num_dst` destination rows computes few of them: then
@@ -147,7 +147,7 @@ class Layer {
   virtual at::Tensor self_only(const at::Tensor& h_rows) = 0;
   // self_only of h's first `rows` rows (a rank's owned rows of its [owned; halo] input). Layers
   // whose self term is one linear map read them in place: the default's slice costs the backward
-  // a zero-filled copy of all of h (0.23 ms per products-scale step on a rank of four).
+  // a zero-filled copy of all of h.
   virtual at::Tensor self_only_leading(const at::Tensor& h, int64_t rows) {
     return self_only(h.size(0) == rows ? h : h.narrow(0, 0, rows));
   }
@@ -155,7 +155,7 @@ class Layer {
   virtual at::Tensor input_transform(const at::Tensor& h) = 0;
   // b where self_only(h) is input_transform(h) + b before the layer's fused ReLU (GCN; GAT with
   // concatenated heads), else undefined: layer 1 of the learned variant then takes its rows'
-  // self-only values from f_delta's input instead of another product (v78).
+  // self-only values from f_delta's input instead of another product.
   virtual at::Tensor self_only_bias() const { return {}; }
   // Asks the layer to end its outputs (forward and self_only) with a ReLU, fused with its last
   // linear map (a hidden layer without BatchNorm); returns whether it does. Until then, and in

@@ -1,7 +1,7 @@
 // A deeper AD layer's output from its few computed rows (model.cpp's detail::merge_rows): every
 // row is the update where the row is active, else the previous value, in one pass each way
 // instead of a searchsorted, a gather, a copy and a scatter forward and four launches back
-// (a depth-4 AD-GCN_fast step on the GPU is host-bound: each launch saved is host time, v67).
+// (a depth-4 AD-GCN_fast step on the GPU is host-bound: each launch saved is host time).
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>

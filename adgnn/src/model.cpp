@@ -92,7 +92,7 @@ MessageGraph restrict_to(const MessageGraph& g, const at::Tensor& rows, const at
 // products-scale, are not remapped and not kept). computed_rows (defined, undirected): the only
 // rows those layers compute, with `computed_entries` CSR entries; the columns of the other rows
 // point at row 0 too: a gather over the few rows' entries instead of every entry's (31 M per rank
-// of products-scale, 0.2 ms).
+// of products-scale).
 MessageGraph compact_halo_graph(const MessageGraph& g, const at::Tensor& rows, int64_t count, bool directed,
                                 at::Tensor& halo_pos, const at::Tensor& computed_rows, int64_t computed_entries) {
   const int64_t n = g.num_dst;
@@ -101,7 +101,7 @@ MessageGraph compact_halo_graph(const MessageGraph& g, const at::Tensor& rows, i
   halo_pos = torch::full({g.num_halo()}, -1, idx).index_put_({kept}, torch::arange(count, idx));
   const at::Tensor column = torch::cat({torch::arange(n, idx), torch::where(halo_pos >= 0, halo_pos + n, 0)});
   // One gather over every CSR entry in the columns' own type (int32): converting them to int64
-  // and back cost two more passes, 1.5 ms of a 18.5 ms products-scale step on 4 GPUs (v38).
+  // and back would cost two more passes over them.
   auto remap = [&](const at::Tensor& col) {
     return col.defined() ? column.to(col.scalar_type()).index_select(0, col) : col;
   };
@@ -575,7 +575,7 @@ std::pair<at::Tensor, at::Tensor> dropout_rows_and_input(const at::Tensor& h, co
 
 namespace {
 
-// The second stream of a rank's halo plan (v95), one per device for the process: the caching
+// The second stream of a rank's halo plan, one per device for the process: the caching
 // allocator keeps freed blocks per stream, so a new pool stream each step would leave each of the
 // pool's 32 streams a cache of the plan's buffers. High priority: the counts it computes are what
 // the host waits for, while layer 1 fills the device.
@@ -624,7 +624,7 @@ struct Model::Impl {
   at::Tensor fast_eps;
 
   // The halo rows that the last training pass's layers >= 2 held (a rank; -1: none yet): the
-  // room the next pass leaves after layer 1's output (v97), whose size it must pick before its
+  // room the next pass leaves after layer 1's output, whose size it must pick before its
   // own count reaches the host. Every halo row would cost 0.5 GiB of peak memory a rank at
   // products-scale, for ~15% of them used.
   int64_t halo_rows_held = -1;
@@ -1026,7 +1026,7 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
 
   // A rank's training pass builds layer 1's output (over every row) with room for the halo rows
   // after it, where the layer can, and layer 2's exchange grows it into [owned; halo] instead of
-  // copying every owned row (HaloPass::extend's grow, v97). The room: as many rows as the last
+  // copying every owned row (HaloPass::extend's grow). The room: as many rows as the last
   // training pass held, and an eighth more (the depths move little between steps); the first
   // pass, or one that needs more, copies. grown_from: that output.
   const int64_t first_room =
@@ -1097,9 +1097,9 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
   // Layer 1 computes every row when lambda = 0 (tau(1) = 0 <= every eps; docs/method.md): its
   // forward is issued before the wait for the counts, so that the device runs layer 1 (the
   // graph's SpMM and product) while the host reads the counts and builds the row lists,
-  // instead of idling until the host has issued it (v74). Kept only if the counts confirm
+  // instead of idling until the host has issued it. Kept only if the counts confirm
   // that every row is computed; the loop's call would be the same, with rows 0..n-1 listed.
-  // A rank too (v91): its layer 1 reads the input features it holds, no exchange, except
+  // A rank too: its layer 1 reads the input features it holds, no exchange, except
   // MixHop's, whose second hop exchanges (HaloPass::inner_fill) in the loop's order.
   at::Tensor first_upd;  // layer 1's forward, issued before the wait for the counts (below)
   const bool first_layer_early = masks.has_value() && (!pass || c.backbone != "mixhop") && m.adaptive() &&
@@ -1116,12 +1116,11 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
   };
   // A rank on a GPU issues it before its halo plan, too, and runs the plan (the exchange of the
   // computed-row bits, the read bits and keep masks, the counts) on a second stream beside it
-  // (v95): the plan is ~40 small operations whose issue the device waited for, ~1 ms a step,
-  // before layer 1 could start. The default stream waits for the plan's stream once the counts'
-  // copy is queued (v96, on by default: once the row lists and the deeper layers' compact graph
-  // are queued there too); the plan's stream first waits for the masks. (The plan's tensors stay
-  // alive until the default stream has used them, or a later plan's stream, which first waits
-  // for the default one, reuses their memory.)
+  // (the plan is ~40 small operations whose issue the device would otherwise wait for before
+  // layer 1 could start). The default stream waits for the plan's stream once the counts' copy,
+  // the row lists and the deeper layers' compact graph are queued there; the plan's stream first
+  // waits for the masks. (The plan's tensors stay alive until the default stream has used them, or
+  // a later plan's stream, which first waits for the default one, reuses their memory.)
   const bool plan_beside_layer1 = first_layer_early && pass && x.is_cuda();
   std::optional<c10::StreamGuard> plan_stream;
   if (masks) {
@@ -1166,7 +1165,7 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
   std::optional<MessageGraph> deep_graph;  // a rank's graph for layers >= 2 (compact halo rows)
   // Built when layer 2 needs it, not right after the host copy below: the device, which that copy
   // left idle, then gets layer 1's kernels first and runs them while the host builds it. (A rank
-  // whose layer 1 was issued before its plan builds it on the plan's stream instead: v96.)
+  // whose layer 1 was issued before its plan builds it on the plan's stream instead.)
   std::function<void()> make_deep_graph;
   if (masks) {
     // Rows of `stacked`: every layer's computed, then active, then band rows, then the frozen
@@ -1250,10 +1249,10 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
       offset += count;
     }
     if (plan_stream) {
-      // Still on the plan's stream (v96): the row lists above and the deeper layers' compact
-      // graph, none of which reads layer 1's output, run there beside layer 1 too; on the
-      // default stream they were ~0.5 ms of small kernels between layer 1 and layer 2's exchange
-      // (2 x H200 timeline). Then the default stream waits for the plan's.
+      // Still on the plan's stream: the row lists above and the deeper layers' compact graph,
+      // none of which reads layer 1's output, run there beside layer 1 too; on the default stream
+      // they would be small kernels between layer 1 and layer 2's exchange. Then the default
+      // stream waits for the plan's.
       if (make_deep_graph) {
         make_deep_graph();
         make_deep_graph = nullptr;
@@ -1271,7 +1270,7 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
   // A rank's deeper layer hands its update of the frozen rows to the next layer's halo exchange
   // (HaloPass::extend_update), which builds the next input from it: no separate output tensor.
   std::optional<detail::RowUpdate> pending;
-  at::Tensor next_input;  // a plain model's next layer input, dropped out by this layer (v62)
+  at::Tensor next_input;  // a plain model's next layer input, dropped out by this layer
   for (int64_t t = 1; t <= L; ++t) {
     // Profiler scopes (adgnn train --profile): per layer, and its parts.
     RECORD_USER_SCOPE(t == 1 ? "layer 1" : t == 2 ? "layer 2" : t == 3 ? "layer 3" : "layer 4+");
@@ -1446,7 +1445,7 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
       // values only for the straight-through difference, detached unless band_diff_grad: computed
       // for the band rows alone and without a graph (the self term at a width-changing layer,
       // h_dst's rows otherwise), instead of the self term's cat with the update and a gather of
-      // every row (v47). With band rows, not with BatchNorm at a width-changing hidden layer (its
+      // every row. With band rows, not with BatchNorm at a width-changing hidden layer (its
       // statistics span both), nor where a rank's next exchange takes the update (`pending`,
       // below), nor with soft masks (band_diff_grad: the term is then added to `next` in place,
       // which must not be the layer's output that its backward keeps).
@@ -1462,7 +1461,7 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
           // the update's band rows (no BatchNorm here: all_active excludes it with a band). Its
           // self term (post: a ReLU unless last) from f_delta's
           // input z = input_transform(hin) where the layer's self term is z + bias (GCN), instead
-          // of another product over every row (v78).
+          // of another product over every row.
           at::NoGradGuard no_grad;
           const at::Tensor bias = t == 1 && z.defined() ? layer.self_only_bias() : at::Tensor();
           diff = bias.defined() ? detail::band_diff(z.narrow(0, 0, n), upd, pos_t, band_rows, bias, !last)
@@ -1478,7 +1477,7 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
         // inactive (the classifier of a model whose nodes mostly stopped): the self term of
         // every row, then the computed rows' updates merged in. One GEMM over the rows
         // instead of a gather of the frozen rows, a gather of the output, and their two
-        // full-size index_add backwards (v34). Needs a row-wise post: no BatchNorm over rows.
+        // full-size index_add backwards. Needs a row-wise post: no BatchNorm over rows.
         upd = post(upd);
         // (A slice of a rank's owned rows would cost the backward a zero-filled copy of hin.)
         at::Tensor self = post(layer.self_only_leading(hin, n));

@@ -1,9 +1,8 @@
 // The backward of a few computed rows groups their CSR entries by source row (kernels.h,
 // regroup_by_source_cuda): a handful of kernels and one radix sort of 32-bit keys over only the
-// bits a source index needs, where the ATen operations took ~35 launches per call (edges_of_rows'
+// bits a source index needs, where the ATen operations take ~35 launches per call (edges_of_rows'
 // gathers and repeat_interleave, a 64-bit or 32-bit sort, the counts' index_add and cumsum, the
-// permutation's gathers): ~250 us per deeper layer on products-scale, one H200, and about as
-// much on a rank of two (docs/performance.md, v88).
+// permutation's gathers), a cost paid at every deeper layer (docs/performance.md).
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
@@ -33,10 +32,10 @@ __global__ void row_lengths(const int64_t* __restrict__ rowptr, const int64_t* _
 // A thread per entry e < min(capacity, the rows' total): its row i (the first with row_end[i] > e,
 // by binary search), numbered e = row_end[i - 1] + j in the order of `rows` and then of the CSR,
 // gets key col (the source row), value e, and its row i and CSR position k kept by number;
-// counts[col] += 1. A warp per row walked a hub's thousands of entries 32 at a time: AD's deeper
-// layers compute few rows, mostly hubs, and their longest row set the call's time (130 us a call
-// on a rank of four, products-scale, v92). Numbers past `capacity` (the caller's entry count,
-// when wrong) are dropped: a wrong count gives a wrong gradient, no stray write.
+// counts[col] += 1. A warp per row would walk a hub's thousands of entries 32 at a time: AD's
+// deeper layers compute few rows, mostly hubs, and their longest row would set the call's time.
+// Numbers past `capacity` (the caller's entry count, when wrong) are dropped: a wrong count gives a
+// wrong gradient, no stray write.
 __global__ void number_entries(const int64_t* __restrict__ rowptr, const int32_t* __restrict__ col,
                                const int64_t* __restrict__ rows, const int64_t* __restrict__ row_end,
                                int64_t n_rows, int64_t capacity, int32_t* __restrict__ key, int32_t* __restrict__ value,

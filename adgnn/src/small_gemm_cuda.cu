@@ -1,12 +1,11 @@
 // The products of a linear layer over a few rows (AD's deeper layers: hundreds to thousands of
-// rows by 128 x 128) without cuBLAS. Each cuBLAS call took 25-40 us of host time (ATen's setup
-// and cuBLAS's heuristic, +10-14 us for a row count it had not seen), against ~5 us for a plain
-// launch, and AD's step has ~9 of them: on a host that falls behind the device they bound the
-// step. These kernels are slower on the device than cuBLAS's (~0.04 ms more per AD-GCN_fast step
-// on an H200; 32 x 32 tiles of 64 threads were slower still), which a host that keeps up pays
-// (docs/performance.md v75). Each output element is summed by one thread in a fixed order, and
-// the weight gradient's split over row chunks adds the chunks in chunk order: the same bits on
-// every run.
+// rows by 128 x 128) without cuBLAS. Each cuBLAS call costs several times a plain launch's host
+// time (ATen's setup and cuBLAS's heuristic, more for a row count it has not seen), and AD's step
+// has ~9 of them: on a host that falls behind the device they bound the step. These kernels are
+// slower on the device than cuBLAS's (32 x 32 tiles of 64 threads are slower still), which a host
+// that keeps up pays (docs/performance.md). Each output element is summed by one thread in a fixed
+// order, and the weight gradient's split over row chunks adds the chunks in chunk order: the same
+// bits on every run.
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>

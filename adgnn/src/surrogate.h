@@ -25,8 +25,8 @@ at::Tensor band_straight_through_term(const at::Tensor& eps, const at::Tensor& t
 // c_t = softplus(a_2) + ... + softplus(a_t) (c_1 = 0; docs/method.md), from theta's parameters
 // a [L - 1]: `all` [L] without a gradient (the masks' thresholds) and each tau(t) as a one-element
 // tensor differentiable in a (the band terms'). On the GPU one autograd node and one kernel each
-// way, where softplus, a product, exp, rsub, unbind and their backward nodes took ten launches
-// (v72); elsewhere those operations.
+// way, where softplus, a product, exp, rsub, unbind and their backward nodes take ten launches;
+// elsewhere those operations.
 struct Thresholds {
   at::Tensor all;
   std::vector<at::Tensor> layers;
@@ -56,19 +56,19 @@ struct DepthMasks {
 // Every stacked row's set rows, mask by mask, each in row order (int64 [listed], listed the sum of
 // the first stacked.size(0) counts, which the caller has copied to the host): nonzero's order.
 at::Tensor mask_rows(const DepthMasks& masks, int64_t listed);
-// On the GPU one kernel (v68), on the CPU whole-tensor operations (the reference).
+// On the GPU one kernel, on the CPU whole-tensor operations (the reference).
 DepthMasks depth_masks(const at::Tensor& eps, const at::Tensor& tau, const at::Tensor& depth, const at::Tensor& rowptr,
                        const DepthMaskSpec& spec);
 
 // A layer's output over n rows: upd[pos[r]] where active[r], else prev[r]. pos (int32 [n]): each
 // row's position among the computed rows (upd's rows), -1 for the others; active (bool [n]) only
 // where pos >= 0. Differentiable in prev and upd (computed rows that are not active get a zero
-// gradient). On the GPU one kernel each way (v67).
+// gradient). On the GPU one kernel each way.
 at::Tensor merge_rows(const at::Tensor& prev, const at::Tensor& upd, const at::Tensor& pos, const at::Tensor& active);
 // The band rows' update - previous value, upd[pos[b]] - prev[b] for b in band_rows, without a
 // gradient (the straight-through term's diff). With a bias ([width]) and/or relu, the previous
 // value is act(prev[b] + bias): a layer's self-only value from its input transform (layer 1 of
-// the learned variant reuses f_delta's input, v78).
+// the learned variant reuses f_delta's input).
 at::Tensor band_diff(const at::Tensor& prev, const at::Tensor& upd, const at::Tensor& pos, const at::Tensor& band_rows,
                      const at::Tensor& bias = {}, bool relu = false);
 

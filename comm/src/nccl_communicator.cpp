@@ -215,7 +215,7 @@ NcclCommunicator::NcclCommunicator(Communicator& bootstrap, int device)
                       "cudaDeviceGetStreamPriorityRange") &&
              // The highest priority: the block scheduler starts our kernels as soon as SMs free
              // up rather than after every block of a large kernel queued before them on another
-             // stream (docs/performance.md, v41).
+             // stream (docs/performance.md).
              try_cuda(cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, greatest_priority),
                       "cudaStreamCreateWithPriority") &&
              try_cuda(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming),

@@ -219,7 +219,7 @@ TEST(CrossEntropySum, TrainingLossAddsTheRegulariserWhereThereIsOne) {
 
 }  // namespace
 
-// v93: the halo plan's read bits of the asked layers only, on the CPU: each (owned row, peer)
+// The halo plan's read bits of the asked layers only, on the CPU: each (owned row, peer)
 // word and each halo row's word against the definition, entry by entry, for every layer, layers
 // >= 2 and layers 2-3; undefined computed-layer masks (plain models) read as every layer.
 TEST(HaloKernels, ReadBitsOfTheAskedLayersEqualTheDefinition) {

@@ -445,8 +445,8 @@ TEST(Cuda, MidRowsOnBlocksEqualTheReference) {
   EXPECT_TRUE((len.index_select(0, schedule.order.slice(0, 0, schedule.n_mid)) >= adgnn::kernels::kMidRow).all().item<bool>());
 }
 
-// v84's test graph: n = 20,000 rows, rows 0 .. m_mid - 1 with 130-299 entries (>= kMidRow), the
-// others 1-20, random columns; the computed rows are those m_mid and 100 short ones (a few-row
+// The mid-row test graph: n = 20,000 rows, rows 0 .. m_mid - 1 with 130-299 entries (>= kMidRow),
+// the others 1-20, random columns; the computed rows are those m_mid and 100 short ones (a few-row
 // call: under 1/8).
 struct MidCsr {
   at::Tensor rowptr, col, rows;
@@ -481,9 +481,9 @@ FewRowReference few_row_reference(const at::Tensor& rowptr, const at::Tensor& co
   return r;
 }
 
-// v84: a call over few rows gives blocks to its computed blocked rows only, longest first when
-// at most 512 are listed (each block of 512 threads ranks the list, v85), else in the list's own
-// order; the grid is capped at four blocks per SM (528 on an H200), so blocks take several rows.
+// A call over few rows gives blocks to its computed blocked rows only, longest first when at most
+// 512 are listed (each block of 512 threads ranks the list), else in the list's own order; the grid
+// is capped at four blocks per SM (528 on an H200), so blocks take several rows.
 // Here 500 or 1,500 computed rows of 130-299 entries among 20,000 rows (>= kMidRow: a block
 // each) and 100 short ones: ranked (past the grid on a GPU of under 125 SMs), and unranked past
 // the grid. The forward (the listed rows; the backward's
@@ -565,10 +565,10 @@ TEST(Cuda, ChunkedHubRowsEqualTheReference) {
   }
 }
 
-// v84's list counters are non-zero between a call's two launches, and trainings may run as host
-// threads on one stream (`adgnn train --run-workers`): so each thread keeps its own. Two threads
-// interleave 30 few-row calls each on the default stream; every output equals the one of a
-// single call, bit for bit.
+// The few-row calls' list counters are non-zero between a call's two launches, and trainings may
+// run as host threads on one stream (`adgnn train --run-workers`): so each thread keeps its own.
+// Two threads interleave 30 few-row calls each on the default stream; every output equals the one
+// of a single call, bit for bit.
 TEST(Cuda, ListedRowsFromTwoHostThreads) {
   REQUIRE_GPU();
   const MidCsr c = mid_rows_csr(900, 19);
@@ -783,10 +783,9 @@ TEST(Cuda, AggregateIsDeterministicAndEqualsTheCpuKernels) {
   EXPECT_TRUE(torch::allclose(xc.grad(), grad[0][0], 1e-5, 1e-5));
 }
 
-// GCN's weights on one process's symmetric graph: the backward sums with the forward kernel
-// (v50). Values and gradients equal the float64 reference with the self-loop term, every row given
-// as undefined or as the list of all rows, at widths 128 (vectorised) and 37 (scalar), with the
-// same bits twice.
+// GCN's weights on one process's symmetric graph: the backward sums with the forward kernel. Values
+// and gradients equal the float64 reference with the self-loop term, every row given as undefined
+// or as the list of all rows, at widths 128 (vectorised) and 37 (scalar), with the same bits twice.
 TEST(Cuda, SelfAdjointBackwardEqualsTheReference) {
   REQUIRE_GPU();
   const auto g = graph(3000, 2);
@@ -1007,7 +1006,7 @@ TEST(Cuda, FDeltaBf16KernelsEqualTheirDefinitions) {
     EXPECT_EQ(logit.scalar_type(), torch::kFloat32);
     EXPECT_TRUE(torch::allclose(logit.to(torch::kFloat64), relu64.mv(w2.to(torch::kFloat64)) + b2.to(torch::kFloat64),
                                 1e-5, 1e-5));
-    // Rows are taken R at a time (v79): a count that is not a multiple, each row's sum unchanged;
+    // Rows are taken R at a time: a count that is not a multiple, each row's sum unchanged;
     // and more rows than one pass of the grid covers (the loop's later iterations).
     for (const int64_t cut : {1, 2, 3, 5})
       EXPECT_TRUE(torch::equal(adgnn::kernels::fdelta_relu_dot_cuda(hidden.narrow(0, 0, P - cut).contiguous(), w2, b2),
@@ -1512,7 +1511,7 @@ TEST(Cuda, HaloPlanKernelsEqualTheCpu) {
   const at::Tensor comp_owned = torch::randint(0, 256, {owned}, torch::kInt64);
   const at::Tensor comp_halo = torch::randint(0, 256, {halo}, torch::kInt64);
   // The definition, entry by entry (read_bits_by_definition): peer key = owned row * P + the halo row's owner; only the
-  // asked layers' bits: layers >= 2 (a rank of every backbone but MixHop, v93), layers 3-4
+  // asked layers' bits: layers >= 2 (a rank of every backbone but MixHop), layers 3-4
   // alone, and every layer (last: the masks below read its bits).
   at::Tensor bits[2][2];
   for (const uint64_t layers : {~uint64_t(1), uint64_t(0xc), ~uint64_t(0)}) {
@@ -1640,7 +1639,7 @@ TEST(Cuda, FusedOutputDropoutMatchesTheCpu) {
   expect_pass_matches_cpu(model_pass(g, c, "cuda", 4, true, false), model_pass(g, c, "cpu", 4, true, false));
 }
 
-// v75: a linear layer over a few rows runs our kernels instead of cuBLAS. Output and the three
+// A linear layer over a few rows runs our kernels instead of cuBLAS. Output and the three
 // gradients (x's in the leading rows of a larger input, w's split over row chunks, b's) against
 // float64 on the CPU, for widths that are not multiples of the tiles, one row, one chunk and
 // many; the same bits on a second run; and cuBLAS's path (the limit at 0) within float32's error.
@@ -1735,9 +1734,9 @@ TEST(Cuda, LengthOrderedModelsMatchTheCpu) {
   }
 }
 
-// v65: the GPU's cross-entropy kernels against the CPU's ATen formula (loss and gradient), in
+// The GPU's cross-entropy kernels against the CPU's ATen formula (loss and gradient), in
 // float64 and float32, with a repeated row (its gradient adds up) and wide rows (C > 32), scaled
-// (v70: the mean's 1 / count applied per row in the kernels).
+// (the mean's 1 / count applied per row in the kernels).
 TEST(Cuda, CrossEntropySumEqualsTheCpu) {
   REQUIRE_GPU();
   torch::manual_seed(11);

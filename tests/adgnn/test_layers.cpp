@@ -400,7 +400,7 @@ TEST(RowsRead, FlagsEqualTheListedRows) {
   }
 }
 
-// The aggregation's own transpose (v50): GCN-like weights a_r a_c on a symmetric CSR are, and the
+// The aggregation's own transpose: GCN-like weights a_r a_c on a symmetric CSR are, and the
 // backward then sums with the forward kernel; other weights, duplicate entries, halo columns or a
 // directed entry are not. Either way the gradient equals the dense float64 reference.
 TEST(CsrAggregate, SelfAdjointBackwardEqualsTheDenseReference) {

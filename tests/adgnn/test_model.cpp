@@ -818,7 +818,7 @@ TEST(DepthBenefit, LambdaZeroMeansEveryNodeAggregatesOnce) {
 }
 
 // Plain GCN, three layers, equals its dense formula Â relu(Â relu(Â X W1 + b1) W2 + b2) W3 + b3
-// with Â = D^-1/2 (A + I) D^-1/2 (float64): the hidden layers' ReLU (fused into the layer, v51, or
+// with Â = D^-1/2 (A + I) D^-1/2 (float64): the hidden layers' ReLU (fused into the layer, or
 // applied by the model with BatchNorm off) and every product, in training and evaluation mode
 // (dropout 0), also through the transform-first path of a narrowing hidden layer (8 -> 4 wide).
 TEST(Model, PlainGcnEqualsItsDenseFormula) {

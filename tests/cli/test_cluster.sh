@@ -36,7 +36,8 @@ expect_field() {  # expect_field <csv> <key> <column> <value>
 
 # A scripted adgnn: --help lists --partition; a run prints rank 0's summary (the current indented
 # format with the lead's per-rank-max fields on top; ms = 100 * layers / ranks) and, on other ranks,
-# a different summary that must not be picked. layers 3 fails; FAKE_PLAIN=1 prints only today's fields.
+# a different summary that must not be picked. layers 3 fails; FAKE_PLAIN=1 leaves out the lead's
+# per-rank-max fields (the runs' times only).
 fake=$tmp/fake-adgnn
 cat >"$fake" <<'FAKE'
 #!/usr/bin/env bash

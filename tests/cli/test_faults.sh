@@ -53,7 +53,7 @@ expect_refusal predfull "pred.h5: .*File too large" limited 8 "$adgnn" "${train[
 expect_refusal metricsfull "--metrics /dev/full: write failed" "$adgnn" "${train[@]}" --epochs 1 --hidden 8 "$tmp/g.h5" --metrics /dev/full
 expect_refusal stdoutfull "standard output: write failed" sh -c "'$adgnn' data stats '$tmp/g.h5' >/dev/full"
 
-# Inputs that used to end in a stack trace or run on silently.
+# Inputs that must be refused in one line, not end in a stack trace or run on silently.
 t1=(train --epochs 1 --no-progress "$tmp/g.h5")
 expect_refusal dropoutnan "--dropout nan: must be in \[0, 1)" "$adgnn" "${t1[@]}" --dropout nan
 expect_refusal hidden "--hidden 100000000: must be in \[1, 65536\]" "$adgnn" "${t1[@]}" --hidden 100000000

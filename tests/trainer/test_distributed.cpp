@@ -109,7 +109,7 @@ struct StepResult {
   std::vector<at::Tensor> logits;  // per step, rows in global order (distributed: owned only)
   std::vector<double> loss;
   std::vector<std::map<std::string, at::Tensor>> grads;
-  std::vector<bool> first_layer_early;  // per step: layer 1 issued before the counts' wait (v74, v91)
+  std::vector<bool> first_layer_early;  // per step: layer 1 issued before the counts' wait
   std::vector<adgnn::ForwardStats> stats;  // per step
 };
 
@@ -185,7 +185,7 @@ StepResult expect_equivalent(Dist& t, const adgnn::Graph& g, const adgnn::ModelC
   const StepResult ref = run_steps(g, cfg, whole(g), nullptr, nullptr, t.device, steps);
   const StepResult dist = run_steps(g, dist_cfg ? *dist_cfg : cfg, part, t.comm.get(), t.xcomm, t.device, steps);
   const at::Tensor owned = torch::tensor(std::vector<int64_t>(part.global_id.begin(), part.global_id.begin() + part.num_owned));
-  // A rank issues layer 1 early where one process does (v91), except MixHop's, which exchanges in
+  // A rank issues layer 1 early where one process does, except MixHop's, which exchanges in
   // layer 1.
   if (cfg.backbone != "mixhop") {
     EXPECT_EQ(dist.first_layer_early, ref.first_layer_early);
@@ -348,7 +348,7 @@ TEST_F(Dist, FullBandAndAnEmptyRankMatchTheOneProcessRun) {
   expect_equivalent(*this, g, cfg, part, 2);
 }
 
-// A rank's layer 2 input grown from GCN's layer 1 output (no copy of the owned rows, v97): the
+// A rank's layer 2 input grown from GCN's layer 1 output (no copy of the owned rows): the
 // later layers' in-place updates overwrite rows of layer 1's output, which its ReLU's backward
 // reads, and write them back in their backward (few rows), or copy the rows (many). Both happen
 // here (linear normalisation: few rows at the deeper layers; log: many), plain GCN grows too,
@@ -396,7 +396,7 @@ TEST_F(Dist, RanksWithNoActiveNodeComplete) {
   }
 }
 
-// v97's mechanism alone: layer 2's input grown from layer 1's output (linear_relu with room:
+// The grown input alone: layer 2's input grown from layer 1's output (linear_relu with room:
 // no copy of the owned rows), then layer 3's in-place update of the rows computed at layer 2
 // (a tenth of them: the write-back path). Layer 1's ReLU backward reads its output, so the
 // update must write the rows it overwrote back in its backward. Its values are negative, so a

@@ -1,10 +1,11 @@
 // FlatAdam (declared in adgnn/trainer.h).
 //
-// Why flat: torch::optim::Adam launches about a dozen kernels per parameter tensor, the gradient
-// allreduce concatenated and split the gradients, and zero_grad touched each one: on a GPU step
-// of a few milliseconds, AD's deeper layers already leave the device waiting for the host, and
-// these ~150 launches per step (GCN, depth 4) were host time too (docs/performance.md v26).
-// On the GPU each group's update is ATen's fused multi-tensor kernel (v67: 3 launches, not 18).
+// Why flat: torch::optim::Adam launches about a dozen kernels per parameter tensor, a gradient
+// allreduce over separate tensors concatenates and splits them, and zero_grad touches each one:
+// on a GPU step of a few milliseconds, AD's deeper layers already leave the device waiting for the
+// host, and these ~150 launches per step (GCN, depth 4) would be host time too
+// (docs/performance.md). On the GPU each group's update is ATen's fused multi-tensor kernel (3
+// launches instead of 18).
 #include <torch/torch.h>
 
 #include <cmath>

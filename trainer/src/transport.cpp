@@ -49,7 +49,7 @@ class CommTransport : public RankTransport {
 
  private:
   // A device-memory communicator ordered against the stream the caller issues from (the default
-  // stream, or the second one of a rank's halo plan, v95) for one operation; the trainer's own
+  // stream, or the second one of a rank's halo plan) for one operation; the trainer's own
   // calls keep the default.
   class OnCurrentStream {
    public:

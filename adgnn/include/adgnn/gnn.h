@@ -51,7 +51,7 @@ at::Tensor csr_aggregate(const at::Tensor& rowptr, const at::Tensor& col, const 
 // softmax(logits[r])[labels[r]] (labels: one per row of `rows`). On the GPU one kernel per pass (a
 // warp per row, each row's term scaled there; its backward writes the listed rows' scaled softmax
 // - one-hot directly) instead of a gather, log_softmax, gather, sum and division and their
-// backward nodes (v65, v70; torch's nll_loss reduction runs in one CUDA block).
+// backward nodes (torch's nll_loss reduction runs in one CUDA block).
 at::Tensor cross_entropy_sum(const at::Tensor& logits, const at::Tensor& rows, const at::Tensor& labels,
                              double scale = 1.0);
 
@@ -153,8 +153,8 @@ struct ModelConfig {
   // AD's deeper layers, when they compute few rows (< 1/4), can read a compact input: dropout
   // on only the rows their computed rows read, and a graph of those rows (the same values).
   // That saves passes over every source row, at the price of several device synchronisations
-  // per layer (data-dependent sizes). "auto": on the CPU only, where it measured faster (arxiv-
-  // scale 1947 -> 1160 ms); on the H200 the step became host-bound (docs/performance.md, v9).
+  // per layer (data-dependent sizes). "auto": on the CPU only, where it is faster (arxiv-scale,
+  // `adgnn bench`); on a GPU the synchronisations leave the step host-bound (docs/performance.md).
   // "on" / "off": always / never ("off" is also the reference of the tests).
   std::string compact_deep_layers = "auto";
   // Without the compact input, AD's deeper layers drop out only the rows their few computed rows
@@ -191,10 +191,10 @@ struct ForwardStats {
   // Halo rows that layers >= 2 held (ModelConfig::compact_halo); -1: every halo row.
   int64_t deep_halo_rows = -1;
   // Layer 1's forward was issued before the wait for the layers' row counts (one process,
-  // lambda = 0: docs/performance.md v74).
+  // lambda = 0: docs/performance.md).
   bool first_layer_early = false;
   // A rank's training pass: layer 2's input was grown from layer 1's output, with no copy of the
-  // owned rows (docs/performance.md v97), and the owned rows the later layers' in-place updates
+  // owned rows (docs/performance.md), and the owned rows the later layers' in-place updates
   // overwrote and write back in their backward.
   // grown_then_copied: an update too large to keep copied the rows instead.
   bool first_output_grown = false, grown_then_copied = false;
