@@ -337,3 +337,14 @@ TEST(Training, RandomSplitLeavesUnlabelledNodesOut) {
   const adgnn::RunResult r = adgnn::train_run(g, c, 0);
   EXPECT_GT(r.test_at_best, 0.3);  // 4 classes: chance is 0.25
 }
+
+// The configuration line (checkpoint fingerprint, sweep key) carries every setting that changes
+// the numbers: another f_delta precision is another line, so a resume that mixes them is refused.
+// Settings at their defaults add nothing (lines of earlier runs stay valid).
+TEST(Describe, NamesTheFdeltaPrecisionWhenSet) {
+  adgnn::TrainConfig a, b;
+  b.model.fdelta_precision = "bf16";
+  EXPECT_EQ(adgnn::describe(a).find("fdelta_precision"), std::string::npos);
+  EXPECT_NE(adgnn::describe(b).find(" fdelta_precision=bf16"), std::string::npos);
+  EXPECT_NE(adgnn::describe(a), adgnn::describe(b));
+}

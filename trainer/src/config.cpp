@@ -97,6 +97,8 @@ std::string describe(const TrainConfig& c) {
   // Only when set: the line (checkpoint fingerprints, sweep keys) of every earlier run is unchanged.
   if (m.same_label_heuristic != "degree") os << " heuristic=" << m.same_label_heuristic;
   if (m.degree_threshold > 0) os << " degree_threshold=" << m.degree_threshold;
+  // f_delta's precision changes the learned variant's numbers (a resume must not mix them).
+  if (m.fdelta_precision != "fp32") os << " fdelta_precision=" << m.fdelta_precision;
   return os.str();
 }
 

@@ -189,8 +189,8 @@ void save_checkpoint(const std::string& path, const Model& model, const FlatAdam
   write_arrays_h5(path, arrays, attrs);
 }
 
-// Checkpoints written before FlatAdam (v26) hold torch::optim::Adam's archive: read it through a
-// torch Adam over the same parameters, and copy its moments and step count.
+// Older checkpoints hold torch::optim::Adam's archive instead of FlatAdam's state: read it through
+// a torch Adam over the same parameters, and copy its moments and step count.
 void load_torch_adam_state(const std::string& path, const std::string& blob, Model& model, FlatAdam& opt) {
   // The same groups as FlatAdam's (their order decides how the archive's states map back).
   std::vector<torch::optim::OptimizerParamGroup> groups;
