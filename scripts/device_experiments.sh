@@ -9,7 +9,8 @@
 # script's start and every process is stopped at LIMIT_S - 15 s (finished runs stay: a rerun
 # continues). The raw results land in docs/results/raw/ of this copy and come back as
 # $OUT/results_raw.tgz (unpack it in the repository root; experiments.py --report-only then
-# writes the tables), the logs as $OUT/experiments.log.
+# writes the tables; `tar -czf docs/results/raw/<exp>.tar.gz -C docs/results/raw <exp>` makes the
+# archive the repository keeps), the logs as $OUT/experiments.log.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 T0=$(date +%s)

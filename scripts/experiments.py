@@ -18,12 +18,16 @@
             silhouette and Calinski-Harabasz scores of the embeddings
 
 Every `adgnn` run writes its JSON summary into <out>/raw/<exp>/ (atomically); a rerun skips the
-finished ones, so an interrupted experiment resumes. Data: --data-dir or $ADGNN_DATA (the
+finished ones, so an interrupted experiment resumes. The repository keeps each experiment's raw
+folder as one archive, <out>/raw/<exp>.tar.gz (`tar -czf raw/exp1.tar.gz -C raw exp1`);
+--report-only reads the folder where it exists, else the archive, and a run that finds only the
+archive unpacks it first (so it skips the finished runs). Data: --data-dir or $ADGNN_DATA (the
 datasets' folder, e.g. ../shared/data). --tiny: 3 epochs, 1 run, the smallest datasets (CI).
 Paths are relative to the current directory; run it from the repository root. The analysis of
 the appendix needs numpy and h5py (the project's .venv has both).
 """
 import argparse
+import atexit
 import csv
 import glob
 import json
@@ -33,6 +37,8 @@ import shutil
 import socket
 import subprocess
 import sys
+import tarfile
+import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -463,7 +469,7 @@ def exp1_report(a, raw):
             "**Bold**: differs from the paper by more than the larger of the two stds. Protocol "
             "`--splits auto` (seeded random 60/20/20; Platonov splits for Chameleon/Squirrel); AD "
             "variants with the paper's linear normalisation. The paper's Citeseer is Planetoid CiteSeer; "
-            "PubMed is not available here. Raw summaries: `raw/exp1/`; CSV: `exp1.csv`; plot: `exp1.png` "
+            "PubMed is not available here. Raw summaries: `raw/exp1.tar.gz`; CSV: `exp1.csv`; plot: `exp1.png` "
             "(ours against the paper's).\n" + "\n".join(md) +
             "\n\n### Where the settings came from\n\n`sweep`: chosen by `scripts/results.py` sweeps on "
             "validation accuracy (docs/results.md; AD variants reuse the AD_fast sweep); `default`: the "
@@ -1076,6 +1082,21 @@ EXPERIMENTS = {"exp1": (exp1_jobs, exp1_report), "exp2": (exp2_jobs, exp2_report
                "exp5": (exp5_jobs, exp5_report), "appendix": (appendix_jobs, appendix_report)}
 
 
+ARCHIVE = ".tar.gz"
+
+
+def present(raw):
+    """Whether an experiment's raw outputs exist, as a folder or as its archive."""
+    return os.path.isdir(raw) or os.path.isfile(raw + ARCHIVE)
+
+
+def unpack(raw, into):
+    """Unpacks raw.tar.gz (one top folder, the raw folder's name) into `into`; returns the folder."""
+    with tarfile.open(raw + ARCHIVE) as t:
+        t.extractall(into, filter="data")
+    return os.path.join(into, os.path.basename(raw))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("experiment", help="exp1, exp2, exp3, exp4, exp5, appendix, a comma-separated list of "
@@ -1124,9 +1145,15 @@ def main():
     raws = {n: os.path.join(a.out, "raw", n + (f"-epochs{a.epochs}" if a.epochs else "")) for n in names}
     if a.report_only and not a.epochs:  # only capped runs exist: report those (exp5 on a small machine)
         for n in names:
-            capped = sorted(glob.glob(os.path.join(a.out, "raw", n + "-epochs*")))
-            if not os.path.isdir(raws[n]) and capped:
+            capped = sorted({p[:-len(ARCHIVE)] if p.endswith(ARCHIVE) else p
+                             for p in glob.glob(os.path.join(a.out, "raw", n + "-epochs*"))})
+            if not present(raws[n]) and capped:
                 raws[n] = capped[-1]
+    scratch = tempfile.mkdtemp(prefix="experiments-raw-")
+    atexit.register(shutil.rmtree, scratch, True)
+    for n in names:
+        if not os.path.isdir(raws[n]) and os.path.isfile(raws[n] + ARCHIVE):
+            raws[n] = unpack(raws[n], scratch if a.report_only else os.path.dirname(raws[n]))
     ok = True
     if not a.report_only:  # one queue for every experiment asked for: no slot idles between them
         jobs = []
