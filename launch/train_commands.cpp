@@ -9,6 +9,7 @@
 
 #include "CLI/CLI.hpp"
 #include "adgnn/launch.h"
+#include "adgnn/settings.h"
 #include "adgnn/trainer.h"
 #include "commands.h"
 #include "fmt/format.h"
@@ -110,62 +111,26 @@ std::string label(const ModelConfig& m) {
 }
 
 
+// The first name of a CLI11 option string ("--dataset,-d" -> "--dataset").
+std::string primary_flag(const char* flags) {
+  const std::string f(flags);
+  return f.substr(0, f.find(','));
+}
+
 void register_train_flags(CLI::App* cmd, const std::shared_ptr<TrainArgs>& a) {
-  TrainConfig& f = a->flags;
   cmd->add_option("dataset", a->positional, "Dataset name or path, or csbm:<preset>[:seed] for a generated graph");
-  cmd->add_option("--dataset,-d", f.dataset, "Same as the positional argument");
   cmd->add_option("--config,-c", a->config, "YAML config (keys: the flags without dashes); flags override it")
       ->check(CLI::ExistingFile);
-  cmd->add_option("--data-dir", f.data_dir, "Folder holding the datasets (default: $ADGNN_DATA)");
   cmd->add_option("--model,-m", a->models, "Backbone(s): gcn, gat, sage, mixhop, gatv2, dirgnn (comma-separated)");
   cmd->add_option("--variant,-v", a->variants, "plain, ad, ad_fast, ad_sharp (AD#) (comma-separated)");
-  cmd->add_option("--hidden", f.model.hidden, "Hidden width");
-  cmd->add_option("--layers", f.model.layers, "Number of layers (= t_max of the depth assignment)");
-  cmd->add_option("--t-max", f.model.t_max, "Exponent of the depth benefit (default: --layers)");
-  cmd->add_option("--dropout", f.model.dropout, "Dropout probability");
-  cmd->add_option("--batchnorm", f.model.batchnorm, "BatchNorm after hidden layers (true/false)");
-  cmd->add_option("--heads", f.model.heads, "Attention heads of hidden GAT/GATv2 layers");
-  cmd->add_option("--lambda", f.model.lambda, "lambda of tau(t) = lambda + (1 - lambda) theta(t)");
-  cmd->add_option("--kappa", f.model.kappa, "Temperature of the straight-through surrogate");
-  cmd->add_option("--band", f.model.band, "Surrogate band |eps - tau| < band * kappa (<= 0: every row)");
-  cmd->add_option("--normalisation", f.model.normalisation, "Depth-benefit normalisation: linear (paper) or log");
-  cmd->add_option("--theta-init", f.model.theta_init, "Initial a_s of theta");
-  cmd->add_option("--heuristic", f.model.same_label_heuristic,
-                  "Same-label estimate of ad_fast / ad_sharp: degree (paper), common_neighbours, jaccard, "
-                  "adamic_adar, betweenness, kshell, clustering");
-  cmd->add_option("--degree-threshold", f.model.degree_threshold,
-                  "Plain models: nodes with degree <= this never aggregate (Exp-2; 0: off)");
-  cmd->add_option("--seed", f.model.seed, "Seed (run r uses seed + r)")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--device", f.model.device, "cpu, cuda or cuda:N");
-  cmd->add_option("--compact", f.model.compact_deep_layers,
-                  "AD: deeper layers read a compact input: auto (CPU only), on, off (fewer passes, more device waits)");
-  cmd->add_option("--compact-halo", f.model.compact_halo,
-                  "AD under mpirun: layers >= 2 hold only the halo rows they read: auto, on, off (docs/distributed.md)");
-  cmd->add_option("--fdelta-precision", f.model.fdelta_precision,
-                  "AD (learned): f_delta's precision: fp32, tf32 or bf16 (tf32, bf16: faster, less precise; CUDA only)");
-  cmd->add_option("--splits", f.splits, "auto, random, or a split family of the dataset (geom-gcn, platonov, public)");
-  cmd->add_option("--epochs", f.epochs, "Training epochs");
-  cmd->add_option("--lr", f.lr, "Adam learning rate");
-  cmd->add_option("--weight-decay", f.weight_decay, "Adam weight decay (theta excluded)");
-  cmd->add_option("--patience", f.patience, "Early stopping patience in epochs (0: off)");
-  cmd->add_option("--runs", f.runs, "Runs (seeds and splits); reports mean +- std");
-  cmd->add_option("--threads", f.threads, "Intra-op threads (0: all cores)");
-  cmd->add_option("--run-workers", f.run_workers,
-                  "Runs trained concurrently, one thread each (one process; same results as --threads 1)");
-  cmd->add_option("--checkpoint", f.checkpoint, "HDF5 checkpoint file (written atomically)");
-  cmd->add_option("--checkpoint-every", f.checkpoint_every, "Epochs between checkpoints");
-  cmd->add_flag("--resume", f.resume, "Continue from --checkpoint where it stopped");
-  cmd->add_option("--metrics", f.metrics, "JSON-lines metrics file (one line per epoch)");
-  cmd->add_option("--predictions", f.predictions, "HDF5 file for final logits, depths and embeddings");
-  cmd->add_flag("--layer-embeddings", f.layer_embeddings, "--predictions also holds every layer's output (layer_<t>)");
-  cmd->add_option("--profile", f.profile,
-                  "Folder for a step profile of run 0 (per rank: Markdown summary + Chrome trace)");
-  cmd->add_option("--profile-steps", f.profile_steps, "Training steps profiled: the last N epochs (default 3)");
+  for_each_setting(
+      [&](const Setting& s, auto& field) {
+        if (s.source == Setting::Source::Option) cmd->add_option(s.flag, field, s.help);
+        if (s.source == Setting::Source::Switch) cmd->add_flag(s.flag, field, s.help);
+      },
+      a->flags);
+  cmd->get_option("--seed")->check(CLI::NonNegativeNumber);
   cmd->add_flag("--json", a->json, "Print the summary as JSON");
-  cmd->add_option("--partition", f.partition.method,
-                  "Several ranks: metis, stratified (balances every depth-benefit quartile), random, contiguous");
-  cmd->add_option("--objective", f.partition.objective, "METIS objective: cut (edge cut) or vol (communication volume)");
-  cmd->add_option("--partition-dir", f.partition_dir, "Several ranks: a folder made by `adgnn partition` (one file per rank)");
   cmd->add_option("--backend", a->backend, "Several ranks: auto (NCCL for CUDA when built, else MPI), mpi, nccl");
   cmd->add_option("--rank", a->launch.rank, "This process's rank (default: from mpirun / srun)");
   cmd->add_option("--world-size", a->launch.world_size, "Number of ranks (default: from mpirun / srun)");
@@ -181,50 +146,16 @@ TrainConfig resolve(CLI::App* cmd, const TrainArgs& args, std::vector<std::strin
   if (!a->config.empty()) load_train_config(a->config, c);
   const TrainConfig& f = a->flags;
   auto given = [&](const char* name) { return cmd->count(name) > 0; };
-  if (given("--dataset")) c.dataset = f.dataset;
+  for_each_setting(
+      [&](const Setting& s, auto& to, const auto& from) {
+        if (*s.flag && given(primary_flag(s.flag).c_str())) to = from;
+      },
+      c, f);
   if (!a->positional.empty()) {
     if (given("--dataset") && f.dataset != a->positional)
       throw InputError("--dataset " + f.dataset + ": conflicts with the positional dataset " + a->positional);
     c.dataset = a->positional;
   }
-  if (given("--data-dir")) c.data_dir = f.data_dir;
-  if (given("--hidden")) c.model.hidden = f.model.hidden;
-  if (given("--layers")) c.model.layers = f.model.layers;
-  if (given("--t-max")) c.model.t_max = f.model.t_max;
-  if (given("--dropout")) c.model.dropout = f.model.dropout;
-  if (given("--batchnorm")) c.model.batchnorm = f.model.batchnorm;
-  if (given("--heads")) c.model.heads = f.model.heads;
-  if (given("--lambda")) c.model.lambda = f.model.lambda;
-  if (given("--kappa")) c.model.kappa = f.model.kappa;
-  if (given("--band")) c.model.band = f.model.band;
-  if (given("--normalisation")) c.model.normalisation = f.model.normalisation;
-  if (given("--theta-init")) c.model.theta_init = f.model.theta_init;
-  if (given("--heuristic")) c.model.same_label_heuristic = f.model.same_label_heuristic;
-  if (given("--degree-threshold")) c.model.degree_threshold = f.model.degree_threshold;
-  if (given("--seed")) c.model.seed = f.model.seed;
-  if (given("--device")) c.model.device = f.model.device;
-  if (given("--compact")) c.model.compact_deep_layers = f.model.compact_deep_layers;
-  if (given("--compact-halo")) c.model.compact_halo = f.model.compact_halo;
-  if (given("--fdelta-precision")) c.model.fdelta_precision = f.model.fdelta_precision;
-  if (given("--splits")) c.splits = f.splits;
-  if (given("--epochs")) c.epochs = f.epochs;
-  if (given("--lr")) c.lr = f.lr;
-  if (given("--weight-decay")) c.weight_decay = f.weight_decay;
-  if (given("--patience")) c.patience = f.patience;
-  if (given("--runs")) c.runs = f.runs;
-  if (given("--threads")) c.threads = f.threads;
-  if (given("--run-workers")) c.run_workers = f.run_workers;
-  if (given("--partition")) c.partition.method = f.partition.method;
-  if (given("--objective")) c.partition.objective = f.partition.objective;
-  if (given("--partition-dir")) c.partition_dir = f.partition_dir;
-  c.checkpoint = f.checkpoint;
-  c.checkpoint_every = f.checkpoint_every;
-  c.resume = f.resume;
-  c.metrics = f.metrics;
-  c.predictions = f.predictions;
-  c.layer_embeddings = f.layer_embeddings;
-  c.profile = f.profile;
-  c.profile_steps = f.profile_steps;
   c.progress = !a->no_progress;
   if (c.dataset.empty() && c.partition_dir.empty())
     throw InputError("--dataset: required (a name, a path, or csbm:<preset>), or --partition-dir");

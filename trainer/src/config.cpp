@@ -4,6 +4,7 @@
 #include <set>
 #include <sstream>
 
+#include "adgnn/settings.h"
 #include "adgnn/trainer.h"
 #include "yaml_config.h"
 
@@ -31,38 +32,11 @@ void take(const YAML::Node& root, const std::string& key, T& out, const std::str
 void apply_yaml(const YAML::Node& root, TrainConfig& c, const std::string& path) {
   if (!root.IsMap()) throw InputError(path + ": expected a mapping of settings");
   std::set<std::string> seen;
-  ModelConfig& m = c.model;
-  take(root, "model", m.backbone, path, seen);
-  take(root, "variant", m.variant, path, seen);
-  take(root, "hidden", m.hidden, path, seen);
-  take(root, "layers", m.layers, path, seen);
-  take(root, "t_max", m.t_max, path, seen);
-  take(root, "dropout", m.dropout, path, seen);
-  take(root, "batchnorm", m.batchnorm, path, seen);
-  take(root, "heads", m.heads, path, seen);
-  take(root, "lambda", m.lambda, path, seen);
-  take(root, "kappa", m.kappa, path, seen);
-  take(root, "band", m.band, path, seen);
-  take(root, "normalisation", m.normalisation, path, seen);
-  take(root, "theta_init", m.theta_init, path, seen);
-  take(root, "heuristic", m.same_label_heuristic, path, seen);
-  take(root, "degree_threshold", m.degree_threshold, path, seen);
-  take(root, "dirgnn_alpha", m.dirgnn_alpha, path, seen);
-  take(root, "seed", m.seed, path, seen);
-  take(root, "device", m.device, path, seen);
-  take(root, "compact", m.compact_deep_layers, path, seen);
-  take(root, "compact_halo", m.compact_halo, path, seen);
-  take(root, "fdelta_precision", m.fdelta_precision, path, seen);
-  take(root, "dataset", c.dataset, path, seen);
-  take(root, "data_dir", c.data_dir, path, seen);
-  take(root, "splits", c.splits, path, seen);
-  take(root, "epochs", c.epochs, path, seen);
-  take(root, "lr", c.lr, path, seen);
-  take(root, "weight_decay", c.weight_decay, path, seen);
-  take(root, "patience", c.patience, path, seen);
-  take(root, "runs", c.runs, path, seen);
-  take(root, "threads", c.threads, path, seen);
-  take(root, "run_workers", c.run_workers, path, seen);
+  for_each_setting(
+      [&](const Setting& s, auto& field) {
+        if (s.source != Setting::Source::TestsOnly) take(root, s.key, field, path, seen);
+      },
+      c);
   for (const auto& kv : root) {
     const std::string key = kv.first.as<std::string>();
     if (!seen.count(key))
@@ -84,21 +58,14 @@ YAML::Node load_yaml(const std::string& path) {
 void load_train_config(const std::string& path, TrainConfig& c) { apply_yaml(load_yaml(path), c, path); }
 
 std::string describe(const TrainConfig& c) {
-  const ModelConfig& m = c.model;
+  const TrainConfig defaults;
   std::ostringstream os;
-  os << "model=" << m.backbone << " variant=" << m.variant << " hidden=" << m.hidden
-     << " layers=" << m.layers << " dropout=" << m.dropout
-     << " batchnorm=" << m.batchnorm << " heads=" << m.heads << " lambda=" << m.lambda
-     << " kappa=" << m.kappa << " band=" << m.band << " normalisation=" << m.normalisation
-     << " theta_init=" << m.theta_init << " seed=" << m.seed << " splits=" << c.splits
-     << " lr=" << c.lr << " weight_decay=" << c.weight_decay
-     << " patience=" << c.patience << " float64=" << m.float64 << " soft_masks=" << m.soft_masks
-     << " t_max=" << m.t_max << " dirgnn_alpha=" << m.dirgnn_alpha << " device=" << m.device;
-  // Only when set: the line (checkpoint fingerprints, sweep keys) of every earlier run is unchanged.
-  if (m.same_label_heuristic != "degree") os << " heuristic=" << m.same_label_heuristic;
-  if (m.degree_threshold > 0) os << " degree_threshold=" << m.degree_threshold;
-  // f_delta's precision changes the learned variant's numbers (a resume must not mix them).
-  if (m.fdelta_precision != "fp32") os << " fdelta_precision=" << m.fdelta_precision;
+  for_each_setting(
+      [&](const Setting& s, const auto& field, const auto& initial) {
+        if (s.line == Setting::Line::Never || (s.line == Setting::Line::UnlessDefault && field == initial)) return;
+        os << (os.tellp() > 0 ? " " : "") << s.key << '=' << field;
+      },
+      c, defaults);
   return os.str();
 }
 

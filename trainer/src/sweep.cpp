@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "adgnn/loaders.h"
+#include "adgnn/settings.h"
 #include "adgnn/trainer.h"
 #include "nlohmann/json.hpp"
 #include "yaml_config.h"
@@ -81,21 +82,11 @@ std::string to_yaml(const TrainConfig& c) {
   YAML::Emitter e;
   e.SetDoublePrecision(10);  // 0.8, not 0.80000000000000004
   e << YAML::BeginMap;
-  e << YAML::Key << "dataset" << YAML::Value << c.dataset;
-  e << YAML::Key << "model" << YAML::Value << c.model.backbone;
-  e << YAML::Key << "variant" << YAML::Value << c.model.variant;
-  e << YAML::Key << "splits" << YAML::Value << c.splits;
-  e << YAML::Key << "layers" << YAML::Value << c.model.layers;
-  e << YAML::Key << "hidden" << YAML::Value << c.model.hidden;
-  e << YAML::Key << "dropout" << YAML::Value << c.model.dropout;
-  e << YAML::Key << "batchnorm" << YAML::Value << c.model.batchnorm;
-  e << YAML::Key << "heads" << YAML::Value << c.model.heads;
-  e << YAML::Key << "lambda" << YAML::Value << c.model.lambda;
-  e << YAML::Key << "normalisation" << YAML::Value << c.model.normalisation;
-  e << YAML::Key << "lr" << YAML::Value << c.lr;
-  e << YAML::Key << "weight_decay" << YAML::Value << c.weight_decay;
-  e << YAML::Key << "epochs" << YAML::Value << c.epochs;
-  e << YAML::Key << "runs" << YAML::Value << c.runs;
+  for_each_setting(
+      [&](const Setting& s, const auto& field) {
+        if (s.source != Setting::Source::TestsOnly) e << YAML::Key << s.key << YAML::Value << field;
+      },
+      c);
   e << YAML::EndMap;
   return std::string(e.c_str()) + "\n";
 }
