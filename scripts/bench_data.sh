@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Data and build benchmarks; prints Markdown tables (docs/benchmarks.md records a run).
+# Data and build benchmarks; prints Markdown tables (docs/performance.md records a run).
 #   ADGNN_DATA=../shared/data bash scripts/bench_data.sh [load] [gen] [build]   (default: all three)
 #   load   build/adgnn data bench over every dataset found: upstream load vs HDF5 write/load,
 #          median of 5

@@ -4,7 +4,7 @@
 # Builds with CUDA + NCCL, runs the distributed tests on CUDA with NCCL (2 ranks), then the
 # distributed benchmark on the arxiv-scale and products-scale graphs. Logs go to $OUT.
 # COMPACT_RANKS="1 4" adds products-scale depth-4 runs with AD's compact deeper-layer input
-# forced on (`--compact on`; CUDA's default is off, docs/performance.md) on those rank counts.
+# forced on (`--compact on`; CUDA's default is off, docs/decisions/compact-deep-layers.md) on those rank counts.
 # FULL_HALO_RANKS="4" adds products-scale depth-4 runs with `--compact-halo off` (every halo row
 # at every layer; docs/distributed.md) on those rank counts.
 set -uo pipefail

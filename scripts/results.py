@@ -427,7 +427,7 @@ def tables(a):
                 print(f"| {d} | {name} | {hist(l)} | {hist(g)} |")
     print("\n### Mean ms per epoch as run (training step + evaluation, one thread per training) and "
           "median best epoch\n\nMany trainings shared each machine (\"ran on\"; docs/results.md says how "
-          "many), so these are wall times under load, not benchmarks (docs/benchmarks.md has those).\n")
+          "many), so these are wall times under load, not benchmarks (docs/performance.md has those).\n")
     print("| dataset | ran on | GCN | AD-GCN lin | AD-GCN_fast lin | best epoch (GCN, median) |")
     print("|---|---|---:|---:|---:|---:|")
     for d in DATASETS:

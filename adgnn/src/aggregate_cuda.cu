@@ -147,7 +147,7 @@ __device__ void add_self(typename Pack<T, V>::type& acc, const T* __restrict__ s
 // Occupancy sets this kernel's speed: a warp has at most U gathers in flight, so the SM needs
 // many warps to cover their latency. Left free, the compiler takes 80-91 registers a thread, which
 // fits 16-24 warps on an SM; capped at 64 (8 blocks of 4 warps), 32 fit. A few bytes spill, and
-// the kernel is still faster: on arxiv-scale (`adgnn bench --kernels`, docs/performance.md) this
+// the kernel is still faster: on arxiv-scale (`adgnn bench --kernels`, docs/decisions/spmm-occupancy.md) this
 // shape beat the uncapped kernel and 4 blocks of 8 warps, 2 of 16 and 5-8 of 8 (more spills).
 constexpr int kRowsThreads = 128, kRowsMinBlocks = 8;
 template <typename T, int V, bool SelfByRow>
@@ -231,7 +231,7 @@ spmm_segment_tiles(const int64_t* __restrict__ ptr, const int32_t* __restrict__ 
 // deterministic; the sum is grouped differently from spmm_rows' (last bits may differ).
 // 16 warps (512 threads) rather than 32: the clamped loads (add_entries) then keep about six
 // gathers in flight per warp at 62 registers; on products-scale both layer 1's long rows and the
-// deeper layers' listed rows are faster than with 32 warps (`adgnn bench`, docs/performance.md).
+// deeper layers' listed rows are faster than with 32 warps (`adgnn bench`, docs/decisions/clamped-gathers.md).
 constexpr int kLongWarps = 16;
 // The entries [begin, end) of row r summed by the whole block (kLongWarps warps, as described
 // above) into dst's vectors: output row o with the self term when self_w is given, or a chunk's
@@ -653,7 +653,7 @@ void launch_spmm(const int64_t* ptr, const int32_t* idx, const int64_t* eid, con
                       reinterpret_cast<uintptr_t>(out.data_ptr<T>()) % (kVec * sizeof(T)) == 0;
   // A width that is not a multiple of the vector (products-scale's 47 classes) takes the scalar
   // kernel, which is as slow per entry as the 128-wide vectorised one (an H200 profile,
-  // docs/performance.md). When the call computes a good share of the rows, gather from a
+  // docs/decisions/padded-narrow-spmm.md). When the call computes a good share of the rows, gather from a
   // copy padded to the vector width instead: one extra pass over x and the output, against the
   // kernel's per-entry cost. (Few computed rows, AD's deeper layers: the copy would dominate.)
   if (!vec_ok && f > kVec && computed * 8 >= x.size(0)) {

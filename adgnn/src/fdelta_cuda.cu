@@ -64,7 +64,7 @@ __global__ void pair_features_kernel(const int32_t* __restrict__ row, const int3
 // hubs' long sums run beside the rest rather than after it. Rows narrower than a warp's vectors
 // split the warp into G groups of LANES lanes, each group taking every G-th pair; the groups'
 // sums are added by shuffles in a fixed order. Lanes own vectors c0 + sub of the row, chunk by
-// chunk. (Measured on an H200 with `adgnn bench`, docs/performance.md: loading a warp's pair
+// chunk. (Measured on an H200 with `adgnn bench`, docs/decisions/fdelta-pairs.md: loading a warp's pair
 // indices at once and keeping several pairs in flight is slower than this plain loop for bfloat16
 // rows and no faster for float32 ones once the hubs are split off; the hubs set the kernel's time.)
 template <typename T, typename S, int V, int LANES>

@@ -60,7 +60,7 @@ namespace {
 // else zeros) with rows recv_idx replaced by the owners' rows owned[send_idx].
 // Taking the previous layer's [owned; halo] with the update, rather than the updated owned rows
 // as a tensor of their own, saves a copy of every owned row in the forward and another in the
-// backward per layer (docs/performance.md).
+// backward per layer (docs/decisions/exchange-applies-update.md).
 // Backward returns the received rows' gradients to their owners (added to owned's own) and the
 // others' to the previous copies: a frozen row read at several later layers accumulates them all
 // there.
@@ -134,7 +134,7 @@ class HaloExchangeFn : public torch::autograd::Function<HaloExchangeFn> {
     }
     // src_in's gradient is the output's (src_in of the output's shape) or its owned rows (src_in
     // of those alone: layer 1's output), changed in place when nothing else holds it, which
-    // saves a copy of every owned row per exchange (docs/performance.md).
+    // saves a copy of every owned row per exchange (docs/decisions/gradients-in-place.md).
     const bool reuse = gradient_is_exclusive(g);
     const at::Tensor g_owned = g.slice(0, 0, n), g_halo = g.slice(0, n);
     const at::Tensor back = transport_of(ctx)->exchange(

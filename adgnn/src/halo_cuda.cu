@@ -1,7 +1,7 @@
 // The halo plan's CUDA kernels (kernels.h): a distributed pass's read bits and exchange masks in
 // one pass each over a rank's boundary entries, send list and halo rows, replacing about thirty
 // whole-array operations per pass (a gather, a type conversion and a scatter per layer and side,
-// a sizeable share of a products-scale step on 4 GPUs: docs/performance.md).
+// a sizeable share of a products-scale step on 4 GPUs: docs/decisions/halo-plan-kernels.md).
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>

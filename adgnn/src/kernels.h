@@ -38,7 +38,7 @@ uint64_t mix64(uint64_t z) {
 // How the CUDA kernel takes a CSR's rows: every row by descending entry count, ties by index
 // (int64, on rowptr's device), of which the first n_long, the rows with >= kLongRow entries,
 // are summed by a block each (spmm_long_rows). A call over every row sums the others in this
-// order. Measured on arxiv-scale (`adgnn bench --kernels`, docs/performance.md): 68% of the copy
+// order. Measured on arxiv-scale (`adgnn bench --kernels`, docs/decisions/length-order.md): 68% of the copy
 // bandwidth in index order, 101% in this one. The likely reason: a block holds its SM slot until
 // its longest row is done, and rows of equal length side by side finish together. Each row's sum
 // is the same either way (bit for bit).
@@ -66,7 +66,7 @@ struct Transposed {
 // Rows with at least this many entries are summed by a whole block of the CUDA kernel (its warps
 // split the entries, then add their partial sums in a fixed order) instead of one warp: a
 // power-law hub (products-scale: 9,411 entries) would keep one warp busy long after the rest of
-// the GPU idled, which would bound AD's few-row calls (docs/performance.md).
+// the GPU idled, which would bound AD's few-row calls (docs/decisions/long-rows-on-blocks.md).
 constexpr int64_t kLongRow = 1024;
 // A listed row (a call over few rows: AD's deeper layers) of more entries is summed in chunks of
 // this many, each a block's (spmm_listed_rows).
@@ -74,7 +74,7 @@ constexpr int64_t kRowChunk = 2048;
 
 // The GPU backward of a few computed rows regroups their entries (given their count) on graphs
 // with at least this many CSR entries, and scans the transpose on smaller ones. Measured with
-// `adgnn bench` (depth-4 AD-GCN_fast steps on an H200, docs/performance.md): the scan is faster on
+// `adgnn bench` (depth-4 AD-GCN_fast steps on an H200, docs/decisions/regroup-threshold.md): the scan is faster on
 // arxiv-scale (2.3 M entries), the regrouping on products-scale (31 M entries per rank of four,
 // 124 M on one GPU).
 constexpr int64_t kRegroupMinEntries = int64_t(1) << 23;
@@ -84,7 +84,7 @@ int64_t& regroup_min_entries();
 // The CPU kernels' gathers of random rows wait on memory for each one: the row kPrefetch entries
 // ahead is requested early, so that many are in flight (the out-of-order window alone covers a
 // few). With it the CPU SpMM on arxiv-scale (2 cores) takes about a third of the time (`adgnn
-// bench --kernels`, docs/performance.md).
+// bench --kernels`, docs/decisions/cpu-prefetch.md).
 constexpr int64_t kPrefetch = 16;
 template <typename T>
 inline void prefetch_row(const T* row, int64_t f) {
@@ -137,7 +137,7 @@ at::Tensor pair_features_cpu(const at::Tensor& row, const at::Tensor& col, const
 
 // Nodes with at least this many f_delta pairs (either way) get a block of the GPU's input-gradient
 // kernel instead of a warp: a warp's pairs run one after another, and a few long ones set the
-// kernel's time (docs/performance.md).
+// kernel's time (docs/decisions/fdelta-pairs.md).
 constexpr int64_t kPairHubMin = 128;
 // f_delta's pairs as a CSR over the graph's rows (rowptr int64 [rows + 1], col int32 [P]) and as
 // its transpose over z's rows (t_rowptr int64 [num_src + 1]; t_pair int64: the pair, t_other

@@ -1317,7 +1317,7 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
       if (!read.defined()) {
         // The same rows as flags, plus any frozen rows: a full-size input whose unread rows
         // stay unset (no pass over them; a rank holds ~4x its own rows on products-scale, and
-        // frozen rows are owned ones, docs/benchmarks.md).
+        // frozen rows are owned ones, docs/decisions/dropout-rows-read.md).
         at::Tensor flags;
         if (few && c.dropout_rows_read && (!reads_frozen || frozen_rows.defined())) {
           flags = layer.read_flags(gl, comp_rows);

@@ -2,7 +2,7 @@
 // regroup_by_source_cuda): a handful of kernels and one radix sort of 32-bit keys over only the
 // bits a source index needs, where the ATen operations take ~35 launches per call (edges_of_rows'
 // gathers and repeat_interleave, a 64-bit or 32-bit sort, the counts' index_add and cumsum, the
-// permutation's gathers), a cost paid at every deeper layer (docs/performance.md).
+// permutation's gathers), a cost paid at every deeper layer (docs/decisions/regroup-kernel.md).
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>

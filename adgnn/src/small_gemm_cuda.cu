@@ -3,7 +3,7 @@
 // time (ATen's setup and cuBLAS's heuristic, more for a row count it has not seen), and AD's step
 // has ~9 of them: on a host that falls behind the device they bound the step. These kernels are
 // slower on the device than cuBLAS's (32 x 32 tiles of 64 threads are slower still), which a host
-// that keeps up pays (docs/performance.md). Each output element is summed by one thread in a fixed
+// that keeps up pays (docs/decisions/small-gemm.md). Each output element is summed by one thread in a fixed
 // order, and the weight gradient's split over row chunks adds the chunks in chunk order: the same
 // bits on every run.
 #include <ATen/ATen.h>

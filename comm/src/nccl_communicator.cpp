@@ -215,7 +215,7 @@ NcclCommunicator::NcclCommunicator(Communicator& bootstrap, int device)
                       "cudaDeviceGetStreamPriorityRange") &&
              // The highest priority: the block scheduler starts our kernels as soon as SMs free
              // up rather than after every block of a large kernel queued before them on another
-             // stream (docs/performance.md).
+             // stream (docs/decisions/halo-plan-stream.md).
              try_cuda(cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, greatest_priority),
                       "cudaStreamCreateWithPriority") &&
              try_cuda(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming),

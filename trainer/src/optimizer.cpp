@@ -4,7 +4,7 @@
 // allreduce over separate tensors concatenates and splits them, and zero_grad touches each one:
 // on a GPU step of a few milliseconds, AD's deeper layers already leave the device waiting for the
 // host, and these ~150 launches per step (GCN, depth 4) would be host time too
-// (docs/performance.md). On the GPU each group's update is ATen's fused multi-tensor kernel (3
+// (docs/decisions/flat-adam.md). On the GPU each group's update is ATen's fused multi-tensor kernel (3
 // launches instead of 18).
 #include <torch/torch.h>
 

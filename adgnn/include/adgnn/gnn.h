@@ -154,7 +154,7 @@ struct ModelConfig {
   // on only the rows their computed rows read, and a graph of those rows (the same values).
   // That saves passes over every source row, at the price of several device synchronisations
   // per layer (data-dependent sizes). "auto": on the CPU only, where it is faster (arxiv-scale,
-  // `adgnn bench`); on a GPU the synchronisations leave the step host-bound (docs/performance.md).
+  // `adgnn bench`); on a GPU the synchronisations leave the step host-bound (docs/decisions/compact-deep-layers.md).
   // "on" / "off": always / never ("off" is also the reference of the tests).
   std::string compact_deep_layers = "auto";
   // Without the compact input, AD's deeper layers drop out only the rows their few computed rows
@@ -191,10 +191,10 @@ struct ForwardStats {
   // Halo rows that layers >= 2 held (ModelConfig::compact_halo); -1: every halo row.
   int64_t deep_halo_rows = -1;
   // Layer 1's forward was issued before the wait for the layers' row counts (one process,
-  // lambda = 0: docs/performance.md).
+  // lambda = 0: docs/decisions/early-first-layer.md).
   bool first_layer_early = false;
   // A rank's training pass: layer 2's input was grown from layer 1's output, with no copy of the
-  // owned rows (docs/performance.md), and the owned rows the later layers' in-place updates
+  // owned rows (docs/decisions/first-output-room.md), and the owned rows the later layers' in-place updates
   // overwrote and write back in their backward.
   // grown_then_copied: an update too large to keep copied the rows instead.
   bool first_output_grown = false, grown_then_copied = false;

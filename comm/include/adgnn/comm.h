@@ -76,7 +76,7 @@ class Communicator {
   // The CUDA stream (a cudaStream_t) in that role: each later operation of a device-memory
   // communicator runs after the work queued on it and, deferred, its later work waits for the
   // operation. Null: the legacy default stream. A caller that issues from another stream names
-  // it (a rank's halo plan runs on a second stream, beside layer 1: docs/performance.md).
+  // it (a rank's halo plan runs on a second stream, beside layer 1: docs/decisions/halo-plan-stream.md).
   virtual void set_compute_stream(void* stream) { (void)stream; }
   // Waits (up to the timeout) until every enqueued operation has completed, and throws the
   // CommError of one that failed. Returns at once where operations complete before returning.
