@@ -73,11 +73,10 @@ class NormalisedDepthBenefitFn : public torch::autograd::Function<NormalisedDept
 };
 #endif
 
-// l by ATen operations (the CPU's path and the reference of the GPU's).
+// l by ATen operations (the CPU's path and the reference of the GPU's): log_depth_benefit
+// (adgnn/depth_benefit_formula.h, the formula's one statement) on every row, plus the offset.
 at::Tensor log_benefit(const at::Tensor& d_plus, const at::Tensor& d, const at::Tensor& offset, double t_max) {
   const at::Tensor alpha = (1 + 2 * d_plus - d) / (d + 1);
-  // |alpha| is floored so that log stays finite (eps_tilde of such a node is ~exp(-55 t_max)
-  // relative to the largest: zero in practice).
   const at::Tensor l = t_max * (2 * alpha.abs().clamp_min(1e-12).log() + (d + 1).log());
   return offset.defined() ? l + offset : l;
 }

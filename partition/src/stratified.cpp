@@ -5,6 +5,7 @@
 #include <iterator>
 #include <numeric>
 
+#include "adgnn/depth_benefit_formula.h"
 #include "adgnn/partition.h"
 #include "fmt/format.h"
 #include "internal.h"
@@ -25,9 +26,8 @@ std::vector<double> fast_depth_benefit(const Csr& sym) {
     for (int64_t k = sym.indptr[v]; k < sym.indptr[v + 1]; ++k)
       neighbour_degrees += sym.degree(sym.indices[k]);
     const double d = static_cast<double>(sym.degree(v));
-    const double d_plus = d * static_cast<double>(neighbour_degrees) / max_degree_product;
-    const double alpha = (1 + 2 * d_plus - d) / (d + 1);
-    score[v] = 2 * std::log(std::max(std::abs(alpha), 1e-12)) + std::log(d + 1);
+    score[v] = log_depth_benefit(d, fast_same_label_estimate(d, static_cast<double>(neighbour_degrees),
+                                                             max_degree_product));
   }
   return score;
 }
