@@ -119,9 +119,7 @@ class MpiCommunicator final : public Communicator {
   // dangling; either way an unconfirmed request makes the communicator unusable.
   void abandon(std::vector<MPI_Request>& reqs, bool cancellable, const std::string& why);
   // A collective over `count` items in calls of at most `chunk` items (MPI counts are int):
-  // post(offset, items, request) starts one; then waits for all of them.
-  // post(buffer, offset, items, request) starts one call on the communicator's own buffer
-  // (`bytes` long, filled by the caller before and read after); then waits for all of them.
+  // post(offset, items, request) starts one (on the staging buffer); then waits for all of them.
   template <class Post>
   void chunked_collective(int64_t count, int64_t chunk, const std::string& what, Post post);
   // The staging buffer of the next collective, at least `bytes` long.
@@ -226,7 +224,6 @@ char* MpiCommunicator::staging(int64_t bytes) {
   }
   return staging_.get();
 }
-
 
 void MpiCommunicator::check_usable(const char* call) const {
   if (!broken_.empty())
