@@ -1629,9 +1629,9 @@ void expect_pass_matches_cpu(const ModelPass& gpu, const ModelPass& cpu) {
   }
 }
 
-// GCN's hidden layers on the GPU run with the next layer's dropout fused (the ReLU gradient
-// kernel scaled, no dropout backward): logits, x's and every parameter's gradient against the
-// CPU's model (a separate dropout).
+// GCN's hidden layers run with the next layer's dropout fused (the ReLU gradient kernel scaled,
+// no dropout backward): on the GPU, logits, x's and every parameter's gradient against the CPU's
+// model (the same dropout masks: a counter-based generator keyed by node id).
 TEST(Cuda, FusedOutputDropoutMatchesTheCpu) {
   REQUIRE_GPU();
   const auto g = graph(3000, 7);
