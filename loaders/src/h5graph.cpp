@@ -613,18 +613,19 @@ std::map<std::string, H5Array> read_arrays_h5(const std::string& path,
     }
     out.emplace(name, std::move(a));
   }
+  if (!r.checksummed() && !attrs) return out;
+  std::map<std::string, std::string> all;
+  read_root_attributes(r, path, all);
   if (r.checksummed()) {
-    std::map<std::string, std::string> all;
-    read_root_attributes(r, path, all);
     const auto stored = all.find(kContentsAttribute);
     if (stored == all.end() || stored->second != contents_digest(out, all))
       throw InputError(fmt::format("{}: its datasets and attributes do not match the '{}' digest "
                                    "(corrupt)", path, kContentsAttribute));
   }
   if (attrs) {
-    read_root_attributes(r, path, *attrs);
-    attrs->erase(kContentsAttribute);
-    attrs->erase(kChecksumsAttribute);
+    all.erase(kContentsAttribute);
+    all.erase(kChecksumsAttribute);
+    *attrs = std::move(all);
   }
   return out;
 }
