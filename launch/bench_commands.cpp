@@ -12,7 +12,8 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
-#include "adgnn/gnn.h"
+#include "adgnn/model.h"
+#include "adgnn/ops.h"
 #include "adgnn/loaders.h"
 #include "adgnn/profile.h"
 #include "adgnn/trainer.h"
@@ -67,16 +68,6 @@ double median_ms(const c10::Device& d, int64_t reps, F&& f) {
   return quantile(t, 0.5);
 }
 
-std::string model_label(const std::string& backbone, const std::string& variant) {
-  static const std::map<std::string, std::string> names{{"gcn", "GCN"}, {"gat", "GAT"}, {"sage", "SAGE"},
-                                                        {"mixhop", "MixHop"}, {"gatv2", "GATv2"}, {"dirgnn", "DirGNN"}};
-  const std::string b = names.count(backbone) ? names.at(backbone) : backbone;
-  if (variant == "plain") return b;
-  if (variant == "ad") return "AD-" + b;
-  if (variant == "ad_fast") return "AD-" + b + "_fast";
-  return "AD#-" + b;
-}
-
 // The graph's training nodes: its seeded random split when it has one (generated graphs), the
 // first split of another stored family, else a seeded random 60%.
 at::Tensor train_mask_of(const Graph& g, uint64_t seed) {
@@ -111,8 +102,8 @@ BenchRow bench_model(const MessageGraph& mg, const at::Tensor& x, const at::Tens
                      const std::string& fdelta_precision) {
   const c10::Device dev(f.device);
   ModelConfig mc;
-  mc.backbone = backbone;
-  mc.variant = variant;
+  mc.backbone = parse_backbone(backbone, "--backbones");
+  mc.variant = parse_variant(variant, "--variants");
   mc.in_dim = x.size(1);
   mc.hidden = f.hidden;
   mc.out_dim = num_classes;
@@ -268,15 +259,11 @@ int run_bench(const BenchFlags& f) {
   if (f.hidden < 1) throw InputError("--hidden: must be at least 1");
   for (int64_t d : f.depths)
     if (d < 1 || d > 64) throw InputError("--depths: " + std::to_string(d) + " is not in 1..64");
-  for (const auto& v : f.variants)
-    if (v != "plain" && v != "ad" && v != "ad_fast" && v != "ad_sharp")
-      throw InputError("--variants: " + v + " is not one of plain, ad, ad_fast, ad_sharp");
+  for (const auto& v : f.variants) parse_variant(v, "--variants");
   for (const auto& p : f.fdelta_precisions)
     if (p != "fp32" && p != "tf32" && p != "bf16")
       throw InputError("--fdelta-precision: " + p + " is not one of fp32, tf32, bf16");
-  for (const auto& b : f.backbones)
-    if (b != "gcn" && b != "gat" && b != "sage" && b != "mixhop" && b != "gatv2" && b != "dirgnn")
-      throw InputError("--backbones: " + b + " is not one of gcn, gat, sage, mixhop, gatv2, dirgnn");
+  for (const auto& b : f.backbones) parse_backbone(b, "--backbones");
   c10::Device dev = c10::kCPU;
   try {
     dev = c10::Device(f.device);
@@ -325,7 +312,7 @@ int run_bench(const BenchFlags& f) {
     for (const auto& b : f.backbones) {
       for (const auto& v : f.variants) for (const auto& prec : v == "ad" ? f.fdelta_precisions : std::vector<std::string>{"fp32"}) {
         const BenchRow r = bench_model(mg, gt.x, gt.y, train_idx, fl, g.num_classes, b, v, d, prec);
-        const std::string label = model_label(b, v) + (prec == "fp32" ? "" : " (f_delta " + prec + ")");
+        const std::string label = model_name(parse_backbone(b), parse_variant(v)) + (prec == "fp32" ? "" : " (f_delta " + prec + ")");
         std::vector<double> frac;
         std::string per_layer;
         for (int64_t e : r.edges) {

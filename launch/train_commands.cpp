@@ -103,12 +103,7 @@ Ranks start_ranks(const TrainArgs& a, TrainConfig& c) {
   return r;
 }
 
-std::string label(const ModelConfig& m) {
-  std::string b = m.backbone == "gcn" ? "GCN" : m.backbone == "gat" ? "GAT" : m.backbone == "sage" ? "SAGE"
-                 : m.backbone == "mixhop" ? "MixHop" : m.backbone == "gatv2" ? "GATv2" : "DirGNN";
-  if (m.variant == "plain") return b;
-  return "AD-" + b + (m.variant == "ad_fast" ? "_fast" : m.variant == "ad_sharp" ? "#" : "");
-}
+std::string label(const ModelConfig& m) { return model_name(m.backbone, m.variant); }
 
 
 // The first name of a CLI11 option string ("--dataset,-d" -> "--dataset").
@@ -160,11 +155,13 @@ TrainConfig resolve(CLI::App* cmd, const TrainArgs& args, std::vector<std::strin
   if (c.dataset.empty() && c.partition_dir.empty())
     throw InputError("--dataset: required (a name, a path, or csbm:<preset>), or --partition-dir");
   models = given("--model") || a->config.empty()
-                                        ? split_list(a->models) : std::vector<std::string>{c.model.backbone};
+                                        ? split_list(a->models) : std::vector<std::string>{to_string(c.model.backbone)};
   variants = given("--variant") || a->config.empty()
-                                          ? split_list(a->variants) : std::vector<std::string>{c.model.variant};
+                                          ? split_list(a->variants) : std::vector<std::string>{to_string(c.model.variant)};
   if (models.empty()) throw InputError("--model: empty list");
   if (variants.empty()) throw InputError("--variant: empty list");
+  for (const auto& m : models) parse_backbone(m, "--model");  // every name checked before any run
+  for (const auto& v : variants) parse_variant(v, "--variant");
   return c;
 }
 
@@ -268,8 +265,8 @@ void add_train_commands(CLI::App& app, std::function<int()>& run) {
       for (const auto& m : models)
         for (const auto& v : variants) {
           TrainConfig rc = c;
-          rc.model.backbone = m;
-          rc.model.variant = v;
+          rc.model.backbone = parse_backbone(m, "--model");
+          rc.model.variant = parse_variant(v, "--variant");
           // Several models: one metrics file each, <stem>-<model>-<variant><ext>.
           if (several && !c.metrics.empty()) {
             const auto dot = c.metrics.rfind('.'), slash = c.metrics.rfind('/');
@@ -331,8 +328,8 @@ void add_sweep_commands(CLI::App& app, std::function<int()>& run) {
       TrainConfig c = resolve(cmd, *a, models, variants);
       if (models.size() != 1 || variants.size() != 1)
         throw InputError("--model/--variant: a sweep takes one backbone and one variant");
-      c.model.backbone = models[0];
-      c.model.variant = variants[0];
+      c.model.backbone = parse_backbone(models[0], "--model");
+      c.model.variant = parse_variant(variants[0], "--variant");
       if (!c.profile.empty()) throw InputError("--profile: not for sweeps (profile one setting with `adgnn train`)");
       opt->progress = !a->no_progress;
       const Graph g = load_dataset(c.dataset, c.data_dir);

@@ -994,7 +994,7 @@ def appendix_report(a, raw):
               "`configs/<dataset>/gcn.yaml` where swept (its λ), else `configs/<dataset>.yaml`. Node-score "
               "heuristics use the similarity 1 − |s_u − s_v| / (max s − min s); common neighbours and "
               "Adamic-Adar are divided by their maximum over the edges, as the degree product is "
-              "(adgnn/src/heuristics.h).\n\n" + "\n".join(heur_md))
+              "(adgnn/src/depth/heuristics.h).\n\n" + "\n".join(heur_md))
     # Depth benefit per degree.
     ben_rows = []
     ben_md = ["| dataset | normalisation | " + " | ".join(f"d={k}" for k in ["1", "2", "3", "4-7", "8-15", "16+"]) + " |",

@@ -106,6 +106,8 @@ class MpiCommunicator final : public Communicator {
   void broadcast(void* data, int64_t bytes, int root) override;
   void exchange(const void* send, const std::vector<int64_t>& send_counts, void* recv,
                 const std::vector<int64_t>& recv_counts, int64_t row_bytes) override;
+  // See the top of this file; also asked by an NCCL communicator bootstrapped over this one.
+  std::string roll_call(double late) override;
 
  private:
   CommError error(const std::string& what) const { return CommError(rank_, host_, what); }
@@ -132,10 +134,6 @@ class MpiCommunicator final : public Communicator {
       staging_bytes_ = 0;
     }
   }
-  // After a collective timed out: the roll call (see the top of this file). `late` is how long
-  // past its deadline this rank ran again. Returns the part of the error message that names the
-  // ranks that did not answer and those that answered only after they had been stopped.
-  std::string roll_call(double late);
   std::string rank_at(int p) const { return fmt::format("rank {} on host {}", p, hosts_[p]); }
 
   MPI_Comm comm_ = MPI_COMM_NULL;

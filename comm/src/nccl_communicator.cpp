@@ -13,6 +13,10 @@
 // aborts the communicator when one is not done by its deadline (or NCCL reports an asynchronous
 // error). The mutex serialises the watchdog's abort with the operations' NCCL calls, so that no
 // call ever uses an aborted communicator.
+//
+// A timeout names the ranks that did not come: the rank asks the bootstrap communicator for a
+// roll call (Communicator::roll_call) on the thread that reports the failure (the watchdog only
+// records that one is due), since the bootstrap may be used from that thread alone.
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
@@ -141,7 +145,14 @@ class NcclCommunicator final : public Communicator {
   // Under mu_: remembers why, aborts, releases the pending events (the watchdog's failures).
   void break_locked(const std::string& msg);
   CommError error(const std::string& what) const { return CommError(rank_, host_, what); }
-  void check_usable(const char* call) const;
+  void check_usable(const char* call);
+  // A timed-out operation's message with the bootstrap's roll call; `late`: seconds past the
+  // deadline when it was noticed.
+  std::string with_roll_call(const std::string& msg, double late);
+  // The watchdog's failure, with the roll call it left due (on the calling thread), under mu_.
+  const std::string& reported_failure_locked();
+  // The failure message, with the roll call, of an operation that passed its deadline at `now`.
+  std::string timed_out(const std::string& what, Clock::time_point now, Clock::time_point deadline);
   // Makes device_ current for one operation (restored when the guard goes).
   void enter(DeviceGuard& guard, const char* call) const;
   // Throws (without breaking the communicator) unless p is memory of device_ (or managed).
@@ -170,12 +181,16 @@ class NcclCommunicator final : public Communicator {
   int local_rank_ = -1;
   std::string host_;
   int device_ = -1;
+  Communicator* bootstrap_ = nullptr;  // holds the roll call after a timeout
   ncclComm_t comm_ = nullptr;
   cudaStream_t stream_ = nullptr;
   cudaStream_t compute_ = cudaStreamLegacy;  // set_compute_stream
   cudaEvent_t ready_ = nullptr;     // recorded on the compute stream before each operation
   int32_t* scratch_ = nullptr;      // one device int for the barrier
   std::string broken_;              // the failure that made this communicator unusable
+  // The watchdog's timeout: seconds past the deadline when it noticed; < 0 when no roll call is
+  // due (none yet, or it ran).
+  double roll_call_late_ = -1;
   // Deferred mode. mu_ guards comm_ (against the watchdog's abort), broken_, pending_ and
   // free_events_; recursive, since fail() runs inside operations that hold it.
   bool deferred_ = false;
@@ -192,7 +207,8 @@ NcclCommunicator::NcclCommunicator(Communicator& bootstrap, int device)
       size_(bootstrap.size()),
       local_rank_(bootstrap.local_rank()),
       host_(bootstrap.host()),
-      device_(device) {
+      device_(device),
+      bootstrap_(&bootstrap) {
   timeout_ = bootstrap.timeout();
   // Local set-up first; then every rank learns whether every rank succeeded, so that a rank
   // without its device fails everywhere at once instead of leaving the others in
@@ -336,11 +352,32 @@ void NcclCommunicator::break_locked(const std::string& msg) {
   cv_.notify_all();
 }
 
-void NcclCommunicator::check_usable(const char* call) const {
+std::string NcclCommunicator::timed_out(const std::string& what, Clock::time_point now,
+                                        Clock::time_point deadline) {
+  return with_roll_call(
+      fmt::format("{} timed out after {:g} s (NCCL communicator aborted)", what, timeout_),
+      std::chrono::duration<double>(now - deadline).count());
+}
+
+std::string NcclCommunicator::with_roll_call(const std::string& msg, double late) {
+  const std::string names = bootstrap_ != nullptr ? bootstrap_->roll_call(late) : std::string();
+  return names.empty() ? msg : msg + "; " + names;
+}
+
+const std::string& NcclCommunicator::reported_failure_locked() {
+  if (roll_call_late_ >= 0) {
+    const double late = roll_call_late_;
+    roll_call_late_ = -1;
+    broken_ = with_roll_call(broken_, late);
+  }
+  return broken_;
+}
+
+void NcclCommunicator::check_usable(const char* call) {
   std::lock_guard<std::recursive_mutex> lock(mu_);
   if (!broken_.empty())
     throw error(fmt::format("{}: communicator unusable after an earlier failure ({})", call,
-                            broken_));
+                            reported_failure_locked()));
 }
 
 void NcclCommunicator::enter(DeviceGuard& guard, const char* call) const {
@@ -398,8 +435,7 @@ void NcclCommunicator::wait_ready(const std::string& what, Clock::time_point dea
     if (state != ncclInProgress)
       fail(fmt::format("{} failed: {}", what, nccl_error_string(state, comm_)));
     const auto now = Clock::now();
-    if (now >= deadline)
-      fail(fmt::format("{} timed out after {:g} s (NCCL communicator aborted)", what, timeout_));
+    if (now >= deadline) fail(timed_out(what, now, deadline));
     backoff(spin, now - start);
   }
 }
@@ -421,8 +457,7 @@ void NcclCommunicator::wait_stream(const std::string& what, Clock::time_point de
     if (state != ncclSuccess && state != ncclInProgress)
       fail(fmt::format("{} failed: {}", what, nccl_error_string(state, comm_)));
     const auto now = Clock::now();
-    if (now >= deadline)
-      fail(fmt::format("{} timed out after {:g} s (NCCL communicator aborted)", what, timeout_));
+    if (now >= deadline) fail(timed_out(what, now, deadline));
     backoff(spin, now - start);
   }
 }
@@ -497,7 +532,9 @@ void NcclCommunicator::watchdog() {
     }
     const auto now = Clock::now();
     if (now >= front.deadline) {
+      const bool first = broken_.empty();
       break_locked(fmt::format("{} timed out after {:g} s (NCCL communicator aborted)", front.what, timeout_));
+      if (first) roll_call_late_ = std::chrono::duration<double>(now - front.deadline).count();
       continue;
     }
     // Poll again after the back-off, without holding the lock meanwhile.
@@ -513,7 +550,7 @@ void NcclCommunicator::synchronize() {
   // The watchdog retires the events in order; it also enforces every operation's deadline, so
   // this wait ends (with the failure recorded in broken_) even if a peer never answers.
   cv_.wait(lock, [&] { return pending_.empty() || !broken_.empty(); });
-  if (!broken_.empty()) throw error(broken_);
+  if (!broken_.empty()) throw error(reported_failure_locked());
 }
 
 void NcclCommunicator::barrier() {

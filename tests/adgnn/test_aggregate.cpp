@@ -4,10 +4,11 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "adgnn/gnn.h"
+#include "adgnn/model.h"
+#include "adgnn/ops.h"
 #include "halo_boundary.h"
-#include "kernels.h"
-#include "surrogate.h"
+#include "ops/kernels.h"
+#include "depth/surrogate.h"
 
 namespace {
 
@@ -180,7 +181,8 @@ TEST(GraphTensors, SymmetricAndDirectedViews) {
   EXPECT_TRUE(torch::equal(t.x, torch::tensor({0.f, 1.f, 0.f, 0.f, 1.f, 0.f, 0.f, 0.f}).view({4, 2})));
 }
 
-// The training loss (gnn.cpp; the GPU kernel is compared with this in test_cuda.cpp).
+// The training loss (ops/cross_entropy.cpp; the GPU kernel is compared with this in
+// cuda/test_cross_entropy_cuda.cpp).
 TEST(CrossEntropySum, EqualsTorchCrossEntropyAndItsGradient) {
   torch::manual_seed(7);
   const at::Tensor logits = torch::randn({50, 6}, torch::kFloat64).requires_grad_(true);

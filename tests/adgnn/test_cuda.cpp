@@ -9,13 +9,17 @@
 #include <iostream>
 #include <thread>
 
-#include "adgnn/gnn.h"
+#include "adgnn/model.h"
+#include "adgnn/ops.h"
 #include "adgnn/trainer.h"
-#include "depth_benefit.h"
+#include "depth/depth_benefit.h"
 #include "halo_boundary.h"
-#include "kernels.h"
-#include "layers.h"
-#include "surrogate.h"
+#include "ops/kernels.h"
+#include "backbones/layer.h"
+#include "ops/linear.h"
+#include "ops/csr.h"
+#include "depth/fdelta.h"
+#include "depth/surrogate.h"
 
 #ifdef ADGNN_HAVE_CUDA_KERNELS
 #include <c10/cuda/CUDAGuard.h>
@@ -1562,7 +1566,7 @@ TEST(Cuda, HaloPlanKernelsEqualTheCpu) {
 // A GCN of depth 4, hidden 64, dropout 0.5 on the GPU (the model tests below, against the CPU).
 adgnn::ModelConfig depth4_config(const adgnn::Graph& g, const std::string& variant, uint64_t seed) {
   adgnn::ModelConfig c;
-  c.variant = variant;
+  c.variant = adgnn::parse_variant(variant);
   c.layers = 4;
   c.hidden = 64;
   c.in_dim = g.features.cols;
@@ -1728,7 +1732,7 @@ TEST(Cuda, LengthOrderedModelsMatchTheCpu) {
     for (const std::string variant : {"plain", "ad_fast"}) {
       SCOPED_TRACE(backbone + " " + variant);
       auto c = depth4_config(g, variant, 6);
-      c.backbone = backbone;
+      c.backbone = adgnn::parse_backbone(backbone);
       expect_pass_matches_cpu(model_pass(g, c, "cuda", 2, false, false), model_pass(g, c, "cpu", 2, false, false));
     }
   }
@@ -2064,8 +2068,8 @@ TEST_P(CudaModel, ForwardAndGradientsMatchCpu) {
     const auto t = adgnn::to_tensors(g, c10::Device(name));
     const auto mg = adgnn::message_graph(t);
     adgnn::ModelConfig c;
-    c.backbone = backbone;
-    c.variant = variant;
+    c.backbone = adgnn::parse_backbone(backbone);
+    c.variant = adgnn::parse_variant(variant);
     c.layers = 3;
     c.hidden = 16;
     c.heads = 2;

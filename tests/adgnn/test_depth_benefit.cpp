@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "adgnn/depth_benefit_formula.h"
-#include "depth_benefit.h"
+#include "depth/depth_benefit.h"
 
 TEST(DepthBenefit, TensorVersionEqualsTheScalarFormula) {
   const int64_t n = 500;

@@ -8,8 +8,8 @@
 #include <cmath>
 #include <map>
 
-#include "adgnn/gnn.h"
-#include "heuristics.h"
+#include "adgnn/model.h"
+#include "depth/heuristics.h"
 #include "six_nodes.h"
 
 namespace {
@@ -89,7 +89,7 @@ TEST(Heuristics, UnknownNameIsAnInputError) {
   }
   const auto g = six_nodes();
   adgnn::ModelConfig c;
-  c.variant = "ad_fast";
+  c.variant = adgnn::Variant::AdFast;
   c.in_dim = 3;
   c.out_dim = 2;
   c.same_label_heuristic = "pagerank";
@@ -101,7 +101,7 @@ TEST(Heuristics, UnknownNameIsAnInputError) {
 
 adgnn::ModelConfig fast(const std::string& heuristic) {
   adgnn::ModelConfig c;
-  c.variant = "ad_fast";
+  c.variant = adgnn::Variant::AdFast;
   c.layers = 2;
   c.hidden = 8;
   c.in_dim = 3;
@@ -150,7 +150,7 @@ TEST(DegreeThreshold, LowDegreeNodesNeverAggregate) {
   const auto t = adgnn::to_tensors(g, torch::kCPU);
   const auto mg = adgnn::message_graph(t);
   adgnn::ModelConfig c;
-  c.variant = "plain";
+  c.variant = adgnn::Variant::Plain;
   c.layers = 2;
   c.hidden = 8;
   c.in_dim = 3;

@@ -17,9 +17,13 @@
 #include <utility>
 #include <vector>
 
-#include "adgnn/gnn.h"
+#include "adgnn/graph.h"
+#include "adgnn/ops.h"
 #include "adgnn/loaders.h"
-#include "layers.h"
+#include "backbones/layer.h"
+#include "ops/linear.h"
+#include "ops/csr.h"
+#include "depth/fdelta.h"
 
 #ifndef ADGNN_PYG_REF_DIR
 #define ADGNN_PYG_REF_DIR ""
@@ -161,7 +165,7 @@ class PygEquivalence : public ::testing::TestWithParam<Config> {
     x_ = ref_.at("x");
     n_ = x_.size(0);
     graph_ = message_graph_of(graph_of(n_, to_vector(ref_.at("src")), to_vector(ref_.at("dst")), x_));
-    layer_ = adgnn::detail::make_layer(c.backbone, x_.size(1), c.channels, options_of(c));
+    layer_ = adgnn::detail::make_layer(adgnn::parse_backbone(c.backbone), x_.size(1), c.channels, options_of(c));
     // PyG's parameters into ours, each used exactly once.
     std::set<std::string> unused;
     for (const auto& [name, t] : ref_)
@@ -301,7 +305,7 @@ TEST_P(FiniteDifferences, Forward) {
   const Config& c = GetParam();
   const int64_t n = 12, in_dim = 3;
   const adgnn::MessageGraph g = small_graph(n, in_dim, 11);
-  auto layer = adgnn::detail::make_layer(c.backbone, in_dim, c.channels, options_of(c));
+  auto layer = adgnn::detail::make_layer(adgnn::parse_backbone(c.backbone), in_dim, c.channels, options_of(c));
   const at::Tensor x = torch::randn({n, in_dim}, torch::kFloat64).requires_grad_(true);
   const at::Tensor rows = torch::tensor(std::vector<int64_t>{0, 1, 4, 5, 9, n - 1}, torch::kInt64);
   const at::Tensor probe = torch::randn({rows.numel(), layer->out_dim()}, torch::kFloat64);
@@ -314,7 +318,7 @@ TEST_P(FiniteDifferences, SelfOnly) {
   const Config& c = GetParam();
   const int64_t in_dim = 3;
   torch::manual_seed(12);
-  auto layer = adgnn::detail::make_layer(c.backbone, in_dim, c.channels, options_of(c));
+  auto layer = adgnn::detail::make_layer(adgnn::parse_backbone(c.backbone), in_dim, c.channels, options_of(c));
   const at::Tensor h = torch::randn({4, in_dim}, torch::kFloat64).requires_grad_(true);
   const at::Tensor probe = torch::randn({4, layer->out_dim()}, torch::kFloat64);
   Named leaves{{"h_rows", h}};
@@ -330,7 +334,7 @@ TEST_P(FiniteDifferences, SelfOnlyLeadingEqualsASlice) {
   const Config& c = GetParam();
   const int64_t in_dim = 3, rows = 4;
   torch::manual_seed(13);
-  auto layer = adgnn::detail::make_layer(c.backbone, in_dim, c.channels, options_of(c));
+  auto layer = adgnn::detail::make_layer(adgnn::parse_backbone(c.backbone), in_dim, c.channels, options_of(c));
   const at::Tensor h0 = torch::randn({rows + 3, in_dim}, torch::kFloat64);
   const at::Tensor probe = torch::randn({rows, layer->out_dim()}, torch::kFloat64);
   std::vector<at::Tensor> out(2), grads(2);
@@ -384,7 +388,7 @@ TEST(RowsRead, FlagsEqualTheListedRows) {
   const adgnn::MessageGraph g = message_graph_of(graph_of(n, src, dst, torch::randn({n, 3}, torch::kFloat64)));
   for (const char* backbone : {"gcn", "sage", "gat", "gatv2", "dirgnn", "mixhop"}) {
     SCOPED_TRACE(backbone);
-    auto layer = adgnn::detail::make_layer(backbone, 3, 4, options_of(Config{"", backbone, 4, 2, true}));
+    auto layer = adgnn::detail::make_layer(adgnn::parse_backbone(backbone), 3, 4, options_of(Config{"", backbone, 4, 2, true}));
     for (const std::vector<int64_t>& r : {std::vector<int64_t>{0}, {5, 17, 40}, {2, 59}, {}}) {
       const at::Tensor rows = torch::tensor(r, torch::kInt64);
       const at::Tensor listed = layer->rows_read(g, rows), flags = layer->read_flags(g, rows);
@@ -453,8 +457,8 @@ TEST(CsrAggregate, SelfAdjointBackwardEqualsTheDenseReference) {
 }
 
 // linear() and linear_relu(): addmm's (and relu(addmm)'s) values and gradients (their own
-// backward; on the GPU the bias gradient is the column-sum kernel, test_cuda), with and without
-// an input that needs a gradient.
+// backward; on the GPU the bias gradient is the column-sum kernel, cuda/test_linear_cuda.cpp),
+// with and without an input that needs a gradient.
 TEST(Linear, EqualsAddmmWithGradients) {
   torch::manual_seed(4);
   const auto o = torch::dtype(torch::kFloat64);

@@ -4,7 +4,7 @@
 # timeout, the roll call's grace and a margin, with a non-zero exit, a message naming rank 1 as
 # the stopped rank (a roll call's "did not answer" when the others wait in a collective, the
 # pending receive from it when they wait in a halo exchange), and no crash (heap corruption,
-# segfault) on any rank. tests/comm/test_comm.cpp covers the collective case deterministically.
+# segfault) on any rank. tests/comm/test_conformance.cpp covers the collective case deterministically.
 # Usage: test_rank_faults.sh <adgnn binary> ["extra mpirun flags"]
 set -u
 adgnn=$1

@@ -22,8 +22,9 @@
 #include "adgnn/comm.h"
 #include "adgnn/trainer.h"
 #include "nlohmann/json.hpp"
-#include "halo.h"
-#include "layers.h"
+#include "distributed/halo.h"
+#include "backbones/layer.h"
+#include "ops/linear.h"
 
 namespace {
 
@@ -187,7 +188,7 @@ StepResult expect_equivalent(Dist& t, const adgnn::Graph& g, const adgnn::ModelC
   const at::Tensor owned = torch::tensor(std::vector<int64_t>(part.global_id.begin(), part.global_id.begin() + part.num_owned));
   // A rank issues layer 1 early where one process does, except MixHop's, which exchanges in
   // layer 1.
-  if (cfg.backbone != "mixhop") {
+  if (cfg.backbone != adgnn::Backbone::MixHop) {
     EXPECT_EQ(dist.first_layer_early, ref.first_layer_early);
   }
   double worst = 0;
@@ -217,8 +218,8 @@ StepResult expect_equivalent(Dist& t, const adgnn::Graph& g, const adgnn::ModelC
 
 adgnn::ModelConfig model_config(const adgnn::Graph& g, const std::string& backbone, const std::string& variant) {
   adgnn::ModelConfig c;
-  c.backbone = backbone;
-  c.variant = variant;
+  c.backbone = adgnn::parse_backbone(backbone);
+  c.variant = adgnn::parse_variant(variant);
   c.in_dim = g.features.cols;
   c.out_dim = g.num_classes;
   c.hidden = 8;

@@ -146,7 +146,7 @@ TEST(FlatAdam, TorchAdamCheckpointsOfEarlierVersionsResume) {
   gp.seed = 4;
   const adgnn::Graph g = adgnn::generate_csbm(gp);
   adgnn::TrainConfig c;
-  c.model.variant = "ad_fast";  // theta: a second, undecayed group
+  c.model.variant = adgnn::Variant::AdFast;  // theta: a second, undecayed group
   c.model.hidden = 16;
   c.model.layers = 3;
   c.model.dropout = 0.5;

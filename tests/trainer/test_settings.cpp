@@ -37,6 +37,8 @@ template <class T>
 T changed(const T& v) {
   if constexpr (std::is_same_v<T, bool>) return !v;
   else if constexpr (std::is_same_v<T, std::string>) return v + "x";
+  else if constexpr (std::is_same_v<T, adgnn::Backbone>) return v == adgnn::Backbone::Gat ? adgnn::Backbone::Sage : adgnn::Backbone::Gat;
+  else if constexpr (std::is_same_v<T, adgnn::Variant>) return v == adgnn::Variant::Ad ? adgnn::Variant::AdFast : adgnn::Variant::Ad;
   else return v + 1;
 }
 

@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "adgnn/gnn.h"
+#include "adgnn/model.h"
 #include "adgnn/partition.h"
 #include "adgnn/trainer.h"
 
@@ -53,9 +53,9 @@ TEST(Training, AdGcnFastBeatsGcnOnAHeterophilicGraph) {
     auto c = base();
     c.model.seed = seed;
     c.model.lambda = 0.8;
-    c.model.variant = "plain";
+    c.model.variant = adgnn::Variant::Plain;
     gcn += adgnn::train_run(g, c, 0).test_at_best / 3;
-    c.model.variant = "ad_fast";
+    c.model.variant = adgnn::Variant::AdFast;
     ad += adgnn::train_run(g, c, 0).test_at_best / 3;
   }
   EXPECT_GT(ad, gcn + 0.10) << "AD-GCN_fast " << ad << " vs GCN " << gcn;
@@ -68,7 +68,7 @@ TEST(BenefitOrder, MakesEveryLayersActiveRowsAPrefix) {
   const adgnn::Graph g = heterophilic(4);
   const adgnn::Graph by_benefit = adgnn::permute_nodes(g, adgnn::locality_order(g, "benefit", 1));
   adgnn::ModelConfig m;
-  m.variant = "ad_fast";
+  m.variant = adgnn::Variant::AdFast;
   m.layers = 4;
   m.hidden = 16;
   m.in_dim = g.features.cols;
@@ -104,7 +104,7 @@ TEST(Training, ResumeContinuesExactlyWhereItStopped) {
   const std::string dir = scratch("resume");
   for (const char* variant : {"plain", "ad", "ad_sharp"}) {
     auto c = base();
-    c.model.variant = variant;
+    c.model.variant = adgnn::parse_variant(variant);
     c.model.dropout = 0.5;
     c.model.batchnorm = true;
     c.model.layers = 3;
@@ -135,7 +135,7 @@ TEST(Training, ResumeContinuesExactlyWhereItStopped) {
   }
   // A checkpoint of another configuration is refused.
   auto c = base();
-  c.model.variant = "ad";
+  c.model.variant = adgnn::Variant::Ad;
   c.model.layers = 3;
   c.model.hidden = 16;
   c.checkpoint = dir + "/split-ad.h5";
@@ -147,7 +147,7 @@ TEST(Training, MetricsPredictionsAndSplits) {
   const auto g = heterophilic(6);
   const std::string dir = scratch("outputs");
   auto c = base();
-  c.model.variant = "ad_fast";
+  c.model.variant = adgnn::Variant::AdFast;
   c.epochs = 5;
   c.metrics = dir + "/m.jsonl";
   c.predictions = dir + "/p.h5";
@@ -191,7 +191,7 @@ TEST(Training, ConcurrentRunsEqualSequentialRuns) {
   auto c = base();
   c.epochs = 15;
   c.runs = 4;
-  c.model.variant = "ad_fast";
+  c.model.variant = adgnn::Variant::AdFast;
   c.model.lambda = 0.1;
   const adgnn::TrainSummary seq = adgnn::train(g, c);
   c.run_workers = 3;
@@ -246,8 +246,8 @@ TEST(Config, YamlAndErrors) {
   }
   adgnn::TrainConfig c;
   adgnn::load_train_config(dir + "/ok.yaml", c);
-  EXPECT_EQ(c.model.backbone, "sage");
-  EXPECT_EQ(c.model.variant, "ad_fast");
+  EXPECT_EQ(c.model.backbone, adgnn::Backbone::Sage);
+  EXPECT_EQ(c.model.variant, adgnn::Variant::AdFast);
   EXPECT_EQ(c.model.layers, 3);
   EXPECT_EQ(c.epochs, 7);
   auto expect_bad = [&](const std::string& text, const std::string& fragment) {
@@ -291,7 +291,7 @@ TEST(Sweep, GridBestByValidationAndResume) {
   p.features = 8;
   const auto g = adgnn::generate_csbm(p);
   auto c = base();
-  c.model.variant = "ad_fast";
+  c.model.variant = adgnn::Variant::AdFast;
   c.epochs = 15;
   adgnn::SweepOptions opt;
   opt.grid = dir + "/grid.yaml";

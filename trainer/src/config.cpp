@@ -26,6 +26,20 @@ void take(const YAML::Node& root, const std::string& key, T& out, const std::str
   }
 }
 
+// The backbone and variant by name ("gcn", "ad_fast"), parsed here, at the edge.
+void take(const YAML::Node& root, const std::string& key, Backbone& out, const std::string& path,
+          std::set<std::string>& seen) {
+  std::string name = to_string(out);
+  take(root, key, name, path, seen);
+  out = parse_backbone(name, path + ": key '" + key + "':");
+}
+void take(const YAML::Node& root, const std::string& key, Variant& out, const std::string& path,
+          std::set<std::string>& seen) {
+  std::string name = to_string(out);
+  take(root, key, name, path, seen);
+  out = parse_variant(name, path + ": key '" + key + "':");
+}
+
 }  // namespace
 
 // Applies every key of a YAML mapping to `c`; unknown keys and wrong types name `where`.

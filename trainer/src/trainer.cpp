@@ -25,6 +25,7 @@
 #include <sstream>
 #include <thread>
 
+#include "adgnn/ops.h"
 #include "adgnn/trainer.h"
 #include "nlohmann/json.hpp"
 #include "adgnn/profile.h"
@@ -543,7 +544,7 @@ RunResult train_run(const GraphPart& part, const TrainConfig& cfg_in, int64_t ru
     std::filesystem::create_directories(cfg.profile, ec);
     if (ec) throw InputError("--profile " + cfg.profile + ": cannot create the folder (" + ec.message() + ")");
     profiler = std::make_unique<StepProfiler>(device.is_cuda());
-    profile_stem = cfg.profile + "/" + cfg.model.backbone + "-" + cfg.model.variant + "-rank" +
+    profile_stem = cfg.profile + "/" + to_string(cfg.model.backbone) + "-" + to_string(cfg.model.variant) + "-rank" +
                    std::to_string(comm ? comm->rank() : 0);
   }
   const int64_t first_profiled = std::max<int64_t>(1, cfg.epochs - cfg.profile_steps + 1);
@@ -693,7 +694,7 @@ RunResult train_run(const GraphPart& part, const TrainConfig& cfg_in, int64_t ru
     ::gethostname(host, sizeof host - 1);
     write_file_atomic(profile_stem + ".md",
                       profiler->markdown(fmt::format("Step profile: {}-{}, rank {} of {} (host {}), epochs {}-{}",
-                                                     cfg.model.backbone, cfg.model.variant, comm ? comm->rank() : 0,
+                                                     to_string(cfg.model.backbone), to_string(cfg.model.variant), comm ? comm->rank() : 0,
                                                      P, host, first_profiled, epoch),
                                          describe(cfg)));
     profiler->save_last_trace(profile_stem + ".trace.json");

@@ -82,6 +82,17 @@ class Communicator {
   // CommError of one that failed. Returns at once where operations complete before returning.
   virtual void synchronize() {}
 
+  // After an operation timed out on this communicator, or on a device communicator bootstrapped
+  // over it: asks the other ranks over this communicator which of them timed out too, waiting a
+  // short grace period for their answers, and returns one clause that names those that did not
+  // answer (hung, dead or still computing) and those that were stopped. `late`: how many seconds
+  // past its deadline this rank noticed. Every rank that timed out calls it; a healthy rank never
+  // does. Empty where the backend cannot hold one (NCCL asks its bootstrap).
+  virtual std::string roll_call(double late) {
+    (void)late;
+    return {};
+  }
+
   // Every wait fails with CommError after this many seconds (> 0; infinity disables). Default
   // 300 s, or $ADGNN_COMM_TIMEOUT when set.
   void set_timeout(double seconds);
@@ -129,7 +140,9 @@ std::string mpi_host();
 // on every blocking stream); work on other non-blocking streams must be synchronized by the
 // caller. They return when the result is in the buffer. A timeout or an NCCL / CUDA failure
 // aborts the NCCL communicator (also for exchange, which NCCL cannot cancel): every later call
-// throws CommError. The destructor flushes and destroys the NCCL communicator (aborting it when
+// throws CommError. An operation that times out names the ranks that did not come, from a roll
+// call over `bootstrap`, which must outlive the communicator; the roll call runs on the calling
+// thread when the failure is reported (MPI's FUNNELED level holds). The destructor flushes and destroys the NCCL communicator (aborting it when
 // the peers do not finish within min(timeout(), 30 s)); it never finalizes MPI.
 std::unique_ptr<Communicator> make_nccl_communicator(Communicator& bootstrap, int device);
 

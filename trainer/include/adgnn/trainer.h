@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "adgnn/comm.h"
-#include "adgnn/gnn.h"
+#include "adgnn/model.h"
 #include "adgnn/loaders.h"
 #include "adgnn/partition.h"
 
