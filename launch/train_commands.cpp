@@ -1,9 +1,12 @@
 // `adgnn train`: a YAML config plus command-line overrides; --model and --variant accept
 // comma-separated lists and then print one row per combination.
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
+#include <limits>
 #include <memory>
 #include <sstream>
+#include <type_traits>
 
 #include <torch/cuda.h>
 
@@ -106,6 +109,23 @@ Ranks start_ranks(const TrainArgs& a, TrainConfig& c) {
 std::string label(const ModelConfig& m) { return model_name(m.backbone, m.variant); }
 
 
+// Refuses what is not a whole number of T's range as written: CLI11 would otherwise saturate a
+// number beyond it (99999999999999999999 became INT64_MAX), and the later range check would
+// name a value the user never typed.
+template <class T>
+CLI::Validator whole_number() {
+  return CLI::Validator(
+      [](std::string& in) -> std::string {
+        T v{};
+        const char* end = in.data() + in.size();
+        const auto [p, ec] = std::from_chars(in.data(), end, v);
+        if (ec == std::errc() && p == end) return {};
+        return fmt::format("{} is not a whole number in [{}, {}]", in, std::numeric_limits<T>::min(),
+                           std::numeric_limits<T>::max());
+      },
+      "INT");
+}
+
 // The first name of a CLI11 option string ("--dataset,-d" -> "--dataset").
 std::string primary_flag(const char* flags) {
   const std::string f(flags);
@@ -120,7 +140,11 @@ void register_train_flags(CLI::App* cmd, const std::shared_ptr<TrainArgs>& a) {
   cmd->add_option("--variant,-v", a->variants, "plain, ad, ad_fast, ad_sharp (AD#) (comma-separated)");
   for_each_setting(
       [&](const Setting& s, auto& field) {
-        if (s.source == Setting::Source::Option) cmd->add_option(s.flag, field, s.help);
+        if (s.source == Setting::Source::Option) {
+          CLI::Option* o = cmd->add_option(s.flag, field, s.help);
+          using T = std::decay_t<decltype(field)>;
+          if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) o->check(whole_number<T>());
+        }
         if (s.source == Setting::Source::Switch) cmd->add_flag(s.flag, field, s.help);
       },
       a->flags);

@@ -69,7 +69,9 @@ expect_refusal resumemissing "--resume: checkpoint .*nothere.h5 does not exist" 
   --checkpoint "$tmp/nothere.h5" --resume
 
 expect_refusal backend "--backend nccl: one process has no communicator" "$adgnn" "${t1[@]}" --backend nccl
-expect_refusal epochs "--epochs .*: must be in \[1, 100000000\]" "$adgnn" train --no-progress "$tmp/g.h5" --epochs 99999999999999999999
+expect_refusal epochs "--epochs 200000000: must be in \[1, 100000000\]" "$adgnn" train --no-progress "$tmp/g.h5" --epochs 200000000
+# Beyond int64: named as typed, not as the value CLI11 would saturate it to.
+expect_refusal epochs_int64 "--epochs: 99999999999999999999 is not a whole number" "$adgnn" train --no-progress "$tmp/g.h5" --epochs 99999999999999999999
 # A resume names the settings that differ from the checkpoint's.
 run ckmis "$adgnn" "${train[@]}" --epochs 1 --hidden 8 "$tmp/g.h5" --checkpoint "$tmp/mis.h5"
 expect_refusal mismatch "mis.h5: checkpoint was written by a different configuration (lr 0.01 in the checkpoint, 0.02 now)" \
