@@ -1,6 +1,6 @@
-// Loaded graphs -> tensors (to_tensors); graph tensors -> message graphs: one process's (message_graph) and a rank's share of a
-// partitioned graph (part_tensors), with their edge normalisations; and the smaller graphs a pass
-// builds from them (subgraphs.h).
+// Loaded graphs -> tensors (to_tensors); graph tensors -> message graphs: one process's
+// (message_graph) and a rank's share of a partitioned graph (part_tensors), with their edge
+// normalisations; and the smaller graphs a pass builds from them (subgraphs.h).
 #include <torch/torch.h>
 
 #include <cstdint>
@@ -15,15 +15,10 @@ namespace adgnn {
 
 namespace {
 
-at::Tensor to_tensor(const std::vector<int64_t>& v) {
-  return torch::from_blob(const_cast<int64_t*>(v.data()), {static_cast<int64_t>(v.size())},
-                          torch::kInt64)
-      .clone();
-}
-at::Tensor to_tensor(const std::vector<int32_t>& v) {
-  return torch::from_blob(const_cast<int32_t*>(v.data()), {static_cast<int64_t>(v.size())},
-                          torch::kInt32)
-      .clone();
+// A host vector as a tensor of its own (copied), of the vector's element type.
+template <typename T>
+at::Tensor vec_tensor(const std::vector<T>& v) {
+  return torch::from_blob(const_cast<T*>(v.data()), {int64_t(v.size())}, c10::CppTypeToScalarType<T>::value).clone();
 }
 
 }  // namespace
@@ -36,12 +31,12 @@ GraphTensors to_tensors(const Graph& g, c10::Device device) {
   const Csr sym = g.symmetric();
   const Csr out = g.directed_simple();
   const Csr in = transpose_csr(out);
-  t.rowptr = to_tensor(sym.indptr).to(device);
-  t.col = to_tensor(sym.indices).to(device);
-  t.out_rowptr = to_tensor(out.indptr).to(device);
-  t.out_col = to_tensor(out.indices).to(device);
-  t.in_rowptr = to_tensor(in.indptr).to(device);
-  t.in_col = to_tensor(in.indices).to(device);
+  t.rowptr = vec_tensor(sym.indptr).to(device);
+  t.col = vec_tensor(sym.indices).to(device);
+  t.out_rowptr = vec_tensor(out.indptr).to(device);
+  t.out_col = vec_tensor(out.indices).to(device);
+  t.in_rowptr = vec_tensor(in.indptr).to(device);
+  t.in_col = vec_tensor(in.indices).to(device);
   t.degree = (t.rowptr.slice(0, 1) - t.rowptr.slice(0, 0, -1)).to(torch::kFloat32);
   // Dense features only here: the models consume dense rows (sparse inputs densify once).
   const std::vector<float> dense = g.features.to_dense();
@@ -49,7 +44,7 @@ GraphTensors to_tensors(const Graph& g, c10::Device device) {
                          torch::kFloat32)
             .clone()
             .to(device);
-  t.y = to_tensor(g.labels).to(device);
+  t.y = vec_tensor(g.labels).to(device);
   return t;
 }
 
@@ -157,15 +152,6 @@ MessageGraph detail::compact_halo_graph(const MessageGraph& g, const at::Tensor&
   return c;
 }
 
-namespace {
-
-template <typename T>
-at::Tensor vec_tensor(const std::vector<T>& v, c10::ScalarType type) {
-  return torch::from_blob(const_cast<T*>(v.data()), {int64_t(v.size())}, type).clone();
-}
-
-}  // namespace
-
 MessageGraph message_graph(const GraphTensors& t, c10::ScalarType dtype) {
   MessageGraph g;
   g.num_dst = g.num_src = t.num_nodes;
@@ -193,22 +179,22 @@ PartTensors part_tensors(const GraphPart& part, c10::Device device, c10::ScalarT
   g.num_dst = part.num_owned;
   g.num_src = int64_t(part.global_id.size());
   auto csr = [&](const Csr& c, at::Tensor& rowptr, at::Tensor& col) {
-    rowptr = vec_tensor(c.indptr, torch::kInt64).to(device);
-    col = vec_tensor(c.indices, torch::kInt32).to(device);
+    rowptr = vec_tensor(c.indptr).to(device);
+    col = vec_tensor(c.indices).to(device);
   };
   csr(part.sym, g.rowptr, g.col);
   csr(part.out, g.out_rowptr, g.out_col);
   csr(part.in, g.in_rowptr, g.in_col);
-  g.degree = vec_tensor(part.degree, torch::kInt64).to(device, torch::kFloat32);
-  g.in_degree = vec_tensor(part.in_degree, torch::kInt64).to(device, torch::kFloat32);
-  g.out_degree = vec_tensor(part.out_degree, torch::kInt64).to(device, torch::kFloat32);
-  g.global_id = vec_tensor(part.global_id, torch::kInt64).to(device);
+  g.degree = vec_tensor(part.degree).to(device, torch::kFloat32);
+  g.in_degree = vec_tensor(part.in_degree).to(device, torch::kFloat32);
+  g.out_degree = vec_tensor(part.out_degree).to(device, torch::kFloat32);
+  g.global_id = vec_tensor(part.global_id).to(device);
   g.max_degree_product = torch::full({}, part.max_degree_product, torch::dtype(torch::kFloat32).device(device));
   fill_weights(g, dtype);
   for (int32_t p = 0; p < part.parts; ++p)
-    g.send_rows.push_back(vec_tensor(part.send[size_t(p)], torch::kInt64).to(device));
+    g.send_rows.push_back(vec_tensor(part.send[size_t(p)]).to(device));
   g.recv_offset = part.recv_offset;
-  g.halo_owner = vec_tensor(part.halo_owner, torch::kInt32).to(device, torch::kInt64);
+  g.halo_owner = vec_tensor(part.halo_owner).to(device, torch::kInt64);
   const at::Tensor rows = entry_rows(g.rowptr), cols = g.col.to(torch::kInt64);
   const at::Tensor bnd = (cols >= g.num_dst).nonzero().squeeze(1);
   g.boundary_row = rows.index_select(0, bnd);
@@ -219,7 +205,7 @@ PartTensors part_tensors(const GraphPart& part, c10::Device device, c10::ScalarT
   pt.x = torch::from_blob(const_cast<float*>(dense), {g.num_src, part.features.cols}, torch::kFloat32)
              .clone()
              .to(device);
-  pt.y = vec_tensor(part.labels, torch::kInt64).to(device);
+  pt.y = vec_tensor(part.labels).to(device);
   return pt;
 }
 

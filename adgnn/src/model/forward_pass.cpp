@@ -531,7 +531,7 @@ ForwardPass::Merged ForwardPass::frozen_rows(const Step& s, const LayerRows& r, 
   const int64_t t = s.t;
   Layer& layer = *s.layer;
   const bool has_band = r.band.numel() > 0;
-  const bool band_diff_grad = c_.soft_masks && t >= 2;
+  const bool band_diff_grad = diff_carries_gradient(t);
   auto band_input = [&](const at::Tensor& v) { return band_diff_grad ? v : v.detach(); };
   Merged mg;
   // Every row active (layer 1 whenever tau(1) is 0: lambda = 0): the update is the output, in
@@ -622,7 +622,7 @@ ForwardPass::Merged ForwardPass::frozen_rows(const Step& s, const LayerRows& r, 
 void ForwardPass::straight_through(const Step& s, const LayerRows& r, Merged& mg) {
   const int64_t t = s.t;
   const at::Tensor& tau_t = tau_layers_[size_t(t - 1)];
-  const bool band_diff_grad = c_.soft_masks && t >= 2;
+  const bool band_diff_grad = diff_carries_gradient(t);
   if (!mg.diff.defined()) {
     const at::Tensor upd = band_diff_grad ? mg.upd : mg.upd.detach();
     mg.diff = upd.index_select(0, torch::searchsorted(r.comp, r.band)) - mg.frozen_band;

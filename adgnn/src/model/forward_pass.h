@@ -84,6 +84,9 @@ class ForwardPass {
   at::Tensor aggregate(Step& s, const LayerRows& r);
   Merged frozen_rows(const Step& s, const LayerRows& r, at::Tensor upd);
   void straight_through(const Step& s, const LayerRows& r, Merged& mg);
+  // Whether the straight-through term's (update - frozen) carries a gradient: with soft masks from
+  // layer 2 on; elsewhere only the sigmoid does, and the difference is built from detached rows.
+  bool diff_carries_gradient(int64_t t) const { return c_.soft_masks && t >= 2; }
 
   ModelParts& m_;
   const ModelConfig& c_;

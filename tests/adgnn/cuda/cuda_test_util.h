@@ -64,38 +64,25 @@ inline ::testing::AssertionResult close_to_scale(const at::Tensor& a, const at::
   return ::testing::AssertionFailure() << "max difference " << diff << " > " << tol << " x " << scale;
 }
 
-// Sets kernels::regroup_min_entries() (the graph size from which the GPU backward of a few
-// computed rows regroups their entries; process-wide) for one scope, and puts the previous value
-// back when the scope ends: also when an ASSERT returns early or the test throws, so a failing
-// test cannot leave the following ones on another backward path.
-class ScopedRegroupMinEntries {
+// Sets one of the kernels' process-wide test knobs (a function returning an int64_t&) for one
+// scope, and puts the previous value back when the scope ends: also when an ASSERT returns early
+// or the test throws, so a failing test cannot leave the following ones on another path.
+template <int64_t& (*Knob)()>
+class ScopedKnob {
  public:
-  explicit ScopedRegroupMinEntries(int64_t value) : saved_(adgnn::kernels::regroup_min_entries()) {
-    adgnn::kernels::regroup_min_entries() = value;
-  }
-  ~ScopedRegroupMinEntries() { adgnn::kernels::regroup_min_entries() = saved_; }
-  ScopedRegroupMinEntries(const ScopedRegroupMinEntries&) = delete;
-  ScopedRegroupMinEntries& operator=(const ScopedRegroupMinEntries&) = delete;
+  explicit ScopedKnob(int64_t value) : saved_(Knob()) { Knob() = value; }
+  ~ScopedKnob() { Knob() = saved_; }
+  ScopedKnob(const ScopedKnob&) = delete;
+  ScopedKnob& operator=(const ScopedKnob&) = delete;
 
  private:
   int64_t saved_;
 };
-
+// The graph size from which the GPU backward of a few computed rows regroups their entries.
+using ScopedRegroupMinEntries = ScopedKnob<adgnn::kernels::regroup_min_entries>;
 #ifdef ADGNN_HAVE_CUDA_KERNELS
-// The same for kernels::small_linear_max_macs() (the largest product our small GEMM takes
-// instead of cuBLAS; 0: always cuBLAS).
-class ScopedSmallLinearMaxMacs {
- public:
-  explicit ScopedSmallLinearMaxMacs(int64_t value) : saved_(adgnn::kernels::small_linear_max_macs()) {
-    adgnn::kernels::small_linear_max_macs() = value;
-  }
-  ~ScopedSmallLinearMaxMacs() { adgnn::kernels::small_linear_max_macs() = saved_; }
-  ScopedSmallLinearMaxMacs(const ScopedSmallLinearMaxMacs&) = delete;
-  ScopedSmallLinearMaxMacs& operator=(const ScopedSmallLinearMaxMacs&) = delete;
-
- private:
-  int64_t saved_;
-};
+// The largest product our small GEMM takes instead of cuBLAS (0: always cuBLAS).
+using ScopedSmallLinearMaxMacs = ScopedKnob<adgnn::kernels::small_linear_max_macs>;
 #endif
 
 }  // namespace adgnn::cuda_test
