@@ -256,7 +256,7 @@ RunGraph load_run_graph(const TrainConfig& c, Communicator* comm) {
 }  // namespace
 
 void add_train_commands(CLI::App& app, std::function<int()>& run) {
-  auto* cmd = app.add_subcommand("train", "Train a model (full graph) and report test accuracy at the best validation epoch");
+  auto* cmd = app.add_subcommand("train", "Train a model (full graph) and report the test score at the best validation epoch");
   auto a = std::make_shared<TrainArgs>();
   register_train_flags(cmd, a);
   cmd->callback([&run, cmd, a] {
@@ -283,9 +283,10 @@ void add_train_commands(CLI::App& app, std::function<int()>& run) {
       nlohmann::ordered_json out = nlohmann::ordered_json::array();
       if (!lead) c.progress = false;
       if (!a->json && lead) std::printf("graph: %s\n", rg.loading.c_str());
+      const std::string title = metric_title(run_metric(c, part));
       if (!a->json && lead)
-        std::printf("%-16s %-10s %8s %18s %18s %9s %10s\n", "model", "dataset", "params", "test acc (%)",
-                    "val acc (%)", "runs", "ms/epoch");
+        std::printf("%-16s %-10s %8s %18s %18s %9s %10s\n", "model", "dataset", "params",
+                    ("test " + title + " (%)").c_str(), ("val " + title + " (%)").c_str(), "runs", "ms/epoch");
       for (const auto& m : models)
         for (const auto& v : variants) {
           TrainConfig rc = c;
@@ -317,7 +318,7 @@ void add_train_commands(CLI::App& app, std::function<int()>& run) {
                            {"ranks", s.runs.front().ranks},
                            {"partition", s.runs.front().ranks > 1 ? (rc.partition_dir.empty() ? rc.partition.method : part.method) : "none"},
                            {"graph_loading", rg.loading}, {"nodes", part.global_nodes},
-                           {"parameters", s.parameters}, {"test_mean", s.test_mean}, {"test_std", s.test_std},
+                           {"parameters", s.parameters}, {"metric", s.metric}, {"test_mean", s.test_mean}, {"test_std", s.test_std},
                            {"val_mean", s.val_mean}, {"val_std", s.val_std}, {"ms_per_epoch", ms},
                            {"runs", runs}});
           } else {
@@ -337,7 +338,7 @@ void add_train_commands(CLI::App& app, std::function<int()>& run) {
 
 void add_sweep_commands(CLI::App& app, std::function<int()>& run) {
   auto* cmd = app.add_subcommand(
-      "sweep", "Train a grid of settings, pick the best by validation accuracy; resumable");
+      "sweep", "Train a grid of settings, pick the best by validation score (--metric); resumable");
   auto a = std::make_shared<TrainArgs>();
   register_train_flags(cmd, a);
   auto opt = std::make_shared<SweepOptions>();
@@ -359,8 +360,8 @@ void add_sweep_commands(CLI::App& app, std::function<int()>& run) {
       const Graph g = load_dataset(c.dataset, c.data_dir);
       const SweepResult r = sweep(g, c, *opt);
       const SweepPoint& b = r.points[r.best];
-      std::printf("%zu points; best by validation: val %.2f +- %.2f, test %.2f +- %.2f\n%s",
-                  r.points.size(), 100 * b.val_mean, 100 * b.val_std, 100 * b.test_mean,
+      std::printf("%zu points; best by validation %s: val %.2f +- %.2f, test %.2f +- %.2f\n%s",
+                  r.points.size(), b.metric.c_str(), 100 * b.val_mean, 100 * b.val_std, 100 * b.test_mean,
                   100 * b.test_std, to_yaml(b.cfg).c_str());
       if (!best_out->empty()) write_file_atomic(*best_out, to_yaml(b.cfg));
       return 0;

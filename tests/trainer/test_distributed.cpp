@@ -748,3 +748,46 @@ TEST_F(Dist, NarrowingLayerWithAFewComputedRowsMatchesTheOneProcessRun) {
   EXPECT_GT(hits, 0) << "no lambda made a rank's classifier compute between 1/8 and 1/4 of its rows";
   EXPECT_TRUE(everywhere(!HasFailure()));
 }
+
+// Scores over the ranks equal the one-process scores exactly: ROC AUC and macro F1 are ratios of
+// counts the ranks sum, so the same bits, not a tolerance. Rows go to the ranks in a scattered
+// order, one rank holds no row at all, and a split's positives all sit on one rank.
+TEST_F(Dist, ScoresEqualTheOneProcessScores) {
+  const int64_t n = 900;
+  for (const int64_t classes : {2, 4}) {
+    at::Generator gen = at::detail::createCPUGenerator(17 + uint64_t(classes));  // the same rows on every rank
+    const at::Tensor y = torch::randint(classes, {n}, gen, torch::kInt64);
+    // Few distinct values: many tied scores within and across the ranks.
+    const at::Tensor logits = torch::randint(5, {n, classes}, gen, torch::kInt64).to(torch::kFloat64) / 2 +
+                              torch::one_hot(y, classes).to(torch::kFloat64);
+    const at::Tensor r = torch::randint(3, {n}, gen, torch::kInt64);
+    std::vector<at::Tensor> masks{r.eq(0), r.eq(1), r.eq(2) | (r.eq(1) & y.eq(1))};
+    // Rows to ranks: node v on rank (v * 7) mod (size - 1) when size > 1 (the last rank holds none).
+    const at::Tensor node = torch::arange(n, torch::kInt64);
+    const at::Tensor mine = size > 1 ? (node * 7).remainder(size - 1).eq(rank) : torch::ones({n}, torch::kBool);
+    std::vector<at::Tensor> my_masks;
+    for (const auto& m : masks) my_masks.push_back(m.masked_select(mine).to(device));
+    const at::Tensor my_logits = logits.index_select(0, mine.nonzero().squeeze(1)).to(device);
+    const at::Tensor my_y = y.masked_select(mine).to(device);
+    for (const auto m : {adgnn::Metric::Accuracy, adgnn::Metric::RocAuc, adgnn::Metric::MacroF1}) {
+      const std::vector<double> whole = adgnn::score_splits(m, logits, y, masks, nullptr);
+      const std::vector<double> dist = adgnn::score_splits(m, my_logits, my_y, my_masks, xcomm);
+      for (size_t k = 0; k < 3; ++k) {
+        EXPECT_GT(whole[k], 0.3) << adgnn::to_string(m);  // a real score, not an empty split's 0
+        EXPECT_EQ(dist[k], whole[k]) << adgnn::to_string(m) << " split " << k << " classes " << classes;
+      }
+    }
+  }
+  // The positives of a split on rank 0 only (the gathered class is the one some ranks lack).
+  std::vector<double> pos, neg;
+  for (int k = 0; k < 5; ++k) neg.push_back(double((k * 3 + rank) % 4));
+  if (rank == 0) pos = {1.0, 2.0, 3.0};
+  std::vector<double> all_neg;
+  for (int p = 0; p < size; ++p)
+    for (int k = 0; k < 5; ++k) all_neg.push_back(double((k * 3 + p) % 4));
+  const adgnn::RocAuc d = adgnn::roc_auc(pos, neg, comm.get());
+  const adgnn::RocAuc w = adgnn::roc_auc({1.0, 2.0, 3.0}, all_neg, nullptr);
+  EXPECT_EQ(d.auc, w.auc);
+  EXPECT_EQ(d.positives, 3);
+  EXPECT_EQ(d.negatives, 5 * size);
+}

@@ -1,5 +1,5 @@
 // Hyperparameter sweeps: a grid of configurations trained concurrently (one intra-op thread per
-// worker), selected by mean validation accuracy; finished points are appended to a JSON-lines
+// worker), selected by the mean validation score (--metric); finished points are appended to a JSON-lines
 // file and skipped when the sweep is run again, so an interrupted sweep resumes.
 #include <ATen/Parallel.h>
 #include <unistd.h>
@@ -129,10 +129,13 @@ SweepResult sweep(const Graph& g, const TrainConfig& base, const SweepOptions& o
         std::lock_guard<std::mutex> lock(mu);
         if (!first_error.empty()) return;
         auto it = done.find(key);
-        if (it != done.end()) {
+        // A line scored by another metric (one written before --metric existed is accuracy's)
+        // is trained again.
+        if (it != done.end() && it->second.value("metric", "accuracy") == to_string(run_metric(p.cfg, whole))) {
           const auto& j = it->second;
           p.val_mean = j["val_mean"], p.val_std = j["val_std"], p.test_mean = j["test_mean"],
           p.test_std = j["test_std"], p.seconds = j["seconds"];
+          p.metric = j.value("metric", "accuracy");
           res.points[i] = p;
           ++finished;
           continue;
@@ -143,6 +146,7 @@ SweepResult sweep(const Graph& g, const TrainConfig& base, const SweepOptions& o
         const TrainSummary s = train(whole, p.cfg);
         p.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         p.val_mean = s.val_mean, p.val_std = s.val_std, p.test_mean = s.test_mean, p.test_std = s.test_std;
+        p.metric = s.metric;
       } catch (const std::exception& e) {
         std::lock_guard<std::mutex> lock(mu);
         if (first_error.empty()) first_error = e.what();
@@ -150,7 +154,7 @@ SweepResult sweep(const Graph& g, const TrainConfig& base, const SweepOptions& o
       }
       std::lock_guard<std::mutex> lock(mu);
       nlohmann::json j{{"key", key}, {"graph", g.source_sha256}, {"dataset", g.name},
-                       {"val_mean", p.val_mean}, {"val_std", p.val_std}, {"test_mean", p.test_mean},
+                       {"metric", p.metric}, {"val_mean", p.val_mean}, {"val_std", p.val_std}, {"test_mean", p.test_mean},
                        {"test_std", p.test_std}, {"seconds", p.seconds}};
       errno = 0;
       out << j.dump() << '\n';

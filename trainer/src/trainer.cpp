@@ -29,6 +29,7 @@
 #include "adgnn/trainer.h"
 #include "nlohmann/json.hpp"
 #include "adgnn/profile.h"
+#include "adgnn/scores.h"
 #include "adgnn/comm.h"
 #include "adgnn/loaders.h"
 #include "adgnn/mix64.h"
@@ -329,6 +330,7 @@ void validate_train_config(const TrainConfig& cfg) {
   if (cfg.runs < 1) bad("--runs " + std::to_string(cfg.runs), "must be >= 1");
   if (cfg.run_workers < 1) bad("--run-workers " + std::to_string(cfg.run_workers), "must be >= 1");
   if (cfg.patience < 0) bad("--patience", "must be >= 0");
+  if (cfg.metric != "auto") (void)parse_metric(cfg.metric, "--metric");
   if (cfg.checkpoint_every < 1) bad("--checkpoint-every", "must be >= 1");
   if (cfg.resume && cfg.checkpoint.empty()) bad("--resume", "needs --checkpoint");
   // Run 0's checkpoint exists once any run has saved one; a later run's may not yet.
@@ -365,6 +367,12 @@ void validate_train_config(const TrainConfig& cfg) {
   } catch (const std::invalid_argument& e) {
     throw InputError(e.what());
   }
+}
+
+Metric run_metric(const TrainConfig& cfg, const GraphPart& part) {
+  const bool platonov =
+      std::any_of(part.splits.begin(), part.splits.end(), [](const SplitSet& s) { return s.name == "platonov"; });
+  return resolve_metric(cfg.metric, part.num_classes, platonov);
 }
 
 namespace {
@@ -489,7 +497,6 @@ RunResult train_run(const GraphPart& part, const TrainConfig& cfg_in, int64_t ru
                                  masks.test.sum().item<int64_t>()};
   if (comm) host_allreduce(*comm, set_sizes.data(), 3, DType::I64, ReduceOp::Sum);
   const int64_t n_train = set_sizes[0];
-  const double counts[3] = {double(set_sizes[0]), double(set_sizes[1]), double(set_sizes[2])};
   if (n_train == 0)
     throw InputError("--splits " + cfg.splits + ": run " + std::to_string(run) + " has no training nodes");
   const at::Tensor train_idx = masks.train.nonzero().squeeze(1);
@@ -504,16 +511,22 @@ RunResult train_run(const GraphPart& part, const TrainConfig& cfg_in, int64_t ru
     if (comm && !v.empty()) host_allreduce(*comm, v.data(), int64_t(v.size()), DType::I64, ReduceOp::Sum);
     return v;
   };
-  // Accuracy on train / val / test over every rank's rows.
-  auto accuracies = [&](const at::Tensor& logits) {
-    const at::Tensor hit = logits.argmax(1).eq(y);
-    std::vector<double> c{double((hit & masks.train).sum().item<int64_t>()),
-                          double((hit & masks.val).sum().item<int64_t>()),
-                          double((hit & masks.test).sum().item<int64_t>())};
-    c = sum_ranks(c);
-    for (int k = 0; k < 3; ++k) c[size_t(k)] = counts[k] > 0 ? c[size_t(k)] / counts[k] : 0.0;
-    return c;
-  };
+  // --metric: "auto" resolved on this graph; the same on every rank (the graph's, not the part's).
+  const Metric metric = run_metric(cfg, part);
+  const std::vector<at::Tensor> split_masks{masks.train, masks.val, masks.test};
+  if (metric == Metric::RocAuc && part.num_classes == 2) {
+    // Undefined on a split of one class: refused before training, not reported as NaN after it.
+    const at::Tensor pos = y.eq(1);
+    std::vector<int64_t> c;
+    for (const auto& m : split_masks)
+      for (const auto& t : {(m & pos).sum(), (m & ~pos).sum()}) c.push_back(t.item<int64_t>());
+    c = sum_ranks_i(c);
+    static const char* const kSplit[] = {"training", "validation", "test"};
+    for (size_t k = 0; k < 3; ++k)
+      if (c[2 * k] == 0 || c[2 * k + 1] == 0)
+        throw InputError(fmt::format("--metric roc_auc: the {} nodes of run {} are all of one class", kSplit[k], run));
+  }
+  auto scores = [&](Metric m, const at::Tensor& logits) { return score_splits(m, logits, y, split_masks, comm); };
 
   FlatAdam opt(adam_groups(model, cfg.weight_decay), cfg.lr);
 
@@ -528,6 +541,7 @@ RunResult train_run(const GraphPart& part, const TrainConfig& cfg_in, int64_t ru
   RunResult res;
   res.run = run;
   res.ranks = P;
+  res.metric = to_string(metric);
   std::ofstream metrics;
   if (lead && !cfg.metrics.empty()) {
     if (cfg.resume) keep_metrics_through(run_path(cfg.metrics, run), state.epoch);
@@ -629,13 +643,14 @@ RunResult train_run(const GraphPart& part, const TrainConfig& cfg_in, int64_t ru
 
     torch::NoGradGuard no_grad;
     const ForwardOutput ev = model.forward(mg, x, false, epoch);
-    const std::vector<double> acc = accuracies(ev.logits);
+    const std::vector<double> acc = scores(Metric::Accuracy, ev.logits);
+    const std::vector<double> score = metric == Metric::Accuracy ? acc : scores(metric, ev.logits);
     const std::vector<int64_t> eval_active = sum_ranks_i(ev.stats.active_rows);
-    const double tr = acc[0], va = acc[1], te_acc = acc[2];
+    const double va = score[1];
     if (va > state.best_val) {
       state.best_val = va;
-      state.best_test = te_acc;
-      state.best_train = tr;
+      state.best_test = score[2];
+      state.best_train = score[0];
       state.best_epoch = epoch;
       since_best = 0;
       const at::Tensor hist = torch::bincount(ev.depth.to(torch::kCPU), {}, cfg.model.layers + 1);
@@ -648,9 +663,10 @@ RunResult train_run(const GraphPart& part, const TrainConfig& cfg_in, int64_t ru
                        {"epoch", epoch},
                        {"loss", losses[0]},
                        {"reg_loss", losses[1]},
-                       {"train_acc", tr},
-                       {"val_acc", va},
-                       {"test_acc", te_acc},
+                       {"train_acc", acc[0]},
+                       {"val_acc", acc[1]},
+                       {"test_acc", acc[2]},
+                       {"metric", to_string(metric)},
                        {"best_val", state.best_val},
                        {"best_epoch", state.best_epoch},
                        {"train_step_ms", train_ms},
@@ -661,6 +677,9 @@ RunResult train_run(const GraphPart& part, const TrainConfig& cfg_in, int64_t ru
                        {"computed_rows", last_stats.computed_rows},
                        {"edges_processed", last_stats.edges_processed},
                        {"eval_active_rows", eval_active}};
+      static const char* const kSplitKey[] = {"train", "val", "test"};
+      if (metric != Metric::Accuracy)
+        for (size_t k = 0; k < 3; ++k) j[std::string(kSplitKey[k]) + "_" + to_string(metric)] = score[k];
       if (P > 1) {
         j["halo_rows"] = last_stats.halo_rows;
         j["halo_rows_full"] = last_stats.halo_rows_full;
@@ -804,6 +823,7 @@ TrainSummary train(const GraphPart& part, const TrainConfig& cfg, Communicator* 
     for (const auto& r : s.runs) sd += (get(r) - mean) * (get(r) - mean);
     sd = s.runs.size() > 1 ? std::sqrt(sd / double(s.runs.size() - 1)) : 0.0;
   };
+  s.metric = s.runs.front().metric;
   mean_std([](const RunResult& r) { return r.test_at_best; }, s.test_mean, s.test_std);
   mean_std([](const RunResult& r) { return r.best_val; }, s.val_mean, s.val_std);
   ModelConfig mc = cfg.model;

@@ -67,6 +67,11 @@ void for_each_setting(Visit&& visit, Config&... c) {
         c.weight_decay...);
   visit(Setting{"patience", "--patience", "Early stopping patience in epochs (0: off)", L::Always, S::Option},
         c.patience...);
+  visit(Setting{"metric", "--metric",
+                "Selects the best epoch and sweep point, and is reported: auto (ROC AUC for binary Platonov "
+                "datasets, else accuracy), accuracy, roc_auc, macro_f1",
+                L::UnlessDefault, S::Option},
+        c.metric...);
   visit(Setting{"float64", "", "Double-precision parameters (references)", L::Always, S::TestsOnly},
         c.model.float64...);
   visit(Setting{"soft_masks", "", "Soft masks in the forward pass (finite differences)", L::Always, S::TestsOnly},

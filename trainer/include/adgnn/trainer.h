@@ -14,6 +14,7 @@
 #include "adgnn/model.h"
 #include "adgnn/loaders.h"
 #include "adgnn/partition.h"
+#include "adgnn/scores.h"
 
 namespace adgnn {
 
@@ -27,6 +28,9 @@ struct TrainConfig {
   int64_t epochs = 200;
   double lr = 0.01, weight_decay = 5e-4;
   int64_t patience = 0;            // early stopping after this many epochs without a better val; 0: off
+  // What selects the best epoch (and a sweep's best point) and what the summary reports: "auto"
+  // (resolve_metric in adgnn/scores.h), "accuracy", "roc_auc" or "macro_f1".
+  std::string metric = "auto";
   int64_t runs = 1;                // run r: seed + r, split r (of a stored family) or a new random split
   std::string checkpoint;          // HDF5 file (run r > 0 appends "-run<r>"); empty: none
   int64_t checkpoint_every = 20;
@@ -51,6 +55,7 @@ struct TrainConfig {
 
 struct RunResult {
   int64_t run = 0, best_epoch = 0, epochs_run = 0;
+  std::string metric;  // what the scores are: "accuracy", "roc_auc" or "macro_f1" (auto resolved)
   double best_val = 0, test_at_best = 0, train_at_best = 0;
   double seconds = 0, ms_per_epoch = 0;
   std::vector<int64_t> depth_histogram;  // nodes with T(v) = 0..L at the best epoch
@@ -65,6 +70,7 @@ struct RunResult {
 
 struct TrainSummary {
   std::vector<RunResult> runs;
+  std::string metric;  // the runs' metric
   double test_mean = 0, test_std = 0, val_mean = 0, val_std = 0;
   int64_t parameters = 0;
 };
@@ -76,6 +82,8 @@ constexpr int64_t kMaxLayers = 1024;
 constexpr int64_t kMaxEpochs = 100000000;  // a mistyped count would otherwise run for ever
 // Checks the configuration against the graph (flags named in the errors).
 void validate_train_config(const TrainConfig& cfg);
+// The metric cfg.metric stands for on the graph `part` belongs to (the same on every rank).
+Metric run_metric(const TrainConfig& cfg, const GraphPart& part);
 // comm: the ranks of a distributed run (every rank calls with the same arguments); null or of
 // size 1: one process. Rank 0 writes metrics and checkpoints, every rank its rows' predictions;
 // every rank returns the same (globally reduced) result.
@@ -173,11 +181,12 @@ struct SweepOptions {
 };
 struct SweepPoint {
   TrainConfig cfg;
+  std::string metric;  // what the scores are (auto resolved)
   double val_mean = 0, val_std = 0, test_mean = 0, test_std = 0, seconds = 0;
 };
 struct SweepResult {
   std::vector<SweepPoint> points;  // every grid point, in grid order
-  size_t best = 0;                 // highest mean validation accuracy (first on ties)
+  size_t best = 0;                 // highest mean validation score (first on ties)
 };
 std::vector<TrainConfig> expand_grid(const TrainConfig& base, const std::string& grid);
 SweepResult sweep(const Graph& g, const TrainConfig& base, const SweepOptions& opt);
