@@ -14,7 +14,10 @@ at once, in priority order:
   2. the GCN / AD-GCN / AD-GCN_fast table (10 runs, --splits auto and geom-gcn, both
      normalisations) with the settings those sweeps chose;
   3. band against full estimator on Planetoid CiteSeer (docs/model.md);
-  4. AD_fast sweeps (linear normalisation) of the other five backbones on every dataset.
+  4. AD_fast sweeps (linear normalisation) of the other five backbones on every dataset;
+  5. Platonov et al.'s binary benchmarks (minesweeper), scored by ROC AUC (`--metric auto`):
+     GCN, SAGE and GAT sweeps on the paper-small grid (plain, AD_fast linear and log), then
+     their 10-split rows of plain / AD_fast / AD under both normalisations.
 Finished outputs are skipped (train: a complete JSON file; sweep: `adgnn sweep` itself skips
 finished points), so a rerun with the same --dir continues. No job is started after --stop-launch
 seconds from --t0, and every process still running at --hard-stop is killed (its sweep points
@@ -54,6 +57,16 @@ GRID_BASE = {"hidden": [128], "lr": [0.005, 0.01], "weight_decay": [0.0005, 0.1]
              "dropout": [0.5, 0.6]}
 LAMBDAS = {"plain": None, "linear": [0.0, 0.8], "log": [0.0, 0.1, 0.8]}
 SWEEP_RUNS, TABLE_RUNS, BAND_RUNS = 3, 10, 5
+# Stage 5: Platonov et al.'s binary, imbalanced benchmarks (ICLR 2023), scored by ROC AUC as their
+# field scores them; their published test ROC AUC (../shared/data/README.md) beside ours.
+PLATONOV = ["minesweeper"]
+PLATONOV_BACKBONES = ["gcn", "sage", "gat"]
+PUBLISHED = {"minesweeper": {"gcn": "89.75 ± 0.52", "sage": "93.51 ± 0.57", "gat": "92.01 ± 0.68"}}
+# `adgnn sweep --grid paper-small` (trainer/src/sweep.cpp), written out so that plain sweeps
+# leave out lambda (it does not change a plain model).
+PAPER_SMALL = {"layers": [2, 3], "dropout": [0.5], "lr": [0.005, 0.01], "hidden": [128],
+               "weight_decay": [0.0005], "epochs": [200]}
+PAPER_SMALL_LAMBDAS = [0.0, 0.1, 0.8, 0.9]
 # docs/model.md's band comparison: the first pass's default settings (docs/results.md) and the
 # 200 epochs its table states; both columns rerun with them, so they compare on one machine.
 BAND_SETTINGS = {"layers": 2, "hidden": 64, "dropout": 0.5, "lr": 0.01, "weight_decay": 0.0005,
@@ -69,6 +82,17 @@ def grid_of(tag):
 
 def grid_size(tag):
     return math.prod(len(v) for v in grid_of(tag).values())
+
+
+def paper_small_grid(tag):
+    g = dict(PAPER_SMALL)
+    if tag != "plain":
+        g["lambda"] = PAPER_SMALL_LAMBDAS
+    return g
+
+
+def platonov_table_path(d, m, variant, norm, root):
+    return os.path.join(root, f"table_{d}_{m}_{variant}_{norm}.json")
 
 
 def sweep_path(d, m, tag, root):
@@ -122,7 +146,8 @@ def chosen_settings(path):
     return {"hidden": int(setting(k, "hidden")), "lr": float(setting(k, "lr")),
             "weight_decay": float(setting(k, "weight_decay")),
             "dropout": float(setting(k, "dropout")), "lambda": float(setting(k, "lambda")),
-            "normalisation": setting(k, "normalisation"), "val_mean": b["val_mean"],
+            "normalisation": setting(k, "normalisation"), "layers": int(setting(k, "layers")),
+            "epochs": int(setting(k, "epochs")), "metric": b.get("metric", "accuracy"), "val_mean": b["val_mean"],
             "val_std": b["val_std"], "test_mean": b["test_mean"], "test_std": b["test_std"]}
 
 
@@ -163,7 +188,11 @@ def make_jobs(a):
     sweep_runs = 1 if quick else SWEEP_RUNS
     table_runs = 2 if quick else TABLE_RUNS
     band_runs = 1 if quick else BAND_RUNS
-    datasets = a.datasets.split(",") if a.datasets else DATASETS
+    asked = a.datasets.split(",") if a.datasets else DATASETS + PLATONOV
+    unknown = [d for d in asked if d not in DATASETS + PLATONOV]
+    if unknown:
+        sys.exit(f"--datasets: {','.join(unknown)} not among {','.join(DATASETS + PLATONOV)}")
+    datasets = [d for d in asked if d in DATASETS]  # stages 1-4
     base = ["--threads", "1", "--device", dev, "--no-progress"]
     # A table row's runs train concurrently (`adgnn train --run-workers`): same numbers as one
     # after the other, and the row does not wait for 10 sequential runs.
@@ -171,9 +200,11 @@ def make_jobs(a):
     jobs = []
 
     for tag in ("plain", "linear", "log"):
-        with open(os.path.join(root, f"grid_{tag}.yaml"), "w") as f:
-            for k, v in grid_of(tag).items():
-                f.write(f"{k}: {json.dumps(v)}\n")
+        small = dict(paper_small_grid(tag), **({"epochs": [2]} if quick else {}))
+        for name, grid in ((f"grid_{tag}.yaml", grid_of(tag)), (f"grid_paper_small_{tag}.yaml", small)):
+            with open(os.path.join(root, name), "w") as f:
+                for k, v in grid.items():
+                    f.write(f"{k}: {json.dumps(v)}\n")
 
     def sweep_job(d, m, tag, prio):
         out = sweep_path(d, m, tag, root)
@@ -229,6 +260,35 @@ def make_jobs(a):
     for m in sorted(others, key=lambda m: BACKBONE_COST[m]):
         for d in sorted(datasets, key=lambda d: -COST[d]):
             jobs.append(sweep_job(d, m, "linear", 4))
+    # 5. Platonov's binary benchmarks: paper-small sweeps, then 10-split rows (every split once).
+    ps_common = {"seed": 0}
+    for d in [d for d in asked if d in PLATONOV]:
+        for m in PLATONOV_BACKBONES:
+            for tag in ("plain", "linear", "log"):
+                out = sweep_path(d, m, tag, root)
+                n = math.prod(len(v) for v in paper_small_grid(tag).values())
+                workers = min(a.sweep_workers, n, a.slots)
+                cmd = [a.bin, "sweep", d, "--model", m, "--variant", "plain" if tag == "plain" else "ad_fast",
+                       "--normalisation", "linear" if tag == "plain" else tag, "--splits", "auto",
+                       "--runs", str(sweep_runs), "--grid", os.path.join(root, f"grid_paper_small_{tag}.yaml"),
+                       "--workers", str(workers), "-o", out] + flags(ps_common) + base
+                jobs.append(Job(f"sweep {d} {m} {tag}", out, workers, lambda cmd=cmd: cmd,
+                                complete=lambda out=out, n=n: len(read_sweep(out)) >= n, prio=5))
+            for variant, norm in (("plain", "linear"), ("ad_fast", "linear"), ("ad", "linear"),
+                                  ("ad_fast", "log"), ("ad", "log")):
+                tag = "plain" if variant == "plain" else norm
+                src, out = sweep_path(d, m, tag, root), platonov_table_path(d, m, variant, norm, root)
+
+                def build(d=d, m=m, variant=variant, norm=norm, src=src):
+                    s = chosen_settings(src)
+                    chosen = {k: s[k] for k in ("layers", "hidden", "lr", "weight_decay", "dropout", "lambda", "epochs")}
+                    if quick:
+                        chosen["epochs"] = 2
+                    return [a.bin, "train", d, "--model", m, "--variant", variant, "--normalisation", norm,
+                            "--splits", "auto", "--runs", str(table_runs), "--run-workers", str(table_workers),
+                            "--seed", "0", "--json"] + flags(chosen) + base
+                jobs.append(Job(f"table {d} {m} {variant} {norm}", out, table_workers, build,
+                                deps=[f"sweep {d} {m} {tag}"], prio=5))
     return jobs
 
 
@@ -360,6 +420,13 @@ class Sources:
                 best = (p, self.labels[d], n)
         return best
 
+    def platonov_table(self, *key):
+        for d in self.dirs:
+            s = load_summary(platonov_table_path(*key, d))
+            if s:
+                return s, self.labels[d]
+        return None, None
+
     def band(self, *key):
         for d in self.dirs:
             s = load_summary(band_path(*key, d))
@@ -470,6 +537,61 @@ def tables(a):
         print("| dataset | " + " | ".join(BACKBONES) + " |")
         print("|---|" + "---|" * len(BACKBONES))
         print("\n".join(rows))
+    platonov_tables(src)
+
+
+METRIC_TITLES = {"accuracy": "accuracy", "roc_auc": "ROC AUC", "macro_f1": "macro F1"}
+VARIANTS = (("plain", "linear"), ("ad_fast", "linear"), ("ad", "linear"), ("ad_fast", "log"), ("ad", "log"))
+
+
+def platonov_tables(src):
+    """Stage 5: test score of every backbone and variant on the 10 splits, the published number
+    beside it, the chosen settings and the depth histograms."""
+    rows, hists, chosen = [], [], []
+    metrics = set()
+    for d in PLATONOV:
+        for m in PLATONOV_BACKBONES:
+            got = [src.platonov_table(d, m, v, n) for v, n in VARIANTS]
+            if not any(s for s, _ in got):
+                continue
+            metrics |= {s["metric"] for s, _ in got if s}
+            where = "/".join(sorted({w for _, w in got if w}))
+            runs = "/".join(map(str, sorted({len(s["runs"]) for s, _ in got if s})))
+            name = LABELS[m]
+            rows.append(f"| {d} | {name} | {where} | {runs} | " + " | ".join(cell(s) for s, _ in got) +
+                        f" | {lam(got[2][0])} | {lam(got[4][0])} | {PUBLISHED[d][m]} |")
+            for (v, n), (s, _) in zip(VARIANTS, got):
+                if v != "plain" and s:
+                    hists.append(f"| {d} | AD-{name}{'_fast' if v == 'ad_fast' else ''} | {n} | "
+                                 f"{lam(s)} | {hist(s)} |")
+            for tag in ("plain", "linear", "log"):
+                path, _, n = src.sweep(d, m, tag)
+                c = chosen_settings(path) if path else None
+                if c:
+                    size = math.prod(len(v) for v in paper_small_grid(tag).values())
+                    part = "" if n >= size else f" ({n}/{size} points)"
+                    chosen.append(f"| {d} | {name} | {tag} | {c['layers']} | {c['lr']:g} | "
+                                  f"{c['lambda']:g} | {100 * c['val_mean']:.1f} / {100 * c['test_mean']:.1f}{part} |")
+    if not rows:
+        return
+    metric = "/".join(METRIC_TITLES.get(x, x) for x in sorted(metrics))
+    print(f"\n### Platonov et al.'s binary benchmarks: test {metric} (%), 10 splits, mean ± std\n")
+    print(f"Every number here is {metric} (`--metric auto`), selected by validation {metric}; "
+          "published: Platonov et al. (ICLR 2023), their models (residual connections, "
+          "layer norm, tuned depth and width), not ours.\n")
+    print("| dataset | backbone | ran on | runs | plain | AD_fast lin | AD lin | AD_fast log | AD log | "
+          "λ lin | λ log | published |")
+    print("|---|---|---|---:|---|---|---|---|---|---:|---:|---|")
+    print("\n".join(rows))
+    print(f"\nThe sweeps' chosen points (paper-small grid, {SWEEP_RUNS} splits; hidden 128, dropout 0.5, "
+          f"weight decay 5e-4, 200 epochs): validation / test {metric} (%)\n")
+    print("| dataset | backbone | sweep | layers | lr | λ | val / test |")
+    print("|---|---|---|---:|---:|---:|---|")
+    print("\n".join(chosen))
+    print("\nDepth histograms T(v) at the best validation epoch (T = 0 / 1 / ..., all runs)\n")
+    print("| dataset | model | normalisation | λ | T = 0 / 1 / ... |")
+    print("|---|---|---|---:|---|")
+    print("\n".join(hists))
 
 
 # ---- configs ----------------------------------------------------------------------------------
@@ -590,7 +712,7 @@ def main():
     r.add_argument("--datasets", default="")
     r.add_argument("--backbones", default="", help="sweeps of these backbones only (default: all six)")
     r.add_argument("--stages", default="", help="only these stages (1 GCN sweeps, 2 table, 3 band, "
-                   "4 other backbones' sweeps; default all)")
+                   "4 other backbones' sweeps, 5 Platonov's binary benchmarks; default all)")
     r.add_argument("--quick", action="store_true")
     t = sub.add_parser("tables")
     t.add_argument("--dir", required=True)
