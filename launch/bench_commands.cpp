@@ -416,7 +416,7 @@ void add_bench_commands(CLI::App& app, std::function<int()>& run) {
   cmd->add_option("--fdelta-precision", f->fdelta_precisions,
                   "AD (learned): f_delta's precision, one row per entry (fp32, tf32, bf16; tf32 and bf16 on CUDA only)")
       ->delimiter(',')->capture_default_str();
-  cmd->add_option("--normalisation", f->normalisation, "AD: depth-benefit normalisation (linear, log)")
+  cmd->add_option("--normalisation", f->normalisation, "AD: depth-benefit normalisation (linear, log, rank)")
       ->check(CLI::IsMember({"linear", "log"}))->capture_default_str();
   cmd->add_option("--seed", f->seed, "Seed")->capture_default_str();
   cmd->add_flag("--breakdown", f->breakdown, "Also time forward, backward and optimizer (synchronises between them)");

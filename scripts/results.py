@@ -263,7 +263,7 @@ def make_jobs(a):
     # 5. Platonov's binary benchmarks: paper-small sweeps, then 10-split rows (every split once).
     ps_common = {"seed": 0}
     for d in [d for d in asked if d in PLATONOV]:
-        for m in PLATONOV_BACKBONES:
+        for m in [m for m in PLATONOV_BACKBONES if not a.backbones or m in a.backbones.split(",")]:
             for tag in ("plain", "linear", "log"):
                 out = sweep_path(d, m, tag, root)
                 n = math.prod(len(v) for v in paper_small_grid(tag).values())
@@ -710,7 +710,7 @@ def main():
     r.add_argument("--stop-launch", type=float, default=1e9)
     r.add_argument("--hard-stop", type=float, default=1e9)
     r.add_argument("--datasets", default="")
-    r.add_argument("--backbones", default="", help="sweeps of these backbones only (default: all six)")
+    r.add_argument("--backbones", default="", help="stages 4 and 5: these backbones only (default: all)")
     r.add_argument("--stages", default="", help="only these stages (1 GCN sweeps, 2 table, 3 band, "
                    "4 other backbones' sweeps, 5 Platonov's binary benchmarks; default all)")
     r.add_argument("--quick", action="store_true")

@@ -32,6 +32,22 @@ TEST(DepthBenefit, TensorVersionEqualsTheScalarFormula) {
   }
 }
 
+// --normalisation rank: the mid-rank of l over (N - 1), so tied rows share one value, the lowest
+// l is 0 and the highest 1, and the scale of l does not matter.
+TEST(DepthBenefit, RankNormalisationIsTheMidRankQuantile) {
+  // Degrees 0..5 with d+ = d: alpha = 1, l = t_max log(d + 1), increasing in d; d = 2 twice.
+  const at::Tensor d = torch::tensor({3.0, 0.0, 2.0, 5.0, 2.0, 1.0}, torch::kFloat64);
+  for (const double t_max : {1.0, 7.0}) {
+    const at::Tensor eps = adgnn::detail::rank_normalised_depth_benefit(d, d, {}, t_max, nullptr);
+    // Sorted: 0, 1, 2, 2, 3, 5 -> ranks 0, 1, 2.5 (tied pair), 4, 5 over N - 1 = 5.
+    const std::vector<double> want{4 / 5.0, 0.0, 2.5 / 5, 1.0, 2.5 / 5, 1 / 5.0};
+    for (int64_t v = 0; v < 6; ++v) EXPECT_DOUBLE_EQ(eps[v].item<double>(), want[size_t(v)]) << "row " << v;
+    EXPECT_FALSE(eps.requires_grad());
+  }
+  const at::Tensor one = torch::tensor({4.0}, torch::kFloat64);
+  EXPECT_DOUBLE_EQ(adgnn::detail::rank_normalised_depth_benefit(one, one, {}, 2.0, nullptr)[0].item<double>(), 1.0);
+}
+
 TEST(DepthBenefit, FastEstimateIsTheDegreeProductShare) {
   EXPECT_DOUBLE_EQ(adgnn::fast_same_label_estimate(3, 10, 20), 1.5);
   EXPECT_DOUBLE_EQ(adgnn::log_depth_benefit(0, 0), 0.0);  // alpha = 1, log 1 = 0

@@ -334,6 +334,23 @@ TEST_F(Dist, CompactHaloMatchesTheOneProcessRun) {
   }
 }
 
+// --normalisation rank: every rank ranks its rows among every rank's, so AD_fast (whose depth
+// benefit is exact: degrees) computes the one-process function; with compacted halos too.
+TEST_F(Dist, RankNormalisationMatchesTheOneProcessRun) {
+  const adgnn::Graph g = test_graph(240, 5);
+  const adgnn::GraphPart part = metis_part(g, size, rank);
+  for (const std::string backbone : {"gcn", "sage"}) {
+    SCOPED_TRACE(backbone);
+    adgnn::ModelConfig cfg = model_config(g, backbone, "ad_fast");
+    cfg.layers = 4;
+    cfg.normalisation = "rank";
+    cfg.lambda = 0.1;
+    adgnn::ModelConfig compact = cfg;
+    compact.compact_halo = "on";
+    expect_equivalent(*this, g, cfg, part, 2, &compact);
+  }
+}
+
 // The band (every row in it, --band 0) and a rank that owns no node at all.
 TEST_F(Dist, FullBandAndAnEmptyRankMatchTheOneProcessRun) {
   const adgnn::Graph g = test_graph(160, 9);

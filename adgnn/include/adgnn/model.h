@@ -45,7 +45,9 @@ struct ModelConfig {
   double lambda = 0.0;              // tau(t) = lambda + (1 - lambda) theta(t)
   double kappa = 0.05;              // temperature of the straight-through surrogate
   double band = 3.0;                // surrogate evaluated where |eps - tau| < band * kappa (<= 0: all rows)
-  std::string normalisation = "linear";  // depth-benefit min-max: linear (paper) or log
+  // The depth benefit to [0, 1]: min-max of eps_hat, linear (the paper's); min-max of log eps_hat,
+  // log; or its quantile over every node, rank (depths spread evenly whatever its scale).
+  std::string normalisation = "linear";
   double theta_init = 0.0;          // initial a_s of theta (a_s = 0: theta(2) = 0.5)
   // Same-label estimate of the fast variants (ad_fast, ad_sharp): "degree" (the paper's degree
   // product) or an appendix alternative (common_neighbours, jaccard, adamic_adar, betweenness,

@@ -149,4 +149,35 @@ at::Tensor detail::normalised_depth_benefit(const at::Tensor& d_plus, const at::
   return torch::where(spread, eps.clamp(0.0, 1.0), torch::ones_like(eps));
 }
 
+at::Tensor detail::rank_normalised_depth_benefit(const at::Tensor& d_plus, const at::Tensor& d, const at::Tensor& offset,
+                                                 double t_max, RankTransport* transport) {
+  check_rows(d_plus, d, offset, "rank_normalised_depth_benefit");
+  at::NoGradGuard no_grad;
+  const at::Tensor l = log_benefit(d_plus, d, offset, t_max).to(torch::kFloat64);
+  at::Tensor all = l;
+  if (transport && transport->size() > 1) {
+    // Every rank's l on every rank: each writes its rows at its offset into zeros, the ranks sum
+    // (x + 0 == x: exact).
+    at::Tensor counts = torch::zeros({transport->size()}, l.options());
+    counts[transport->rank()] = double(l.numel());
+    transport->allreduce(counts, RankTransport::Op::Sum);
+    const std::vector<double> c(counts.cpu().data_ptr<double>(), counts.cpu().data_ptr<double>() + counts.numel());
+    int64_t before = 0, total = 0;
+    for (int p = 0; p < int(c.size()); ++p) {
+      if (p < transport->rank()) before += int64_t(c[size_t(p)]);
+      total += int64_t(c[size_t(p)]);
+    }
+    all = torch::zeros({total}, l.options());
+    all.slice(0, before, before + l.numel()).copy_(l);
+    transport->allreduce(all, RankTransport::Op::Sum);
+  }
+  const int64_t N = all.numel();
+  if (N <= 1) return torch::ones_like(d_plus);
+  const at::Tensor sorted = std::get<0>(all.sort());
+  const at::Tensor below = torch::searchsorted(sorted, l, /*out_int32=*/false, /*right=*/false);
+  const at::Tensor upto = torch::searchsorted(sorted, l, /*out_int32=*/false, /*right=*/true);
+  const at::Tensor mid = below.to(torch::kFloat64) + (upto - below - 1).to(torch::kFloat64) / 2;
+  return (mid / double(N - 1)).to(d_plus.scalar_type());
+}
+
 }  // namespace adgnn

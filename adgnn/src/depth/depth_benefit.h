@@ -7,6 +7,8 @@
 
 #include <ATen/core/Tensor.h>
 
+#include "adgnn/transport.h"
+
 namespace adgnn::detail {
 
 // d+ [rows] = for each row r, the sum over its CSR entries e of sigmoid(pair_logit[entry_pair[e]]).
@@ -29,5 +31,13 @@ at::Tensor depth_benefit_range(const at::Tensor& d_plus, const at::Tensor& d, co
 // when hi <= lo. Differentiable in d_plus.
 at::Tensor normalised_depth_benefit(const at::Tensor& d_plus, const at::Tensor& d, const at::Tensor& offset,
                                    const at::Tensor& range, double t_max, bool log_normalisation);
+
+// eps_tilde by rank (--normalisation rank): the mid-rank of l among the rows of every rank,
+// (#{u : l_u < l_v} + (#{u : l_u == l_v} - 1) / 2) / (N - 1) over the N rows (1 when N = 1): the
+// depth benefit's quantile, spread evenly over [0, 1] whatever its scale. Piecewise constant, so
+// without a gradient (the learned variant's f_delta then learns from L_reg alone). transport: the
+// other ranks (null: this process holds every row); every rank gathers the N values of l.
+at::Tensor rank_normalised_depth_benefit(const at::Tensor& d_plus, const at::Tensor& d, const at::Tensor& offset,
+                                         double t_max, RankTransport* transport);
 
 }  // namespace adgnn::detail

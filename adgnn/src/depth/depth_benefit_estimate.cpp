@@ -143,6 +143,7 @@ at::Tensor ModelParts::compute_depth_benefit(const MessageGraph& g, const at::Te
     const at::Tensor b = degree_bucket(deg);
     offset = t_max * (sharp_log_beta.index_select(0, b) - sharp_log_gamma.index_select(0, b)).to(d.scalar_type());
   }
+  if (cfg.normalisation == "rank") return rank_normalised_depth_benefit(d_plus, d, offset, t_max, g.transport.get());
   // The min and max stay on the device (float64 [-lo, hi]): no host wait per step. Min-max
   // constants are treated as constants (not differentiated), identically on every rank.
   at::Tensor range;

@@ -33,8 +33,8 @@ Model::Model(const ModelConfig& cfg) : impl_(std::make_unique<Impl>()) {
   if (cfg.lambda < 0 || cfg.lambda > 1) throw InputError("--lambda: must be in [0, 1]");
   if (cfg.kappa <= 0) throw InputError("--kappa: must be positive");
   if (cfg.heads < 1) throw InputError("--heads: must be >= 1");
-  if (cfg.normalisation != "linear" && cfg.normalisation != "log")
-    throw InputError("--normalisation " + cfg.normalisation + ": expected linear or log");
+  if (cfg.normalisation != "linear" && cfg.normalisation != "log" && cfg.normalisation != "rank")
+    throw InputError("--normalisation " + cfg.normalisation + ": expected linear, log or rank");
   detail::check_heuristic(cfg.same_label_heuristic);
   if (cfg.compact_deep_layers != "auto" && cfg.compact_deep_layers != "on" && cfg.compact_deep_layers != "off")
     throw InputError("--compact " + cfg.compact_deep_layers + ": expected auto, on or off");

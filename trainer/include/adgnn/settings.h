@@ -54,7 +54,7 @@ void for_each_setting(Visit&& visit, Config&... c) {
   visit(Setting{"band", "--band", "Surrogate band |eps - tau| < band * kappa (<= 0: every row)", L::Always,
                 S::Option},
         c.model.band...);
-  visit(Setting{"normalisation", "--normalisation", "Depth-benefit normalisation: linear (paper) or log",
+  visit(Setting{"normalisation", "--normalisation", "Depth-benefit normalisation: linear (paper), log, or rank (quantiles: depths spread evenly)",
                 L::Always, S::Option},
         c.model.normalisation...);
   visit(Setting{"theta_init", "--theta-init", "Initial a_s of theta", L::Always, S::Option}, c.model.theta_init...);
