@@ -17,7 +17,9 @@ at once, in priority order:
   4. AD_fast sweeps (linear normalisation) of the other five backbones on every dataset;
   5. Platonov et al.'s binary benchmarks (minesweeper), scored by ROC AUC (`--metric auto`):
      GCN, SAGE and GAT sweeps on the paper-small grid (plain, AD_fast linear and log), then
-     their 10-split rows of plain / AD_fast / AD under both normalisations.
+     their 10-split rows of plain / AD_fast / AD under both normalisations;
+  6. depth that adapts: GCN's collapsed forms (MLP, 1-hop) and the rank normalisation on every
+     dataset, swept and tabled as in 1-2, against stage 2's rows.
 Finished outputs are skipped (train: a complete JSON file; sweep: `adgnn sweep` itself skips
 finished points), so a rerun with the same --dir continues. No job is started after --stop-launch
 seconds from --t0, and every process still running at --hard-stop is killed (its sweep points
@@ -55,7 +57,18 @@ COMMON = {"layers": 2, "epochs": 500, "patience": 50, "seed": 0}
 # masks there, method.md) and {0, 0.1, 0.8} under log, where lambda moves the depths.
 GRID_BASE = {"hidden": [128], "lr": [0.005, 0.01], "weight_decay": [0.0005, 0.1],
              "dropout": [0.5, 0.6]}
-LAMBDAS = {"plain": None, "linear": [0.0, 0.8], "log": [0.0, 0.1, 0.8]}
+LAMBDAS = {"plain": None, "linear": [0.0, 0.8], "log": [0.0, 0.1, 0.8], "mlp": None, "onehop": None,
+           "rank": [0.0, 0.1, 0.8]}
+# What a sweep tag trains: variant, normalisation, fixed flags. Stage 6's baselines are GCN's
+# collapsed forms: an MLP (no node aggregates: the degree threshold above every degree) and the
+# 1-hop model (AD_fast with every node at depth 1: lambda 0 and theta(2) = 1 - exp(-50) = 1, which
+# only the node ranked first reaches).
+TAGS = {"plain": ("plain", "linear", []), "linear": ("ad_fast", "linear", []), "log": ("ad_fast", "log", []),
+        "mlp": ("plain", "linear", ["--degree-threshold", "1000000000"]),
+        "onehop": ("ad_fast", "rank", ["--lambda", "0", "--theta-init", "50"]),
+        "rank": ("ad_fast", "rank", [])}
+STUDY_ROWS = (("mlp", "mlp", "linear"), ("onehop", "onehop", "rank"), ("rank", "ad_fast", "rank"),
+              ("rank", "ad", "rank"))  # stage 6: (sweep tag, table variant, normalisation)
 SWEEP_RUNS, TABLE_RUNS, BAND_RUNS = 3, 10, 5
 # Stage 5: Platonov et al.'s binary, imbalanced benchmarks (ICLR 2023), scored by ROC AUC as their
 # field scores them; their published test ROC AUC (../shared/data/README.md) beside ours.
@@ -192,30 +205,30 @@ def make_jobs(a):
     unknown = [d for d in asked if d not in DATASETS + PLATONOV]
     if unknown:
         sys.exit(f"--datasets: {','.join(unknown)} not among {','.join(DATASETS + PLATONOV)}")
-    datasets = [d for d in asked if d in DATASETS]  # stages 1-4
+    datasets = [d for d in asked if d in DATASETS]  # stages 1-4 and 6
     base = ["--threads", "1", "--device", dev, "--no-progress"]
     # A table row's runs train concurrently (`adgnn train --run-workers`): same numbers as one
     # after the other, and the row does not wait for 10 sequential runs.
     table_workers = max(1, min(a.table_workers, table_runs, a.slots))
     jobs = []
 
+    grids = {f"grid_{tag}.yaml": grid_of(tag) for tag in LAMBDAS}
     for tag in ("plain", "linear", "log"):
-        small = dict(paper_small_grid(tag), **({"epochs": [2]} if quick else {}))
-        for name, grid in ((f"grid_{tag}.yaml", grid_of(tag)), (f"grid_paper_small_{tag}.yaml", small)):
-            with open(os.path.join(root, name), "w") as f:
-                for k, v in grid.items():
-                    f.write(f"{k}: {json.dumps(v)}\n")
+        grids[f"grid_paper_small_{tag}.yaml"] = dict(paper_small_grid(tag), **({"epochs": [2]} if quick else {}))
+    for name, grid in grids.items():
+        with open(os.path.join(root, name), "w") as f:
+            for k, v in grid.items():
+                f.write(f"{k}: {json.dumps(v)}\n")
 
     def sweep_job(d, m, tag, prio):
         out = sweep_path(d, m, tag, root)
-        variant = "plain" if tag == "plain" else "ad_fast"
-        norm = "linear" if tag == "plain" else tag
+        variant, norm, fixed = TAGS[tag]
         n = grid_size(tag)
         workers = min(a.sweep_workers, n, a.slots)
         cmd = [a.bin, "sweep", d, "--model", m, "--variant", variant, "--normalisation", norm,
                "--splits", "auto", "--runs", str(sweep_runs), "--grid",
                os.path.join(root, f"grid_{tag}.yaml"), "--workers", str(workers), "-o", out] + \
-            flags(common) + base
+            flags(common) + fixed + base
         return Job(f"sweep {d} {m} {tag}", out, workers, lambda: cmd,
                    complete=lambda: len(read_sweep(out)) >= n, prio=prio)
 
@@ -260,6 +273,25 @@ def make_jobs(a):
     for m in sorted(others, key=lambda m: BACKBONE_COST[m]):
         for d in sorted(datasets, key=lambda d: -COST[d]):
             jobs.append(sweep_job(d, m, "linear", 4))
+    # 6. Depth that adapts: GCN's collapsed forms (MLP, 1-hop) and the rank normalisation, swept
+    #    and tabled as stages 1-2 do, against stage 2's GCN / linear / log rows.
+    for d in sorted(datasets, key=lambda d: -COST[d]):
+        for tag in ("mlp", "onehop", "rank"):
+            jobs.append(sweep_job(d, "gcn", tag, 6))
+        for tag, variant, norm in STUDY_ROWS:
+            src, out = sweep_path(d, "gcn", tag, root), table_path(d, "auto", variant, norm, root)
+
+            def build(d=d, tag=tag, variant=variant, norm=norm, src=src):
+                s = chosen_settings(src)
+                chosen = {k: s[k] for k in ("hidden", "lr", "weight_decay", "dropout", "lambda")}
+                fixed = TAGS[tag][2]
+                if tag == "onehop":
+                    chosen.pop("lambda")  # fixed at 0
+                return [a.bin, "train", d, "--model", "gcn", "--variant", TAGS[tag][0] if tag != "rank" else variant,
+                        "--normalisation", norm, "--splits", "auto", "--runs", str(table_runs),
+                        "--run-workers", str(table_workers), "--json"] + flags(common) + flags(chosen) + fixed + base
+            jobs.append(Job(f"table {d} auto {variant} {norm}", out, table_workers, build,
+                            deps=[f"sweep {d} gcn {tag}"], prio=6))
     # 5. Platonov's binary benchmarks: paper-small sweeps, then 10-split rows (every split once).
     ps_common = {"seed": 0}
     for d in [d for d in asked if d in PLATONOV]:
@@ -538,6 +570,50 @@ def tables(a):
         print("|---|" + "---|" * len(BACKBONES))
         print("\n".join(rows))
     platonov_tables(src)
+    study_tables(src)
+
+
+def study_tables(src):
+    """Stage 6: does per-node depth beat the plain backbone and its collapsed forms?"""
+    T = lambda d, v, n: src.table(d, "auto", v, n)[0]
+    options = (("AD_fast lin", "ad_fast", "linear"), ("AD lin", "ad", "linear"), ("AD_fast log", "ad_fast", "log"),
+               ("AD log", "ad", "log"), ("AD_fast rank", "ad_fast", "rank"), ("AD rank", "ad", "rank"))
+    rows, hists, wins = [], [], {name: [] for name, _, _ in options}
+    for d in DATASETS:
+        base = {"GCN": T(d, "plain", "linear"), "MLP": T(d, "mlp", "linear"), "1-hop": T(d, "onehop", "rank")}
+        if not (base["MLP"] or base["1-hop"]):
+            continue
+        have = {k: v for k, v in base.items() if v}
+        best_name = max(have, key=lambda k: have[k]["test_mean"])
+        best = have[best_name]
+        cells = []
+        for name, v, n in options:
+            s = T(d, v, n)
+            won = bool(s) and len(have) == 3 and \
+                s["test_mean"] - best["test_mean"] > max(s["test_std"], best["test_std"])
+            if won:
+                wins[name].append(d)
+            cells.append(("**" + cell(s) + "**") if won else cell(s))
+            if n == "rank" and s:
+                hists.append(f"| {d} | {name} | {lam(s)} | {hist(s)} |")
+        if base["1-hop"]:
+            hists.append(f"| {d} | 1-hop | 0 | {hist(base['1-hop'])} |")
+        rows.append(f"| {d} | " + " | ".join(cell(base[k]) for k in ("GCN", "MLP", "1-hop")) +
+                    f" | {best_name} | " + " | ".join(cells) + " |")
+    if not rows:
+        return
+    print("\n### Depth that adapts: AD against GCN and its collapsed forms (test accuracy %, 10 runs, "
+          "`--splits auto`)\n")
+    print("Bold: beats the best of GCN, MLP and 1-hop by more than the larger of the two stds. "
+          "Every column tuned by its own sweep (3 runs; λ from {0, 0.1, 0.8} for rank).\n")
+    print("| dataset | GCN | MLP | 1-hop | best baseline | " + " | ".join(n for n, _, _ in options) + " |")
+    print("|---|---|---|---|---|" + "---|" * len(options))
+    print("\n".join(rows))
+    print("\nDatasets won (beyond one std): " +
+          "; ".join(f"{name} {len(ds)}" + (f" ({', '.join(ds)})" if ds else "") for name, ds in wins.items()) + "\n")
+    print("| dataset | model | λ | T = 0 / 1 / 2 (all runs) |")
+    print("|---|---|---:|---|")
+    print("\n".join(hists))
 
 
 METRIC_TITLES = {"accuracy": "accuracy", "roc_auc": "ROC AUC", "macro_f1": "macro F1"}
@@ -712,7 +788,7 @@ def main():
     r.add_argument("--datasets", default="")
     r.add_argument("--backbones", default="", help="stages 4 and 5: these backbones only (default: all)")
     r.add_argument("--stages", default="", help="only these stages (1 GCN sweeps, 2 table, 3 band, "
-                   "4 other backbones' sweeps, 5 Platonov's binary benchmarks; default all)")
+                   "4 other backbones' sweeps, 5 Platonov's binary benchmarks, 6 depth that adapts; default all)")
     r.add_argument("--quick", action="store_true")
     t = sub.add_parser("tables")
     t.add_argument("--dir", required=True)

@@ -12,6 +12,7 @@
 #   (default 1,2) the scripts/results.py stages they run. On 2026-11-26 (4 x H200) a dataset's whole GCN part (three
 #   sweeps, 8-way each, in one CUDA context apiece, then the 10-run rows) took 150-360 s this way;
 #   15 trainings of several datasets from 5 processes on one card had been ~10x slower.
+# BACKBONES (comma-separated): stages 4 and 5 train only these backbones.
 # CPU_DATASETS: one queue for these (comma-separated) on the CPU cores, results in
 #   build-resstate/results; CPU_SLOTS (default: cores - 8), CPU_STAGES (default 1,2).
 # LIMIT_S (default 600) is the run's limit: no job starts after LIMIT_S - 100 s and every process is
@@ -41,7 +42,8 @@ meta() {  # meta.txt of a results folder: scripts/results.py labels its numbers 
 queue() {  # DIR DEVICE SLOTS SWEEP_WORKERS TABLE_WORKERS DATASETS STAGES
   python3 scripts/results.py run --bin build-gpu/adgnn --dir "$1" --device "$2" --slots "$3" \
     --sweep-workers "$4" --table-workers "$5" --datasets "$6" --stages "$7" --t0 "$T0" \
-    --stop-launch $((LIMIT - 100)) --hard-stop $((LIMIT - 25)) >"$1/driver_$T0.log" 2>&1
+    --stop-launch $((LIMIT - 100)) --hard-stop $((LIMIT - 25)) ${BACKBONES:+--backbones "$BACKBONES"} \
+    >"$1/driver_$T0.log" 2>&1
 }
 pids=()
 gpu=0
