@@ -99,7 +99,7 @@ def grid_size(tag):
 
 def paper_small_grid(tag):
     g = dict(PAPER_SMALL)
-    if tag != "plain":
+    if LAMBDAS[tag] is not None:
         g["lambda"] = PAPER_SMALL_LAMBDAS
     return g
 
@@ -296,29 +296,32 @@ def make_jobs(a):
     ps_common = {"seed": 0}
     for d in [d for d in asked if d in PLATONOV]:
         for m in [m for m in PLATONOV_BACKBONES if not a.backbones or m in a.backbones.split(",")]:
-            for tag in ("plain", "linear", "log"):
+            for tag in ("plain", "linear", "log", "mlp", "onehop"):
                 out = sweep_path(d, m, tag, root)
                 n = math.prod(len(v) for v in paper_small_grid(tag).values())
                 workers = min(a.sweep_workers, n, a.slots)
-                cmd = [a.bin, "sweep", d, "--model", m, "--variant", "plain" if tag == "plain" else "ad_fast",
-                       "--normalisation", "linear" if tag == "plain" else tag, "--splits", "auto",
-                       "--runs", str(sweep_runs), "--grid", os.path.join(root, f"grid_paper_small_{tag}.yaml"),
-                       "--workers", str(workers), "-o", out] + flags(ps_common) + base
+                variant, norm, fixed = TAGS[tag]
+                cmd = [a.bin, "sweep", d, "--model", m, "--variant", variant, "--normalisation", norm,
+                       "--splits", "auto", "--runs", str(sweep_runs), "--grid",
+                       os.path.join(root, f"grid_paper_small_{'plain' if LAMBDAS[tag] is None else tag}.yaml"),
+                       "--workers", str(workers), "-o", out] + flags(ps_common) + fixed + base
                 jobs.append(Job(f"sweep {d} {m} {tag}", out, workers, lambda cmd=cmd: cmd,
                                 complete=lambda out=out, n=n: len(read_sweep(out)) >= n, prio=5))
-            for variant, norm in (("plain", "linear"), ("ad_fast", "linear"), ("ad", "linear"),
-                                  ("ad_fast", "log"), ("ad", "log")):
-                tag = "plain" if variant == "plain" else norm
+            for tag, variant, norm in (("plain", "plain", "linear"), ("linear", "ad_fast", "linear"),
+                                       ("linear", "ad", "linear"), ("log", "ad_fast", "log"), ("log", "ad", "log"),
+                                       ("mlp", "mlp", "linear"), ("onehop", "onehop", "rank")):
                 src, out = sweep_path(d, m, tag, root), platonov_table_path(d, m, variant, norm, root)
 
-                def build(d=d, m=m, variant=variant, norm=norm, src=src):
+                def build(d=d, m=m, tag=tag, variant=variant, norm=norm, src=src):
                     s = chosen_settings(src)
                     chosen = {k: s[k] for k in ("layers", "hidden", "lr", "weight_decay", "dropout", "lambda", "epochs")}
                     if quick:
                         chosen["epochs"] = 2
-                    return [a.bin, "train", d, "--model", m, "--variant", variant, "--normalisation", norm,
-                            "--splits", "auto", "--runs", str(table_runs), "--run-workers", str(table_workers),
-                            "--seed", "0", "--json"] + flags(chosen) + base
+                    if tag == "onehop":
+                        chosen.pop("lambda")  # fixed at 0
+                    return [a.bin, "train", d, "--model", m, "--variant", TAGS[tag][0] if variant in ("mlp", "onehop") else variant,
+                            "--normalisation", norm, "--splits", "auto", "--runs", str(table_runs),
+                            "--run-workers", str(table_workers), "--seed", "0", "--json"] + flags(chosen) + TAGS[tag][2] + base
                 jobs.append(Job(f"table {d} {m} {variant} {norm}", out, table_workers, build,
                                 deps=[f"sweep {d} {m} {tag}"], prio=5))
     return jobs
@@ -618,6 +621,7 @@ def study_tables(src):
 
 METRIC_TITLES = {"accuracy": "accuracy", "roc_auc": "ROC AUC", "macro_f1": "macro F1"}
 VARIANTS = (("plain", "linear"), ("ad_fast", "linear"), ("ad", "linear"), ("ad_fast", "log"), ("ad", "log"))
+COLLAPSED = (("mlp", "linear"), ("onehop", "rank"))  # the backbone's collapsed forms (stage 6's TAGS)
 
 
 def platonov_tables(src):
@@ -627,7 +631,7 @@ def platonov_tables(src):
     metrics = set()
     for d in PLATONOV:
         for m in PLATONOV_BACKBONES:
-            got = [src.platonov_table(d, m, v, n) for v, n in VARIANTS]
+            got = [src.platonov_table(d, m, v, n) for v, n in VARIANTS + COLLAPSED]
             if not any(s for s, _ in got):
                 continue
             metrics |= {s["metric"] for s, _ in got if s}
@@ -636,11 +640,11 @@ def platonov_tables(src):
             name = LABELS[m]
             rows.append(f"| {d} | {name} | {where} | {runs} | " + " | ".join(cell(s) for s, _ in got) +
                         f" | {lam(got[2][0])} | {lam(got[4][0])} | {PUBLISHED[d][m]} |")
-            for (v, n), (s, _) in zip(VARIANTS, got):
+            for (v, n), (s, _) in zip(VARIANTS, got):  # the AD rows (the collapsed ones: their own table)
                 if v != "plain" and s:
                     hists.append(f"| {d} | AD-{name}{'_fast' if v == 'ad_fast' else ''} | {n} | "
                                  f"{lam(s)} | {hist(s)} |")
-            for tag in ("plain", "linear", "log"):
+            for tag in ("plain", "linear", "log", "mlp", "onehop"):
                 path, _, n = src.sweep(d, m, tag)
                 c = chosen_settings(path) if path else None
                 if c:
@@ -656,8 +660,8 @@ def platonov_tables(src):
           "published: Platonov et al. (ICLR 2023), their models (residual connections, "
           "layer norm, tuned depth and width), not ours.\n")
     print("| dataset | backbone | ran on | runs | plain | AD_fast lin | AD lin | AD_fast log | AD log | "
-          "λ lin | λ log | published |")
-    print("|---|---|---|---:|---|---|---|---|---|---:|---:|---|")
+          "MLP | 1-hop | λ lin | λ log | published |")
+    print("|---|---|---|---:|---|---|---|---|---|---|---|---:|---:|---|")
     print("\n".join(rows))
     print(f"\nThe sweeps' chosen points (paper-small grid, {SWEEP_RUNS} splits; hidden 128, dropout 0.5, "
           f"weight decay 5e-4, 200 epochs): validation / test {metric} (%)\n")
