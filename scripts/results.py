@@ -142,7 +142,7 @@ def setting(key, name):
 
 
 def best_point(path):
-    """The highest mean validation accuracy (first in file order on ties), or None."""
+    """The highest mean validation score (the sweep's --metric; first in file order on ties), or None."""
     best = None
     for j in read_sweep(path).values():
         if best is None or j["val_mean"] > best["val_mean"]:
