@@ -86,6 +86,15 @@ BAND_SETTINGS = {"layers": 2, "hidden": 64, "dropout": 0.5, "lr": 0.01, "weight_
                  "epochs": 200, "patience": 0, "lambda": 0.0, "seed": 0}
 
 
+def row_flags(tag, variant, chosen):
+    """A table row's --variant, its sweep's chosen settings and the tag's fixed flags: a collapsed
+    form (variant "mlp" / "onehop", a label) trains its tag's variant, and the 1-hop model keeps
+    its fixed lambda 0."""
+    trained = TAGS[tag][0] if variant in ("mlp", "onehop") else variant
+    chosen = {k: v for k, v in chosen.items() if not (tag == "onehop" and k == "lambda")}
+    return ["--variant", trained] + flags(chosen) + TAGS[tag][2]
+
+
 def grid_of(tag):
     g = dict(GRID_BASE)
     if LAMBDAS[tag] is not None:
@@ -284,12 +293,9 @@ def make_jobs(a):
             def build(d=d, tag=tag, variant=variant, norm=norm, src=src):
                 s = chosen_settings(src)
                 chosen = {k: s[k] for k in ("hidden", "lr", "weight_decay", "dropout", "lambda")}
-                fixed = TAGS[tag][2]
-                if tag == "onehop":
-                    chosen.pop("lambda")  # fixed at 0
-                return [a.bin, "train", d, "--model", "gcn", "--variant", TAGS[tag][0] if tag != "rank" else variant,
-                        "--normalisation", norm, "--splits", "auto", "--runs", str(table_runs),
-                        "--run-workers", str(table_workers), "--json"] + flags(common) + flags(chosen) + fixed + base
+                return [a.bin, "train", d, "--model", "gcn", "--normalisation", norm, "--splits", "auto",
+                        "--runs", str(table_runs), "--run-workers", str(table_workers), "--json"] + \
+                    flags(common) + row_flags(tag, variant, chosen) + base
             jobs.append(Job(f"table {d} auto {variant} {norm}", out, table_workers, build,
                             deps=[f"sweep {d} gcn {tag}"], prio=6))
     # 5. Platonov's binary benchmarks: paper-small sweeps, then 10-split rows (every split once).
@@ -317,11 +323,9 @@ def make_jobs(a):
                     chosen = {k: s[k] for k in ("layers", "hidden", "lr", "weight_decay", "dropout", "lambda", "epochs")}
                     if quick:
                         chosen["epochs"] = 2
-                    if tag == "onehop":
-                        chosen.pop("lambda")  # fixed at 0
-                    return [a.bin, "train", d, "--model", m, "--variant", TAGS[tag][0] if variant in ("mlp", "onehop") else variant,
-                            "--normalisation", norm, "--splits", "auto", "--runs", str(table_runs),
-                            "--run-workers", str(table_workers), "--seed", "0", "--json"] + flags(chosen) + TAGS[tag][2] + base
+                    return [a.bin, "train", d, "--model", m, "--normalisation", norm, "--splits", "auto",
+                            "--runs", str(table_runs), "--run-workers", str(table_workers), "--seed", "0",
+                            "--json"] + row_flags(tag, variant, chosen) + base
                 jobs.append(Job(f"table {d} {m} {variant} {norm}", out, table_workers, build,
                                 deps=[f"sweep {d} {m} {tag}"], prio=5))
     return jobs
@@ -439,12 +443,16 @@ class Sources:
         self.dirs = [d for d in dirs.split(",") if d]
         self.labels = {d: source_label(d) for d in self.dirs}
 
-    def table(self, *key):
+    def first(self, path_of, *key):
+        """The summary at path_of(*key, folder) in the first folder that holds it, and its label."""
         for d in self.dirs:
-            s = load_summary(table_path(*key, d))
+            s = load_summary(path_of(*key, d))
             if s:
                 return s, self.labels[d]
         return None, None
+
+    def table(self, *key):
+        return self.first(table_path, *key)
 
     def sweep(self, *key):
         best = (None, None, 0)
@@ -456,18 +464,10 @@ class Sources:
         return best
 
     def platonov_table(self, *key):
-        for d in self.dirs:
-            s = load_summary(platonov_table_path(*key, d))
-            if s:
-                return s, self.labels[d]
-        return None, None
+        return self.first(platonov_table_path, *key)
 
     def band(self, *key):
-        for d in self.dirs:
-            s = load_summary(band_path(*key, d))
-            if s:
-                return s, self.labels[d]
-        return None, None
+        return self.first(band_path, *key)
 
 
 def tables(a):

@@ -12,27 +12,30 @@
 
 namespace adgnn {
 
-std::string to_string(Metric m) {
-  switch (m) {
-    case Metric::Accuracy: return "accuracy";
-    case Metric::RocAuc: return "roc_auc";
-    case Metric::MacroF1: return "macro_f1";
-  }
-  return "?";
+namespace {
+
+struct MetricName {
+  Metric metric;
+  const char* name;   // flags, keys, JSON
+  const char* title;  // table headers
+};
+constexpr MetricName kMetrics[] = {
+    {Metric::Accuracy, "accuracy", "acc"}, {Metric::RocAuc, "roc_auc", "ROC AUC"}, {Metric::MacroF1, "macro_f1", "macro F1"}};
+
+const MetricName& entry(Metric m) {
+  for (const auto& e : kMetrics)
+    if (e.metric == m) return e;
+  return kMetrics[0];  // unreachable: every enumerator is in the table
 }
 
-std::string metric_title(Metric m) {
-  switch (m) {
-    case Metric::Accuracy: return "acc";
-    case Metric::RocAuc: return "ROC AUC";
-    case Metric::MacroF1: return "macro F1";
-  }
-  return "?";
-}
+}  // namespace
+
+std::string to_string(Metric m) { return entry(m).name; }
+std::string metric_title(Metric m) { return entry(m).title; }
 
 Metric parse_metric(const std::string& name, const std::string& flag) {
-  for (Metric m : {Metric::Accuracy, Metric::RocAuc, Metric::MacroF1})
-    if (name == to_string(m)) return m;
+  for (const auto& e : kMetrics)
+    if (name == e.name) return e.metric;
   throw InputError(flag + " " + name + ": expected auto, accuracy, roc_auc or macro_f1");
 }
 

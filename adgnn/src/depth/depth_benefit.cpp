@@ -161,7 +161,8 @@ at::Tensor detail::rank_normalised_depth_benefit(const at::Tensor& d_plus, const
     at::Tensor counts = torch::zeros({transport->size()}, l.options());
     counts[transport->rank()] = double(l.numel());
     transport->allreduce(counts, RankTransport::Op::Sum);
-    const std::vector<double> c(counts.cpu().data_ptr<double>(), counts.cpu().data_ptr<double>() + counts.numel());
+    const at::Tensor host = counts.cpu();
+    const std::vector<double> c(host.data_ptr<double>(), host.data_ptr<double>() + host.numel());
     int64_t before = 0, total = 0;
     for (int p = 0; p < int(c.size()); ++p) {
       if (p < transport->rank()) before += int64_t(c[size_t(p)]);
