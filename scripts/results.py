@@ -58,7 +58,10 @@ COMMON = {"layers": 2, "epochs": 500, "patience": 50, "seed": 0}
 GRID_BASE = {"hidden": [128], "lr": [0.005, 0.01], "weight_decay": [0.0005, 0.1],
              "dropout": [0.5, 0.6]}
 LAMBDAS = {"plain": None, "linear": [0.0, 0.8], "log": [0.0, 0.1, 0.8], "mlp": None, "onehop": None,
-           "rank": [0.0, 0.1, 0.8]}
+           "rank": [0.0, 0.1, 0.8], "target": None}
+# Stage 6's target depth distributions (--depth-target, shares of depths 0 / 1 / 2 at 2 layers):
+# mostly 1-hop, even, mostly 2-hop; lambda 0, so that no node is forced to depth 0.
+TARGETS = {"target": ["0,0.8,0.2", "0,0.5,0.5", "0,0.2,0.8"]}
 # What a sweep tag trains: variant, normalisation, fixed flags. Stage 6's baselines are GCN's
 # collapsed forms: an MLP (no node aggregates: the degree threshold above every degree) and the
 # 1-hop model (AD_fast with every node at depth 1: lambda 0 and theta(2) = 1 - exp(-50) = 1, which
@@ -66,9 +69,11 @@ LAMBDAS = {"plain": None, "linear": [0.0, 0.8], "log": [0.0, 0.1, 0.8], "mlp": N
 TAGS = {"plain": ("plain", "linear", []), "linear": ("ad_fast", "linear", []), "log": ("ad_fast", "log", []),
         "mlp": ("plain", "linear", ["--degree-threshold", "1000000000"]),
         "onehop": ("ad_fast", "rank", ["--lambda", "0", "--theta-init", "50"]),
-        "rank": ("ad_fast", "rank", [])}
+        "rank": ("ad_fast", "rank", []), "target": ("ad_fast", "rank", ["--lambda", "0"])}
+# Stage 6's rows: (sweep tag, table variant, table key); a row trains with its tag's normalisation
+# and its table file is named by the key.
 STUDY_ROWS = (("mlp", "mlp", "linear"), ("onehop", "onehop", "rank"), ("rank", "ad_fast", "rank"),
-              ("rank", "ad", "rank"))  # stage 6: (sweep tag, table variant, normalisation)
+              ("rank", "ad", "rank"), ("target", "ad_fast", "target"), ("target", "ad", "target"))
 SWEEP_RUNS, TABLE_RUNS, BAND_RUNS = 3, 10, 5
 # Stage 5: Platonov et al.'s binary, imbalanced benchmarks (ICLR 2023), scored by ROC AUC as their
 # field scores them; their published test ROC AUC (../shared/data/README.md) beside ours.
@@ -88,17 +93,20 @@ BAND_SETTINGS = {"layers": 2, "hidden": 64, "dropout": 0.5, "lr": 0.01, "weight_
 
 def row_flags(tag, variant, chosen):
     """A table row's --variant, its sweep's chosen settings and the tag's fixed flags: a collapsed
-    form (variant "mlp" / "onehop", a label) trains its tag's variant, and the 1-hop model keeps
-    its fixed lambda 0."""
+    form (variant "mlp" / "onehop", a label) trains its tag's variant, and a fixed flag (the
+    1-hop model's lambda 0) replaces the chosen setting of that name."""
     trained = TAGS[tag][0] if variant in ("mlp", "onehop") else variant
-    chosen = {k: v for k, v in chosen.items() if not (tag == "onehop" and k == "lambda")}
-    return ["--variant", trained] + flags(chosen) + TAGS[tag][2]
+    fixed = TAGS[tag][2]
+    chosen = {k: v for k, v in chosen.items() if "--" + k.replace("_", "-") not in fixed}
+    return ["--variant", trained] + flags(chosen) + fixed
 
 
 def grid_of(tag):
     g = dict(GRID_BASE)
     if LAMBDAS[tag] is not None:
         g["lambda"] = LAMBDAS[tag]
+    if tag in TARGETS:
+        g["depth_target"] = TARGETS[tag]
     return g
 
 
@@ -169,7 +177,8 @@ def chosen_settings(path):
             "weight_decay": float(setting(k, "weight_decay")),
             "dropout": float(setting(k, "dropout")), "lambda": float(setting(k, "lambda")),
             "normalisation": setting(k, "normalisation"), "layers": int(setting(k, "layers")),
-            "epochs": int(setting(k, "epochs")), "metric": b.get("metric", "accuracy"), "val_mean": b["val_mean"],
+            "epochs": int(setting(k, "epochs")), "depth_target": setting(k, "depth_target"),
+            "metric": b.get("metric", "accuracy"), "val_mean": b["val_mean"],
             "val_std": b["val_std"], "test_mean": b["test_mean"], "test_std": b["test_std"]}
 
 
@@ -285,18 +294,19 @@ def make_jobs(a):
     # 6. Depth that adapts: GCN's collapsed forms (MLP, 1-hop) and the rank normalisation, swept
     #    and tabled as stages 1-2 do, against stage 2's GCN / linear / log rows.
     for d in sorted(datasets, key=lambda d: -COST[d]):
-        for tag in ("mlp", "onehop", "rank"):
+        for tag in ("mlp", "onehop", "rank", "target"):
             jobs.append(sweep_job(d, "gcn", tag, 6))
-        for tag, variant, norm in STUDY_ROWS:
-            src, out = sweep_path(d, "gcn", tag, root), table_path(d, "auto", variant, norm, root)
+        for tag, variant, key in STUDY_ROWS:
+            src, out = sweep_path(d, "gcn", tag, root), table_path(d, "auto", variant, key, root)
 
-            def build(d=d, tag=tag, variant=variant, norm=norm, src=src):
+            def build(d=d, tag=tag, variant=variant, src=src):
                 s = chosen_settings(src)
-                chosen = {k: s[k] for k in ("hidden", "lr", "weight_decay", "dropout", "lambda")}
-                return [a.bin, "train", d, "--model", "gcn", "--normalisation", norm, "--splits", "auto",
+                chosen = {k: s[k] for k in ("hidden", "lr", "weight_decay", "dropout", "lambda", "depth_target")
+                          if s[k] is not None}
+                return [a.bin, "train", d, "--model", "gcn", "--normalisation", TAGS[tag][1], "--splits", "auto",
                         "--runs", str(table_runs), "--run-workers", str(table_workers), "--json"] + \
                     flags(common) + row_flags(tag, variant, chosen) + base
-            jobs.append(Job(f"table {d} auto {variant} {norm}", out, table_workers, build,
+            jobs.append(Job(f"table {d} auto {variant} {key}", out, table_workers, build,
                             deps=[f"sweep {d} gcn {tag}"], prio=6))
     # 5. Platonov's binary benchmarks: paper-small sweeps, then 10-split rows (every split once).
     ps_common = {"seed": 0}
@@ -399,6 +409,12 @@ def cell(s):
 
 def lam(s):
     return setting(s["config"], "lambda") if s else "–"
+
+
+def target(s):
+    """A row's --depth-target (shares of depths 0 / 1 / 2), or its lambda if it has none."""
+    t = setting(s["config"], "depth_target") if s else None
+    return f"target {t.replace(',', ' / ')}" if t else lam(s)
 
 
 def hist(s):
@@ -580,7 +596,8 @@ def study_tables(src):
     """Stage 6: does per-node depth beat the plain backbone and its collapsed forms?"""
     T = lambda d, v, n: src.table(d, "auto", v, n)[0]
     options = (("AD_fast lin", "ad_fast", "linear"), ("AD lin", "ad", "linear"), ("AD_fast log", "ad_fast", "log"),
-               ("AD log", "ad", "log"), ("AD_fast rank", "ad_fast", "rank"), ("AD rank", "ad", "rank"))
+               ("AD log", "ad", "log"), ("AD_fast rank", "ad_fast", "rank"), ("AD rank", "ad", "rank"),
+               ("AD_fast target", "ad_fast", "target"), ("AD target", "ad", "target"))
     rows, hists, wins = [], [], {name: [] for name, _, _ in options}
     for d in DATASETS:
         base = {"GCN": T(d, "plain", "linear"), "MLP": T(d, "mlp", "linear"), "1-hop": T(d, "onehop", "rank")}
@@ -597,8 +614,8 @@ def study_tables(src):
             if won:
                 wins[name].append(d)
             cells.append(("**" + cell(s) + "**") if won else cell(s))
-            if n == "rank" and s:
-                hists.append(f"| {d} | {name} | {lam(s)} | {hist(s)} |")
+            if n in ("rank", "target") and s:
+                hists.append(f"| {d} | {name} | {target(s) if n == 'target' else lam(s)} | {hist(s)} |")
         if base["1-hop"]:
             hists.append(f"| {d} | 1-hop | 0 | {hist(base['1-hop'])} |")
         rows.append(f"| {d} | " + " | ".join(cell(base[k]) for k in ("GCN", "MLP", "1-hop")) +
@@ -608,13 +625,14 @@ def study_tables(src):
     print("\n### Depth that adapts: AD against GCN and its collapsed forms (test accuracy %, 10 runs, "
           "`--splits auto`)\n")
     print("Bold: beats the best of GCN, MLP and 1-hop by more than the larger of the two stds. "
-          "Every column tuned by its own sweep (3 runs; λ from {0, 0.1, 0.8} for rank).\n")
+          "Every column tuned by its own sweep (3 runs; λ from {0, 0.1, 0.8} for rank; target: rank "
+          "normalisation, λ 0 and `--depth-target` from {" + ", ".join(TARGETS["target"]) + "}).\n")
     print("| dataset | GCN | MLP | 1-hop | best baseline | " + " | ".join(n for n, _, _ in options) + " |")
     print("|---|---|---|---|---|" + "---|" * len(options))
     print("\n".join(rows))
     print("\nDatasets won (beyond one std): " +
           "; ".join(f"{name} {len(ds)}" + (f" ({', '.join(ds)})" if ds else "") for name, ds in wins.items()) + "\n")
-    print("| dataset | model | λ | T = 0 / 1 / 2 (all runs) |")
+    print("| dataset | model | λ or target | T = 0 / 1 / 2 (all runs) |")
     print("|---|---|---:|---|")
     print("\n".join(hists))
 

@@ -141,7 +141,7 @@ StepResult run_steps(const adgnn::Graph& g, adgnn::ModelConfig cfg, const adgnn:
                                              y_src.index_select(0, train_idx),
                                              torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum)) /
             double(n_train) +
-        fw.reg_loss;
+        fw.reg_loss + (fw.depth_loss.defined() ? fw.depth_loss : torch::zeros_like(fw.reg_loss));
     opt.zero_grad();
     loss.backward();
     if (tr) adgnn::allreduce_gradients(opt, *tr);
@@ -348,6 +348,25 @@ TEST_F(Dist, RankNormalisationMatchesTheOneProcessRun) {
     adgnn::ModelConfig compact = cfg;
     compact.compact_halo = "on";
     expect_equivalent(*this, g, cfg, part, 2, &compact);
+  }
+}
+
+// The target depth distribution's penalty: its shares are sums over every rank's rows, and its
+// gradient reaches theta (both variants) and f_delta (the learned one, whose eps carries one under
+// the log normalisation).
+TEST_F(Dist, DepthTargetMatchesTheOneProcessRun) {
+  const adgnn::Graph g = test_graph(240, 5);
+  const adgnn::GraphPart part = metis_part(g, size, rank);
+  for (const std::string variant : {"ad", "ad_fast"}) {
+    for (const std::string norm : {"log", "rank"}) {
+      SCOPED_TRACE(variant + " " + norm);
+      adgnn::ModelConfig cfg = model_config(g, "gcn", variant);
+      cfg.normalisation = norm;
+      cfg.depth_target = "0,0.3,0.3,0.4";
+      cfg.depth_target_weight = 2;
+      const StepResult r = expect_equivalent(*this, g, cfg, part, 3);
+      EXPECT_GT(r.grads[0].at("theta.a").abs().sum().item<double>(), 0.0);
+    }
   }
 }
 

@@ -620,7 +620,8 @@ RunResult train_run(const GraphPart& part, const TrainConfig& cfg_in, int64_t ru
     if (comm) host_allreduce(*comm, phase_ms.data(), int64_t(phase_ms.size()), DType::F64, ReduceOp::Max);
     if (profiler && epoch >= first_profiled) profiler->end(train_ms);
     fw.stats.settle();
-    const std::vector<double> losses = sum_ranks({loss.item<double>(), fw.reg_loss.item<double>()});
+    const std::vector<double> losses = sum_ranks({loss.item<double>(), fw.reg_loss.item<double>(),
+                                                  fw.depth_loss.defined() ? fw.depth_loss.item<double>() : 0.0});
     // Per-layer counts summed over the ranks, in one reduction.
     {
       ForwardStats& st = fw.stats;
@@ -677,6 +678,7 @@ RunResult train_run(const GraphPart& part, const TrainConfig& cfg_in, int64_t ru
                        {"computed_rows", last_stats.computed_rows},
                        {"edges_processed", last_stats.edges_processed},
                        {"eval_active_rows", eval_active}};
+      if (fw.depth_loss.defined()) j["depth_loss"] = losses[2];
       static const char* const kSplitKey[] = {"train", "val", "test"};
       if (metric != Metric::Accuracy)
         for (size_t k = 0; k < 3; ++k) j[std::string(kSplitKey[k]) + "_" + to_string(metric)] = score[k];

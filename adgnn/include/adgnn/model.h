@@ -49,6 +49,12 @@ struct ModelConfig {
   // log; or its quantile over every node, rank (depths spread evenly whatever its scale).
   std::string normalisation = "linear";
   double theta_init = 0.0;          // initial a_s of theta (a_s = 0: theta(2) = 0.5)
+  // A target depth distribution that theta's thresholds (and f_delta) learn towards, jointly with
+  // the task: "" (off), "uniform" (equal shares of depths 1..layers) or layers + 1 shares of the
+  // depths 0..layers. Training adds depth_target_weight * sum_t (S_t - Q_t)^2, S_t the
+  // surrogate's share of nodes with T(v) >= t and Q_t the target's (depth/depth_target.h).
+  std::string depth_target;
+  double depth_target_weight = 1.0;
   // Same-label estimate of the fast variants (ad_fast, ad_sharp): "degree" (the paper's degree
   // product) or an appendix alternative (common_neighbours, jaccard, adamic_adar, betweenness,
   // kshell, clustering; one process only). Ignored by plain and ad.
@@ -123,6 +129,7 @@ struct ForwardOutput {
   at::Tensor depth;        // int64 [num_dst], T(v) (plain: layers)
   at::Tensor eps;          // float [num_dst], normalised depth benefit (plain: undefined)
   at::Tensor reg_loss;     // L_reg of the learned variant (0-dim; otherwise a zero on the CPU)
+  at::Tensor depth_loss;   // a training pass's target-depth penalty (0-dim; undefined without one)
   // h^(t), t = 1..L, over the destination rows; empty after a rank's training pass (other than
   // AD#'s), whose halo exchanges update the layers' inputs in place.
   std::vector<at::Tensor> layer_outputs;
@@ -162,8 +169,9 @@ class Model {
 };
 
 // A training step's objective: the cross entropy summed over `rows` times `scale` (1 / the
-// training nodes of every rank), plus L_reg where the pass computed one. The zero that stands
-// for L_reg otherwise carries no gradient and is not added (no launch).
+// training nodes of every rank), plus L_reg where the pass computed one and the target-depth
+// penalty where there is one. The zero that stands for L_reg otherwise carries no gradient and
+// is not added (no launch).
 at::Tensor training_loss(const ForwardOutput& out, const at::Tensor& rows, const at::Tensor& labels, double scale);
 
 }  // namespace adgnn

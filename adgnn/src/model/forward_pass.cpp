@@ -12,6 +12,7 @@
 #include <mutex>
 #include <utility>
 
+#include "depth/depth_target.h"
 #include "ops/kernels.h"
 #include "graph/subgraphs.h"
 #include "ops/csr.h"
@@ -131,6 +132,9 @@ void ForwardPass::depths() {
     Thresholds th = m_.tau();
     tau_ = th.all;
     tau_layers_ = std::move(th.layers);
+    if (training_ && !m_.depth_at_least.empty())
+      out_.depth_loss = depth_target_penalty(eps_, tau_layers_, m_.depth_at_least, c_.kappa, c_.depth_target_weight,
+                                             g_.transport.get());
     // T(v) = max{t : eps_v >= tau(t)}; tau increases, so it is the count of satisfied t.
     // The surrogate only matters where it carries a gradient: through tau(t) (theta enters from
     // t = 2 on) or through eps (the learned variant). Elsewhere the band would cost a self-only

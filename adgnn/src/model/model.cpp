@@ -10,6 +10,7 @@
 #include "adgnn/model.h"
 #include "adgnn/ops.h"
 #include "model/forward_pass.h"
+#include "depth/depth_target.h"
 #include "depth/heuristics.h"
 #include "backbones/layer.h"
 #include "model/model_parts.h"
@@ -36,6 +37,11 @@ Model::Model(const ModelConfig& cfg) : impl_(std::make_unique<Impl>()) {
   if (cfg.normalisation != "linear" && cfg.normalisation != "log" && cfg.normalisation != "rank")
     throw InputError("--normalisation " + cfg.normalisation + ": expected linear, log or rank");
   detail::check_heuristic(cfg.same_label_heuristic);
+  m.depth_at_least = detail::depth_target_at_least(cfg.depth_target, cfg.layers);
+  if (!m.depth_at_least.empty() && cfg.variant == Variant::Plain)
+    throw InputError("--depth-target: only with an AD variant (ad, ad_fast, ad_sharp)");
+  if (!(cfg.depth_target_weight > 0) || !std::isfinite(cfg.depth_target_weight))
+    throw InputError("--depth-target-weight: must be positive");
   if (cfg.compact_deep_layers != "auto" && cfg.compact_deep_layers != "on" && cfg.compact_deep_layers != "off")
     throw InputError("--compact " + cfg.compact_deep_layers + ": expected auto, on or off");
   if (cfg.compact_halo != "auto" && cfg.compact_halo != "on" && cfg.compact_halo != "off")
@@ -151,7 +157,8 @@ ForwardOutput Model::forward(const MessageGraph& g, const at::Tensor& x, bool tr
 
 at::Tensor training_loss(const ForwardOutput& out, const at::Tensor& rows, const at::Tensor& labels, double scale) {
   const at::Tensor ce = cross_entropy_sum(out.logits, rows, labels, scale);
-  return out.reg_loss.defined() && out.reg_loss.requires_grad() ? ce + out.reg_loss : ce;
+  const at::Tensor with_reg = out.reg_loss.defined() && out.reg_loss.requires_grad() ? ce + out.reg_loss : ce;
+  return out.depth_loss.defined() ? with_reg + out.depth_loss : with_reg;
 }
 
 }  // namespace adgnn

@@ -58,6 +58,15 @@ void for_each_setting(Visit&& visit, Config&... c) {
                 L::Always, S::Option},
         c.model.normalisation...);
   visit(Setting{"theta_init", "--theta-init", "Initial a_s of theta", L::Always, S::Option}, c.model.theta_init...);
+  visit(Setting{"depth_target", "--depth-target",
+                "AD: learn the thresholds towards a depth distribution: uniform, or layers+1 shares of depths "
+                "0..layers (e.g. 0,0.5,0.3,0.2)",
+                L::UnlessDefault, S::Option},
+        c.model.depth_target...);
+  visit(Setting{"depth_target_weight", "--depth-target-weight",
+                "Weight of --depth-target's penalty sum_t (share reaching t - target's)^2", L::UnlessDefault,
+                S::Option},
+        c.model.depth_target_weight...);
   visit(Setting{"seed", "--seed", "Seed (run r uses seed + r)", L::Always, S::Option}, c.model.seed...);
   visit(Setting{"splits", "--splits", "auto, random, or a split family of the dataset (geom-gcn, platonov, public)",
                 L::Always, S::Option},
