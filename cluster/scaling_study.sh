@@ -108,8 +108,10 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
 
 # The distributed flags (--partition, --backend) of the lead's trainer; a binary without them
 # trains the whole graph on every rank, so the rows say partition "none".
+# (The help is read whole before grep: grep -q leaving early would stop the writer by SIGPIPE,
+# which pipefail reports as a failure.)
 dist_flags=1
-if [ -x "$adgnn" ] && ! "$adgnn" train --help 2>/dev/null | grep -q -- '--partition'; then
+if [ -x "$adgnn" ] && ! grep -q -- '--partition' <<<"$("$adgnn" train --help 2>/dev/null || true)"; then
   dist_flags=0
   echo "scaling_study.sh: warning: $adgnn train has no --partition/--backend: every rank trains" \
        "the whole graph; rows get partition none" >&2
@@ -160,7 +162,8 @@ for layers in "${layers_arr[@]}"; do
         cmd=("${launch_prefix[@]}" -n "$g" ${launcher_extra[@]+"${launcher_extra[@]}"} "$adgnn" train --dataset "$graph"
              --model "$model" --variant "$variant" --layers "$layers" --epochs "$epochs"
              --device "$device" --json --no-progress)
-        if [ "$dist_flags" = 1 ]; then
+        # One rank has no communicator: --backend and --partition only from two ranks on.
+        if [ "$dist_flags" = 1 ] && [ "$g" != 1 ]; then
           cmd+=(--backend "$backend")
           [ "$p" != none ] && cmd+=(--partition "$p")
         fi

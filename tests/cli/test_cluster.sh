@@ -81,6 +81,10 @@ run_study --adgnn "$fake" --out "$out" --gpus "1 2 4" --layers "2 4" --partition
 check "dry run exit 0" [ $? = 0 ]
 check "dry run: 2 layers x 2 models x (1 + 2 partitions x 2) = 20 commands" [ "$(grep -c 'fake-adgnn train' "$tmp/dry")" = 20 ]
 check "dry run: 1-rank commands have no --partition" [ "$(grep -- '-n 1 ' "$tmp/dry" | grep -c -- '--partition')" = 0 ]
+check "dry run: 1-rank commands have no --backend (one process has no communicator)" \
+  [ "$(grep -- '-n 1 ' "$tmp/dry" | grep -c -- '--backend')" = 0 ]
+check "dry run: every 2-rank command names the backend" \
+  [ "$(grep -- '-n 2 ' "$tmp/dry" | grep -vc -- '--backend nccl')" = 0 ]
 check "dry run: --partition stratified on 4 ranks" grep -q -- "-n 4 .*--layers 4 .*--partition stratified" "$tmp/dry"
 check "dry run: --backend nccl on cuda" grep -q -- "--device cuda --json --no-progress --backend nccl" "$tmp/dry"
 check "dry run: rank tags" grep -q -- "--tag-output\|-prepend-rank" "$tmp/dry"
