@@ -1,75 +1,40 @@
 #!/usr/bin/env python3
 """Adds one run of cluster/scaling_study.sh to its CSV (standard library only).
 
-  scaling_csv.py CSV OUTPUT TAGS GPUS LAYERS MODEL VARIANT PARTITION
+  scaling_csv.py CSV SUMMARY GPUS LAYERS MODEL VARIANT PARTITION
 
-OUTPUT is the launcher's stdout; TAGS says how the launcher marks each line with its rank
-(openmpi "[1,0]<stdout>:", srun "0: ", hydra "[0] ", none). Rank 0's JSON summary (what
-`adgnn train --json` prints, indented or on one line) gives the row; fields it lacks stay empty.
-The CSV is rewritten atomically with speedup_vs_1 recomputed for every row.
+SUMMARY is the file `adgnn train --summary` wrote (rank 0's JSON summary: a list with one entry
+per model, the study trains one); fields it lacks stay empty. The CSV is rewritten atomically
+with speedup_vs_1 recomputed for every row.
 """
 import csv
 import json
 import os
-import re
 import sys
 
 COLUMNS = ["gpus", "layers", "model", "variant", "partition", "ms_per_epoch", "speedup_vs_1",
            "halo_bytes_active", "halo_bytes_full", "peak_mem_gib", "test_acc"]
 KEY = COLUMNS[:5]
-TAG_PATTERNS = {
-    "openmpi": re.compile(r"^\[\d+,(\d+)\]<stdout>:"),
-    "srun": re.compile(r"^\s*(\d+): "),
-    "hydra": re.compile(r"^\[(\d+)\] "),
-}
 
 
 class Bad(Exception):
     pass
 
 
-def rank0_text(output, tags):
-    if tags == "none":
-        return output
-    pattern = TAG_PATTERNS[tags]
-    lines = []
-    for line in output.splitlines():
-        m = pattern.match(line)
-        if m and m.group(1) == "0":
-            rest = line[m.end():]
-            if tags == "openmpi":
-                # mpirun tags each chunk it forwards, so a line the rank wrote in two writes
-                # (stdio flushes a pipe every 4 KiB) carries a second tag in its middle.
-                rest = re.sub(r"\[\d+,0\]<stdout>:", "", rest)
-            lines.append(rest)
-    if not lines:
-        raise Bad("no output from rank 0")
-    return "\n".join(lines)
-
-
-def summary(text):
-    """The last JSON value in text that looks like a training summary (a dict with test_mean, or
-    a list of them: the first is taken, the study trains one model per run)."""
-    candidates = []
+def summary(path):
+    """The summary's first model (a dict with test_mean)."""
     try:
-        candidates.append(json.loads(text))
-    except ValueError:
-        decoder = json.JSONDecoder()
-        offset = 0
-        for line in text.splitlines(keepends=True):
-            if line.lstrip().startswith(("[", "{")):
-                start = offset + len(line) - len(line.lstrip())
-                try:
-                    candidates.append(decoder.raw_decode(text, start)[0])
-                except ValueError:
-                    pass
-            offset += len(line)
-    for value in reversed(candidates):
-        if isinstance(value, list) and value and isinstance(value[0], dict):
-            value = value[0]
-        if isinstance(value, dict) and "test_mean" in value:
-            return value
-    raise Bad("no JSON summary (a value with test_mean) in rank 0's output")
+        with open(path) as f:
+            value = json.load(f)
+    except OSError as e:
+        raise Bad(f"{path}: {e.strerror}")
+    except ValueError as e:
+        raise Bad(f"{path}: not JSON ({e})")
+    if isinstance(value, list) and value:
+        value = value[0]
+    if not isinstance(value, dict) or "test_mean" not in value:
+        raise Bad(f"{path}: not an adgnn train summary (no model with test_mean)")
+    return value
 
 
 def field(s, key):
@@ -160,14 +125,10 @@ def write_atomic(path, rows):
 
 
 def main(argv):
-    if len(argv) != 9:
-        raise Bad("usage: scaling_csv.py CSV OUTPUT TAGS GPUS LAYERS MODEL VARIANT PARTITION")
-    path, output, tags, *key_values = argv[1:]
-    if tags not in TAG_PATTERNS and tags != "none":
-        raise Bad(f"unknown tag style {tags}")
-    with open(output, errors="replace") as f:
-        s = summary(rank0_text(f.read(), tags))
-    new = row_of(s, key_values)
+    if len(argv) != 8:
+        raise Bad("usage: scaling_csv.py CSV SUMMARY GPUS LAYERS MODEL VARIANT PARTITION")
+    path, summary_path, *key_values = argv[1:]
+    new = row_of(summary(summary_path), key_values)
     rows = [r for r in read_rows(path) if [r[k] for k in KEY] != key_values] + [new]
     add_speedups(rows)
     write_atomic(path, rows)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Scaling study: `adgnn train --json` over a grid of GPU counts x depths x models x partition
+# Scaling study: `adgnn train` over a grid of GPU counts x depths x models x partition
 # methods, one multi-rank run per point, one CSV row per run. Resumable: points already in the
 # CSV are skipped, so rerunning after a time-out or a failed run does only what is missing.
 #
@@ -25,8 +25,8 @@
 # Columns: gpus, layers, model, variant, partition, ms_per_epoch (rank 0's mean over runs),
 # speedup_vs_1 (the 1-rank row of the same layers/model/variant over this row; recomputed on every
 # write), halo_bytes_active / halo_bytes_full (bytes per epoch summed over layers, active rows only
-# vs every halo row), peak_mem_gib (max over ranks), test_acc. A field that `adgnn train --json`
-# does not print is an empty cell.
+# vs every halo row), peak_mem_gib (max over ranks), test_acc, from the file `adgnn train --summary`
+# writes (FILE's .runs/<point>.json). A field the summary lacks is an empty cell.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 die() { echo "scaling_study.sh: $*" >&2; exit 2; }
@@ -118,16 +118,16 @@ if [ -x "$adgnn" ] && ! grep -q -- '--partition' <<<"$("$adgnn" train --help 2>/
   partitions_list=none
 fi
 
-# Rank 0's output only: the launchers tag each line with its rank (scaling_csv.py strips it).
-launch_prefix=(srun --label) tags=srun
+# The launchers tag each line of the logs with its rank (a failed run's error names its rank).
+launch_prefix=(srun --label)
 if [ "$launcher" = mpirun ]; then
   version=$(mpirun --version 2>&1 || true)
   if [[ $version == *"Open MPI"* ]]; then
-    launch_prefix=(mpirun --tag-output) tags=openmpi
+    launch_prefix=(mpirun --tag-output)
   elif [[ $version == *HYDRA* ]]; then
-    launch_prefix=(mpirun -prepend-rank) tags=hydra
+    launch_prefix=(mpirun -prepend-rank)
   else
-    launch_prefix=(mpirun) tags=none
+    launch_prefix=(mpirun)
   fi
 fi
 read -r -a launcher_extra <<<"$launcher_args"
@@ -159,9 +159,10 @@ for layers in "${layers_arr[@]}"; do
           [ "$dry_run" = 1 ] && echo "# done: gpus $g layers $layers $model $variant $p"
           continue
         fi
+        name="g${g}_l${layers}_${model}_${variant}_${p}"
         cmd=("${launch_prefix[@]}" -n "$g" ${launcher_extra[@]+"${launcher_extra[@]}"} "$adgnn" train --dataset "$graph"
              --model "$model" --variant "$variant" --layers "$layers" --epochs "$epochs"
-             --device "$device" --json --no-progress)
+             --device "$device" --no-progress --summary "$runs_dir/$name.json")
         # One rank has no communicator: --backend and --partition only from two ranks on.
         if [ "$dist_flags" = 1 ] && [ "$g" != 1 ]; then
           cmd+=(--backend "$backend")
@@ -173,7 +174,6 @@ for layers in "${layers_arr[@]}"; do
           echo
           continue
         fi
-        name="g${g}_l${layers}_${model}_${variant}_${p}"
         echo "scaling_study.sh: gpus $g, layers $layers, $model $variant, partition $p" >&2
         start=$(date +%s)
         rc=0
@@ -187,7 +187,7 @@ for layers in "${layers_arr[@]}"; do
           failed=$((failed + 1))
           continue
         fi
-        if ! "$py" "$here/scaling_csv.py" "$out" "$runs_dir/$name.out" "$tags" "$g" "$layers" \
+        if ! "$py" "$here/scaling_csv.py" "$out" "$runs_dir/$name.json" "$g" "$layers" \
              "$model" "$variant" "$p" 2>"$runs_dir/$name.parse"; then
           echo "scaling_study.sh: $(cat "$runs_dir/$name.parse") (output: $runs_dir/$name.out)" >&2
           failed=$((failed + 1))

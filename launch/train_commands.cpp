@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdio>
+#include <filesystem>
 #include <limits>
 #include <memory>
 #include <sstream>
@@ -54,6 +55,7 @@ struct TrainArgs {
   TrainConfig flags;  // values of the flags; applied over the YAML only when given
   std::string models = "gcn", variants = "plain";
   bool json = false, no_progress = false;
+  std::string summary;  // --summary: the JSON summary written to a file
   std::string backend = "auto";
   LaunchOverrides launch;
 };
@@ -150,6 +152,9 @@ void register_train_flags(CLI::App* cmd, const std::shared_ptr<TrainArgs>& a) {
       a->flags);
   cmd->get_option("--seed")->check(CLI::NonNegativeNumber);
   cmd->add_flag("--json", a->json, "Print the summary as JSON");
+  cmd->add_option("--summary", a->summary,
+                  "Also write the JSON summary to this file (rank 0, atomically, once every model has trained): "
+                  "for scripts, instead of reading stdout");
   cmd->add_option("--backend", a->backend, "Several ranks: auto (NCCL for CUDA when built, else MPI), mpi, nccl");
   cmd->add_option("--rank", a->launch.rank, "This process's rank (default: from mpirun / srun)");
   cmd->add_option("--world-size", a->launch.world_size, "Number of ranks (default: from mpirun / srun)");
@@ -267,6 +272,11 @@ void add_train_commands(CLI::App& app, std::function<int()>& run) {
       if (several && (!c.checkpoint.empty() || !c.predictions.empty()))
         throw InputError("--checkpoint/--predictions: give one --model and one --variant");
       validate_train_config(c);
+      if (!a->summary.empty()) {
+        const std::filesystem::path dir = std::filesystem::absolute(a->summary).parent_path();
+        if (!std::filesystem::is_directory(dir))
+          throw InputError("--summary " + a->summary + ": folder " + dir.string() + " does not exist");
+      }
       Ranks ranks = start_ranks(*a, c);
       const bool lead = ranks.rank == 0;
       // Off CUDA f_delta computes in float32: say so, and record what ran (metrics, JSON).
@@ -304,7 +314,7 @@ void add_train_commands(CLI::App& app, std::function<int()>& run) {
           double ms = 0;
           for (const auto& r : s.runs) ms += r.ms_per_epoch;
           ms /= double(s.runs.size());
-          if (a->json) {
+          if (a->json || !a->summary.empty()) {
             nlohmann::ordered_json runs = nlohmann::ordered_json::array();
             for (const auto& r : s.runs)
               runs.push_back({{"run", r.run}, {"best_epoch", r.best_epoch}, {"best_val", r.best_val},
@@ -314,14 +324,17 @@ void add_train_commands(CLI::App& app, std::function<int()>& run) {
                               {"halo_bytes_per_layer", r.halo_bytes}, {"halo_bytes_full_per_layer", r.halo_bytes_full},
                               {"peak_memory_bytes", r.peak_memory_bytes},
                               {"peak_memory_bytes_per_rank", r.peak_memory_per_rank}});
-            out.push_back({{"model", label(rc.model)}, {"dataset", part.graph_name}, {"config", describe(rc)},
+            out.push_back({{"model", label(rc.model)}, {"backbone", to_string(rc.model.backbone)},
+                           {"variant", to_string(rc.model.variant)}, {"layers", rc.model.layers},
+                           {"dataset", part.graph_name}, {"config", describe(rc)},
                            {"ranks", s.runs.front().ranks},
                            {"partition", s.runs.front().ranks > 1 ? (rc.partition_dir.empty() ? rc.partition.method : part.method) : "none"},
                            {"graph_loading", rg.loading}, {"nodes", part.global_nodes},
                            {"parameters", s.parameters}, {"metric", s.metric}, {"test_mean", s.test_mean}, {"test_std", s.test_std},
                            {"val_mean", s.val_mean}, {"val_std", s.val_std}, {"ms_per_epoch", ms},
                            {"runs", runs}});
-          } else {
+          }
+          if (!a->json) {
             std::printf("%-16s %-10s %8lld %11.2f +- %-5.2f %11.2f +- %-5.2f %9zu %10.1f\n",
                         label(rc.model).c_str(), part.graph_name.c_str(), (long long)s.parameters,
                         100 * s.test_mean, 100 * s.test_std, 100 * s.val_mean, 100 * s.val_std,
@@ -330,6 +343,7 @@ void add_train_commands(CLI::App& app, std::function<int()>& run) {
           }
         }
       if (a->json && lead) std::printf("%s\n", out.dump(2).c_str());
+      if (!a->summary.empty() && lead) write_file_atomic(a->summary, out.dump(2) + "\n");
       return 0;
     };
   });

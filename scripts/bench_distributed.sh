@@ -48,8 +48,8 @@ for L in $layers_list; do
     # Both models in one command, so rank 0 partitions once (metrics: <stem>-gcn-<variant>.jsonl).
     "${launcher[@]}" "$adgnn" train "$graph" --model gcn --variant "$variants" --device "$device" \
       --layers "$L" --hidden "$hidden" --epochs "$epochs" --lambda 0 --dropout 0.5 $threads \
-      "${parts[@]}" --no-progress --json --metrics "$out/${tag}.jsonl" "${profile[@]}" "${extra[@]}" \
-      >"$out/${tag}.json" 2>"$out/${tag}.err" || { echo "failed: $tag"; cat "$out/${tag}.err"; exit 1; }
+      "${parts[@]}" --no-progress --summary "$out/${tag}.json" --metrics "$out/${tag}.jsonl" "${profile[@]}" \
+      "${extra[@]}" >"$out/${tag}.log" 2>"$out/${tag}.err" || { echo "failed: $tag"; cat "$out/${tag}.err"; exit 1; }
   done
 done
 "$py" - "$out" "$ranks_list" "$layers_list" "$profile_steps" "$variants" <<'PY'

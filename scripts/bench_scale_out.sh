@@ -49,17 +49,18 @@ for method in ptscotch coarse-metis; do
   done
 done
 [ -z "${SKIP_TRAIN:-}" ] || exit 0
-train=(train --epochs "$epochs" --hidden 64 --layers 4 --model gcn --variant ad_fast --json --no-progress)
-read -r s m <<<"$(timed "$dir/one.log" "$adgnn" "${train[@]}" "$dir/g.h5")"
-python3 - "$dir/one.log" "$s" <<'PY'
+train=(train --epochs "$epochs" --hidden 64 --layers 4 --model gcn --variant ad_fast --no-progress)
+read -r s m <<<"$(timed "$dir/one.log" "$adgnn" "${train[@]}" "$dir/g.h5" --summary "$dir/one.json")"
+python3 - "$dir/one.json" "$s" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))[0]
 print(f"| train, whole graph, one process | 1 | {sys.argv[2]} "
       f"({r['ms_per_epoch'] / 1e3:.1f} s/epoch) | {r['runs'][0]['peak_memory_bytes'] / 2**30:.2f} |")
 PY
 for p in $ranks; do
-  read -r s m <<<"$(timed "$dir/local$p.log" mpirun -n "$p" ${MPIRUN_EXTRA:-} "$adgnn" "${train[@]}" --partition-dir "$dir/parts$p")"
-  python3 - "$dir/local$p.log" "$s" "$p" <<'PY'
+  read -r s m <<<"$(timed "$dir/local$p.log" mpirun -n "$p" ${MPIRUN_EXTRA:-} "$adgnn" "${train[@]}" --partition-dir "$dir/parts$p" \
+    --summary "$dir/local$p.json")"
+  python3 - "$dir/local$p.json" "$s" "$p" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))[0]
 peaks = " / ".join(f"{x / 2**30:.2f}" for x in r["runs"][0]["peak_memory_bytes_per_rank"])

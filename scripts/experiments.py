@@ -169,7 +169,7 @@ def config_for(a, d, bb, kind):
 
 
 def common_flags(a):
-    f = ["--threads", str(a.threads), "--device", a.device, "--no-progress", "--json"]
+    f = ["--threads", str(a.threads), "--device", a.device, "--no-progress"]
     if a.data_dir:
         f += ["--data-dir", a.data_dir]
     return f
@@ -215,17 +215,17 @@ def pick(a, default, tiny):
 # ---- the job queue ------------------------------------------------------------------------------
 
 class Job:
-    """One adgnn process. Its stdout (the --json summary) goes atomically to `out`, unless
-    stdout_json is False (then `out` is a file the command writes itself)."""
+    """One adgnn process: `adgnn train`, whose summary goes to `out` (--summary), unless summary
+    is False (then `out` is a file the command writes itself)."""
 
-    def __init__(self, name, out, cmd, deps=(), stdout_json=True, launcher=()):
+    def __init__(self, name, out, cmd, deps=(), summary=True, launcher=()):
         self.name, self.out, self.cmd, self.deps = name, out, list(cmd), list(deps)
-        self.stdout_json, self.launcher = stdout_json, list(launcher)
+        self.summary, self.launcher = summary, list(launcher)
         self.proc = self.log = self.gpu = None
         self.slots = 1  # set by run_jobs (--run-workers)
 
     def complete(self):
-        if not self.stdout_json:
+        if not self.summary:
             return os.path.exists(self.out)
         runs = int(self.cmd[self.cmd.index("--runs") + 1]) if self.cmd[0] == "train" and "--runs" in self.cmd else 0
         return json_complete(self.out, runs)
@@ -274,7 +274,9 @@ def run_jobs(a, jobs):
                 j.gpu = load.index(min(load))
                 job_env = dict(env, CUDA_VISIBLE_DEVICES=str(j.gpu))
             os.makedirs(os.path.dirname(j.out), exist_ok=True)
-            return launch(cmd, log, j.out if j.stdout_json else None, job_env)
+            if j.summary:
+                cmd += ["--summary", j.out]
+            return launch(cmd, log, job_env)
         return start
 
     for j in jobs:
@@ -507,7 +509,7 @@ def exp2_jobs(a, raw):
         gen = ["data", "generate", "--homophily", str(h), "-o", g, "--threads", "1"]
         for k, v in params.items():
             gen += [f"--{k}", str(v)]
-        jobs.append(Job(f"exp2 generate h={h:.1f}", g, gen, stdout_json=False))
+        jobs.append(Job(f"exp2 generate h={h:.1f}", g, gen, summary=False))
     for h in hs:
         g = os.path.join(work, f"csbm_h{h:.1f}.h5")
         jobs.append(Job(f"exp2 gcn h={h:.1f}", os.path.join(raw, f"homophily_{h:.1f}.json"),

@@ -18,17 +18,12 @@ def quote(s):
     return "'" + str(s).replace("'", "'\\''") + "'"
 
 
-def launch(cmd, log, json_out=None, env=None):
+def launch(cmd, log, env=None):
     """Starts cmd in a session of its own (so that stopping it stops its children) with its
-    output in log; with json_out, stdout (the --json summary) goes there atomically instead
-    (a temp file named per launcher, renamed when the command succeeds)."""
+    output in log."""
     log.write(" ".join(quote(c) for c in cmd) + "\n")
     log.flush()
-    if json_out is None:
-        return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-    tmp = f"{json_out}.{os.getpid()}.tmp"
-    sh = " ".join(quote(c) for c in cmd) + f" > {quote(tmp)} && mv {quote(tmp)} {quote(json_out)}"
-    return subprocess.Popen(["bash", "-c", sh], stderr=log, env=env, start_new_session=True)
+    return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
 
 
 def run_queue(jobs, slots, log_path, say, stop_launch=None, hard_stop=None, t0=None, done_elsewhere=()):

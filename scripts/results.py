@@ -200,7 +200,7 @@ class Job:
 
 
 def json_complete(path, runs=0):
-    """A finished `adgnn train --json` summary; with runs > 0, every model in it has at least that
+    """A finished `adgnn train --summary` file; with runs > 0, every model in it has at least that
     many runs (an earlier pass with fewer runs is not a finished one)."""
     try:
         with open(path) as f:
@@ -270,7 +270,7 @@ def make_jobs(a):
                     chosen = {k: s[k] for k in ("hidden", "lr", "weight_decay", "dropout", "lambda")}
                     return [a.bin, "train", d, "--model", "gcn", "--variant", variant,
                             "--normalisation", norm, "--splits", split, "--runs", str(table_runs),
-                            "--run-workers", str(table_workers), "--json"] + flags(common) + \
+                            "--run-workers", str(table_workers)] + flags(common) + \
                         flags(chosen) + base
                 jobs.append(Job(f"table {d} {split} {variant} {norm}", out, table_workers, build,
                                 deps=[f"sweep {d} gcn {tag}"], prio=2))
@@ -283,7 +283,7 @@ def make_jobs(a):
                     s.update(epochs=2)
                 cmd = [a.bin, "train", "citeseer_planetoid", "--model", "gcn", "--variant", variant,
                        "--normalisation", "log", "--band", str(band), "--splits", "auto",
-                       "--runs", str(band_runs), "--json"] + flags(s) + base
+                       "--runs", str(band_runs)] + flags(s) + base
                 jobs.append(Job(f"band {variant} {band}", band_path(variant, band, root), 1,
                                 lambda cmd=cmd: cmd, prio=3))
     # 4. The other backbones: AD_fast, linear normalisation (the paper's), cheap ones first.
@@ -304,7 +304,7 @@ def make_jobs(a):
                 chosen = {k: s[k] for k in ("hidden", "lr", "weight_decay", "dropout", "lambda", "depth_target")
                           if s[k] is not None}
                 return [a.bin, "train", d, "--model", "gcn", "--normalisation", TAGS[tag][1], "--splits", "auto",
-                        "--runs", str(table_runs), "--run-workers", str(table_workers), "--json"] + \
+                        "--runs", str(table_runs), "--run-workers", str(table_workers)] + \
                     flags(common) + row_flags(tag, variant, chosen) + base
             jobs.append(Job(f"table {d} auto {variant} {key}", out, table_workers, build,
                             deps=[f"sweep {d} gcn {tag}"], prio=6))
@@ -335,7 +335,7 @@ def make_jobs(a):
                         chosen["epochs"] = 2
                     return [a.bin, "train", d, "--model", m, "--normalisation", norm, "--splits", "auto",
                             "--runs", str(table_runs), "--run-workers", str(table_workers), "--seed", "0",
-                            "--json"] + row_flags(tag, variant, chosen) + base
+                            ] + row_flags(tag, variant, chosen) + base
                 jobs.append(Job(f"table {d} {m} {variant} {norm}", out, table_workers, build,
                                 deps=[f"sweep {d} {m} {tag}"], prio=5))
     return jobs
@@ -362,7 +362,8 @@ def run(a):
     say(f"{len(jobs)} jobs, {len(done & {j.name for j in jobs})} already complete, "
         f"{sum(j.name not in done for j in jobs)} to run, {a.slots} slots, device {a.device}")
     for j in jobs:
-        j.start = lambda log, j=j: launch(j.build(), log, j.out if j.out.endswith(".json") else None, _env())
+        j.start = lambda log, j=j: launch(j.build() + (["--summary", j.out] if j.out.endswith(".json") else []), log,
+                                          _env())
     done, _ = run_queue(jobs, a.slots, lambda j: os.path.join(logs, j.name.replace(" ", "_") + ".log"), say,
                         stop_launch=a.stop_launch, hard_stop=a.hard_stop, t0=t0, done_elsewhere=done)
     left = [j.name for j in jobs if j.name not in done]

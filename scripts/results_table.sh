@@ -16,7 +16,7 @@ BIN=${BIN:-$PWD/build/adgnn}
 mkdir -p "$OUT"
 
 # Common setting for every run (the "quick default" of the plan; not the paper's grid).
-COMMON="--model gcn --layers 2 --hidden 64 --dropout 0.5 --lr 0.01 --weight-decay 5e-4 --epochs 200 --patience 30 --seed 0 --threads 1 --json --no-progress"
+COMMON="--model gcn --layers 2 --hidden 64 --dropout 0.5 --lr 0.01 --weight-decay 5e-4 --epochs 200 --patience 30 --seed 0 --threads 1 --no-progress"
 
 # Datasets whose lambda is chosen by a tiny sweep (AD-GCN_fast, 3 runs, lambda {0, 0.8}, both
 # normalisations, validation accuracy). The others are homophilic and use lambda = 0 (linear only).
@@ -62,8 +62,8 @@ print(best[1] if best else 0)
 EOF
 }
 
-run_one() {  # run_one "<command> > <output>"
-  local c="$1" o="${1##*> }" i
+run_one() {  # run_one "<command> --summary <output>"
+  local c="$1" o="${1##*--summary }" i
   while :; do
     for i in 0 1; do
       exec 9>"$OUT/slot$i.lock"
@@ -72,7 +72,7 @@ run_one() {  # run_one "<command> > <output>"
           echo "[$(date +%T)] skip  $c" >&2
         else
           echo "[$(date +%T)] start $c" >&2
-          eval "${c% > *} > \"$o.tmp\"" && mv "$o.tmp" "$o"; echo "[$(date +%T)] done  $c" >&2
+          eval "$c" >/dev/null; echo "[$(date +%T)] done  $c" >&2
         fi
         exec 9>&-; return 0
       fi
@@ -98,10 +98,10 @@ EOF
   : > "$OUT/commands.txt"
   echo "$JOBS" | while read -r d s r norms; do
     [ -z "$d" ] && continue
-    echo "$BIN train $d $COMMON --splits $s --runs $r --variant plain > $OUT/${d}_${s}_plain.json" >> "$OUT/commands.txt"
+    echo "$BIN train $d $COMMON --splits $s --runs $r --variant plain --summary $OUT/${d}_${s}_plain.json" >> "$OUT/commands.txt"
     for n in ${norms//,/ }; do
       lam=$(lambda_of "$d" "$n")
-      echo "$BIN train $d $COMMON --splits $s --runs $r --variant ad,ad_fast --normalisation $n --lambda $lam > $OUT/${d}_${s}_ad_$n.json" >> "$OUT/commands.txt"
+      echo "$BIN train $d $COMMON --splits $s --runs $r --variant ad,ad_fast --normalisation $n --lambda $lam --summary $OUT/${d}_${s}_ad_$n.json" >> "$OUT/commands.txt"
     done
   done
   # skip commands whose output already holds a finished JSON array (resumable)
@@ -111,7 +111,7 @@ seen = set()
 for line in open(sys.argv[1]):
     if line in seen: continue
     seen.add(line)
-    out = line.rsplit("> ", 1)[1].strip()
+    out = line.rsplit("--summary ", 1)[1].strip()
     try:
         json.load(open(out)); continue
     except Exception:

@@ -107,13 +107,18 @@ grep -q "AD-GCN_fast" "$tmp/out" && ok || bad "train output lacks AD-GCN_fast"
 expect_error "--run-workers 0" "$adgnn" train csbm:demo --run-workers 0 --epochs 1
 expect_ok "$adgnn" train csbm:demo --variant ad_fast --epochs 3 --runs 3 --threads 1 --json --no-progress
 mv "$tmp/out" "$tmp/seq.json"
-expect_ok "$adgnn" train csbm:demo --variant ad_fast --epochs 3 --runs 3 --run-workers 3 --json --no-progress
+expect_ok "$adgnn" train csbm:demo --variant ad_fast --epochs 3 --runs 3 --run-workers 3 --json --no-progress \
+  --summary "$tmp/summary.json"
+cmp -s "$tmp/out" "$tmp/summary.json" && ok || bad "--summary's file differs from what --json printed"
+python3 -c 'import json,sys; s=json.load(open(sys.argv[1]))[0]; assert (s["backbone"], s["variant"], s["layers"]) == ("gcn", "ad_fast", 2), s' \
+  "$tmp/summary.json" && ok || bad "--summary lacks backbone/variant/layers"
 python3 - "$tmp/seq.json" "$tmp/out" <<'EOF' && ok || bad "--run-workers 3 changed the runs"
 import json, sys
 a, b = (json.load(open(f))[0] for f in sys.argv[1:])
 key = lambda s: [(r["run"], r["best_epoch"], r["best_val"]) for r in s["runs"]]
 assert len(a["runs"]) == 3 and key(a) == key(b) and a["test_mean"] == b["test_mean"], (key(a), key(b))
 EOF
+expect_error "--summary $tmp/no/such/s.json: folder" "$adgnn" train csbm:demo --epochs 1 --summary "$tmp/no/such/s.json"
 
 # Step profile: a Markdown summary with the trainer's and the model's scopes, and a Chrome trace.
 expect_ok "$adgnn" train csbm:demo --variant ad_fast --layers 3 --epochs 4 --profile "$tmp/prof" --profile-steps 2 --no-progress
