@@ -13,6 +13,9 @@ namespace adgnn::cli {
 // Adds `data stats|convert|generate|bench` under `app`; the chosen subcommand's action is stored
 // in `run` and executed by main after parsing.
 void add_data_commands(CLI::App& app, std::function<int()>& run);
+// `adgnn train`'s exit code after SIGTERM / SIGUSR1 stopped it between epochs, its checkpoint
+// written: not finished, to be resumed (EX_TEMPFAIL of sysexits.h: "try again later").
+constexpr int kInterruptedExit = 75;
 // Adds `train`.
 void add_train_commands(CLI::App& app, std::function<int()>& run);
 // Adds `sweep`.

@@ -2,6 +2,7 @@
 // comma-separated lists and then print one row per combination.
 #include <algorithm>
 #include <charconv>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <limits>
@@ -39,6 +40,23 @@ std::unique_ptr<Communicator> make_nccl(Communicator& bootstrap, int device) {
   (void)device;
   throw InputError("--backend nccl: this build has no NCCL (configure with -DADGNN_NCCL=ON)");
 #endif
+}
+
+// SIGTERM / SIGUSR1 (a batch system's warning before its time limit, e.g. Slurm's
+// --signal=B:USR1@120): the signal that asked `adgnn train` to stop, 0 for none. A signal handler
+// can only set such a flag; the trainer reads it between epochs (TrainConfig::stop_requested).
+volatile std::sig_atomic_t g_stop_signal = 0;
+
+extern "C" void on_stop_signal(int sig) { g_stop_signal = sig; }
+
+// The handlers reset themselves (SA_RESETHAND): a second signal ends the process at once.
+void install_stop_handlers() {
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART | SA_RESETHAND;
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGUSR1, &sa, nullptr);
 }
 
 std::vector<std::string> split_list(const std::string& s) {
@@ -264,6 +282,8 @@ void add_train_commands(CLI::App& app, std::function<int()>& run) {
   auto* cmd = app.add_subcommand("train", "Train a model (full graph) and report the test score at the best validation epoch");
   auto a = std::make_shared<TrainArgs>();
   register_train_flags(cmd, a);
+  cmd->footer("SIGTERM or SIGUSR1 (Slurm: --signal=B:USR1@120) stops training after the current epoch on every "
+              "rank, writes --checkpoint and exits with code 75: rerun with --resume to continue.");
   cmd->callback([&run, cmd, a] {
     run = [cmd, a] {
       std::vector<std::string> models, variants;
@@ -279,6 +299,8 @@ void add_train_commands(CLI::App& app, std::function<int()>& run) {
       }
       Ranks ranks = start_ranks(*a, c);
       const bool lead = ranks.rank == 0;
+      install_stop_handlers();
+      c.stop_requested = [] { return g_stop_signal != 0; };
       // Off CUDA f_delta computes in float32: say so, and record what ran (metrics, JSON).
       const bool learned = std::find(variants.begin(), variants.end(), "ad") != variants.end();
       const bool reduced = c.model.fdelta_precision == "tf32" || c.model.fdelta_precision == "bf16";
@@ -309,7 +331,15 @@ void add_train_commands(CLI::App& app, std::function<int()>& run) {
             rc.metrics = (ext ? c.metrics.substr(0, dot) : c.metrics) + "-" + m + "-" + v +
                          (ext ? c.metrics.substr(dot) : "");
           }
-          const TrainSummary s = train(part, rc, ranks.comm);
+          TrainSummary s;
+          try {
+            s = train(part, rc, ranks.comm);
+          } catch (const Interrupted& e) {
+            if (lead)
+              std::fprintf(stderr, "adgnn: %s: %s%s\n", g_stop_signal == SIGUSR1 ? "SIGUSR1" : "SIGTERM", e.what(),
+                           e.checkpoint.empty() ? "" : "; rerun with --resume to continue");
+            return kInterruptedExit;
+          }
           if (!lead) continue;
           double ms = 0;
           for (const auto& r : s.runs) ms += r.ms_per_epoch;

@@ -155,6 +155,42 @@ for r in 0 1; do
   check "rank $r profile says rank $r of 2" grep -q "rank $r of 2 (host" "$tmp/prof/gcn-ad_fast-rank$r.md"
 done
 
+# adgnn.sbatch's time limit: SIGUSR1 to the batch shell (Slurm's --signal=B:USR1@120) reaches the
+# ranks through srun; they checkpoint and stop (exit 75), the job requeues itself, and the requeued
+# job resumes and finishes. srun is mpirun here, scontrol records what it was asked.
+fakes=$tmp/fakes
+mkdir -p "$fakes"
+cat >"$fakes/srun" <<FAKE
+#!/usr/bin/env bash
+args=()
+for a in "\$@"; do case \$a in --mpi=* | --cpus-per-task=*) ;; *) args+=("\$a") ;; esac; done
+exec mpirun -n 2 $mpirun_extra "\${args[@]}"
+FAKE
+printf '#!/usr/bin/env bash\necho "$*" >>"%s/scontrol.log"\n' "$tmp" >"$fakes/scontrol"
+chmod +x "$fakes/srun" "$fakes/scontrol"
+printf 'dataset: csbm:demo\nvariant: ad_fast\nlayers: 3\nhidden: 16\nepochs: 600\nthreads: 1\n' >"$tmp/job.yaml"
+sbatch_job() {  # the batch shell, as Slurm starts it (exec: $! below is that shell, which gets the signal)
+  cd "$tmp" && PATH="$fakes:$PATH" MODULES="" ADGNN="$adgnn" CONFIG="$tmp/job.yaml" DEVICE=cpu BACKEND=mpi \
+    SLURM_JOB_ID=42 SLURM_CPUS_PER_TASK=1 exec "$BASH" "$root/cluster/adgnn.sbatch" --no-progress \
+    --metrics "$tmp/job.jsonl"
+}
+sbatch_job >"$tmp/job1.log" 2>&1 &
+job=$!
+for _ in $(seq 1 600); do
+  [ -s "$tmp/job.jsonl" ] && [ "$(wc -l <"$tmp/job.jsonl")" -ge 10 ] && break
+  sleep 0.05
+done
+kill -USR1 "$job"
+wait "$job"
+check "sbatch: exit 0 after requeueing ($(tail -n 3 "$tmp/job1.log" | tr '\n' ' '))" [ $? = 0 ]
+check "sbatch: the ranks stopped with the checkpoint" grep -q "requeueing job 42" "$tmp/job1.log"
+check "sbatch: scontrol requeue 42" grep -qx "requeue 42" "$tmp/scontrol.log"
+check "sbatch: stopped before the end" [ "$(wc -l <"$tmp/job.jsonl")" -lt 600 ]
+(sbatch_job) >"$tmp/job2.log" 2>&1
+check "sbatch: the requeued job finishes ($(tail -n 3 "$tmp/job2.log" | tr '\n' ' '))" [ $? = 0 ]
+check "sbatch: the requeued job resumed" grep -q "resuming from adgnn-42.h5" "$tmp/job2.log"
+check "sbatch: every epoch once in the metrics" [ "$(wc -l <"$tmp/job.jsonl")" = 600 ]
+
 # Plots.
 if command -v gnuplot >/dev/null; then
   "$plot" "$out" "$tmp/plots" >"$tmp/plot.out" 2>&1

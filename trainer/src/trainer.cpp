@@ -617,7 +617,11 @@ RunResult train_run(const GraphPart& part, const TrainConfig& cfg_in, int64_t ru
     for (size_t k = 0; k < n_phases; ++k) phase_ms.push_back(-phase_ms[k]);
     for (size_t k = n_phases; k < 2 * n_phases; ++k)
       if (std::isinf(phase_ms[k])) phase_ms[k] = -std::numeric_limits<double>::infinity();
+    // Whether any rank was asked to stop, in the same reduction: every rank stops after this epoch.
+    phase_ms.push_back(cfg.stop_requested && cfg.stop_requested() ? 1.0 : 0.0);
     if (comm) host_allreduce(*comm, phase_ms.data(), int64_t(phase_ms.size()), DType::F64, ReduceOp::Max);
+    const bool interrupted = phase_ms.back() > 0;
+    phase_ms.pop_back();
     if (profiler && epoch >= first_profiled) profiler->end(train_ms);
     fw.stats.settle();
     const std::vector<double> losses = sum_ranks({loss.item<double>(), fw.reg_loss.item<double>(),
@@ -697,8 +701,13 @@ RunResult train_run(const GraphPart& part, const TrainConfig& cfg_in, int64_t ru
     const bool stop = cfg.patience > 0 && since_best >= cfg.patience;
     state.epoch = epoch;
     state.stopped = stop;
-    if (lead && !ckpt.empty() && (epoch % cfg.checkpoint_every == 0 || stop || epoch == cfg.epochs))
+    const bool finished = stop || epoch == cfg.epochs;
+    if (lead && !ckpt.empty() && (epoch % cfg.checkpoint_every == 0 || finished || interrupted))
       save_checkpoint(ckpt, model, opt, state, fingerprint);
+    if (interrupted && !finished) {
+      if (tty) std::fprintf(stderr, "\n");
+      throw Interrupted(run, epoch, ckpt);
+    }
     if (tty) {
       const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       const double per = el / double(done_here);
@@ -774,6 +783,14 @@ TrainSummary train(const Graph& g, const TrainConfig& cfg, Communicator* comm) {
   validate_train_config(cfg);
   return train(rank_part(g, cfg, comm), cfg, comm);
 }
+
+Interrupted::Interrupted(int64_t run_, int64_t epoch_, std::string checkpoint_)
+    : std::runtime_error(fmt::format("run {} stopped after epoch {}{}", run_, epoch_,
+                                     checkpoint_.empty() ? " (no --checkpoint: nothing to resume from)"
+                                                         : "; checkpoint " + checkpoint_ + " written")),
+      run(run_),
+      epoch(epoch_),
+      checkpoint(std::move(checkpoint_)) {}
 
 TrainSummary train(const GraphPart& part, const TrainConfig& cfg, Communicator* comm) {
   validate_train_config(cfg);

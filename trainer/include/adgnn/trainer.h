@@ -6,6 +6,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <functional>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -51,6 +53,18 @@ struct TrainConfig {
   // More than one rank: how rank 0 splits the graph, or a folder made by `adgnn partition`.
   PartitionOptions partition;
   std::string partition_dir;
+  // Asked after every epoch whether to stop (the command sets it from SIGTERM / SIGUSR1: a batch
+  // system's time limit). The ranks stop together after the first epoch at which any rank was
+  // asked; the run saves its checkpoint (with `checkpoint`) and train_run throws Interrupted.
+  // Empty: never.
+  std::function<bool()> stop_requested;
+};
+
+// A run stopped between two epochs by TrainConfig::stop_requested, on every rank alike.
+struct Interrupted : std::runtime_error {
+  Interrupted(int64_t run, int64_t epoch, std::string checkpoint);
+  int64_t run, epoch;      // the run, and the last epoch it completed
+  std::string checkpoint;  // the checkpoint written at that epoch; empty: none (no --checkpoint)
 };
 
 struct RunResult {
