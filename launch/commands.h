@@ -24,6 +24,8 @@ void add_sweep_commands(CLI::App& app, std::function<int()>& run);
 void add_partition_commands(CLI::App& app, std::function<int()>& run);
 // Adds `predictions gather` (launch/predictions_commands.cpp).
 void add_predictions_commands(CLI::App& app, std::function<int()>& run);
+// Adds `predict` (launch/predict_commands.cpp).
+void add_predict_commands(CLI::App& app, std::function<int()>& run);
 // Adds `bench` (launch/bench_commands.cpp).
 void add_bench_commands(CLI::App& app, std::function<int()>& run);
 

@@ -33,10 +33,15 @@
 #include "adgnn/comm.h"
 #include "adgnn/loaders.h"
 #include "adgnn/mix64.h"
+#include "checkpoint_arrays.h"
 
 namespace adgnn {
 
 namespace {
+
+using detail::from_array;
+using detail::load_model_state;
+using detail::to_array;
 
 struct Masks {
   at::Tensor train, val, test;  // bool [source rows]: owned rows first, then the halo
@@ -139,44 +144,30 @@ std::string run_path(const std::string& path, int64_t run) {
   return path.substr(0, dot) + "-run" + std::to_string(run) + path.substr(dot);
 }
 
-H5Array to_array(const at::Tensor& t) {
-  const at::Tensor c = t.detach().to(torch::kCPU).contiguous();
-  H5Array a;
-  a.shape.assign(c.sizes().begin(), c.sizes().end());
-  if (c.scalar_type() == torch::kFloat32) a.dtype = "f32";
-  else if (c.scalar_type() == torch::kFloat64) a.dtype = "f64";
-  else if (c.scalar_type() == torch::kInt64) a.dtype = "i64";
-  else if (c.scalar_type() == torch::kUInt8) a.dtype = "u8";
-  else throw std::runtime_error("checkpoint: unsupported tensor type");
-  a.bytes.assign(static_cast<const char*>(c.data_ptr()), size_t(c.nbytes()));
-  return a;
-}
-
-void from_array(const H5Array& a, at::Tensor& t, const std::string& where) {
-  const auto want = to_array(t.detach().slice(0, 0, 0).reshape({0}));  // dtype only
-  if (a.dtype != want.dtype || std::vector<int64_t>(t.sizes().begin(), t.sizes().end()) != a.shape)
-    throw InputError(where + ": stored tensor does not match the model (dtype or shape)");
-  torch::NoGradGuard guard;
-  const at::Tensor src = torch::from_blob(const_cast<char*>(a.bytes.data()), t.sizes(),
-                                          t.options().device(torch::kCPU));
-  t.copy_(src);
-}
-
 struct Checkpoint {
   int64_t epoch = 0, best_epoch = 0;
   int64_t stopped = 0;  // early stopping ended the run (more --epochs on resume do not restart it)
   double best_val = -1, best_test = 0, best_train = 0;
 };
 
+// Besides the training state, what `adgnn predict` needs without the training graph: the
+// settings (train_config, YAML), the widths, and the depth benefit's min and max over the
+// training graph at these parameters (benefit_range: the epoch's evaluation pass's; AD under
+// linear / log normalisation).
 void save_checkpoint(const std::string& path, const Model& model, const FlatAdam& opt, const Checkpoint& c,
-                     const std::string& fingerprint) {
+                     const std::string& fingerprint, const TrainConfig& cfg, const at::Tensor& benefit_range) {
   std::map<std::string, H5Array> arrays;
   for (const auto& [name, p] : model.named_parameters()) arrays["param/" + name] = to_array(p);
   for (const auto& [name, b] : model.named_buffers()) arrays["buffer/" + name] = to_array(b);
   for (const auto& [name, s] : opt.named_state()) arrays["adam/" + name] = to_array(s);
+  if (benefit_range.defined()) arrays["benefit_range"] = to_array(benefit_range);
   std::map<std::string, std::string> attrs{
       {"format", "adgnn-checkpoint"},
       {"config", fingerprint},
+      {"train_config", to_yaml(cfg)},
+      {"in_dim", std::to_string(model.config().in_dim)},
+      {"out_dim", std::to_string(model.config().out_dim)},
+      {"float64", model.config().float64 ? "1" : "0"},
       {"epoch", std::to_string(c.epoch)},
       {"best_epoch", std::to_string(c.best_epoch)},
       {"stopped", std::to_string(c.stopped)},
@@ -280,16 +271,7 @@ Checkpoint load_checkpoint(const std::string& path, Model& model, FlatAdam& opt,
   if (attrs["config"] != fingerprint)
     throw InputError(path + ": checkpoint was written by a different configuration (" +
                      config_differences(attrs["config"], fingerprint) + ")");
-  for (auto& [name, p] : model.named_parameters()) {
-    auto it = arrays.find("param/" + name);
-    if (it == arrays.end()) throw InputError(path + ": missing parameter " + name);
-    from_array(it->second, p, path + "[" + name + "]");
-  }
-  for (auto& [name, b] : model.named_buffers()) {
-    auto it = arrays.find("buffer/" + name);
-    if (it == arrays.end()) throw InputError(path + ": missing buffer " + name);
-    from_array(it->second, b, path + "[" + name + "]");
-  }
+  load_model_state(path, arrays, model);
   if (auto legacy = arrays.find("optimizer"); legacy != arrays.end()) {
     load_torch_adam_state(path, legacy->second.bytes, model, opt);
   } else {
@@ -320,6 +302,46 @@ std::string eta(double seconds) {
 }
 
 }  // namespace
+
+namespace detail {
+
+H5Array to_array(const at::Tensor& t) {
+  const at::Tensor c = t.detach().to(torch::kCPU).contiguous();
+  H5Array a;
+  a.shape.assign(c.sizes().begin(), c.sizes().end());
+  if (c.scalar_type() == torch::kFloat32) a.dtype = "f32";
+  else if (c.scalar_type() == torch::kFloat64) a.dtype = "f64";
+  else if (c.scalar_type() == torch::kInt64) a.dtype = "i64";
+  else if (c.scalar_type() == torch::kUInt8) a.dtype = "u8";
+  else throw std::runtime_error("checkpoint: unsupported tensor type");
+  a.bytes.assign(static_cast<const char*>(c.data_ptr()), size_t(c.nbytes()));
+  return a;
+}
+
+void from_array(const H5Array& a, at::Tensor& t, const std::string& where) {
+  const auto want = to_array(t.detach().slice(0, 0, 0).reshape({0}));  // dtype only
+  if (a.dtype != want.dtype || std::vector<int64_t>(t.sizes().begin(), t.sizes().end()) != a.shape)
+    throw InputError(where + ": stored tensor does not match the model (dtype or shape)");
+  torch::NoGradGuard guard;
+  const at::Tensor src = torch::from_blob(const_cast<char*>(a.bytes.data()), t.sizes(),
+                                          t.options().device(torch::kCPU));
+  t.copy_(src);
+}
+
+void load_model_state(const std::string& path, const std::map<std::string, H5Array>& arrays, Model& model) {
+  for (auto& [name, p] : model.named_parameters()) {
+    auto it = arrays.find("param/" + name);
+    if (it == arrays.end()) throw InputError(path + ": missing parameter " + name);
+    from_array(it->second, p, path + "[" + name + "]");
+  }
+  for (auto& [name, b] : model.named_buffers()) {
+    auto it = arrays.find("buffer/" + name);
+    if (it == arrays.end()) throw InputError(path + ": missing buffer " + name);
+    from_array(it->second, b, path + "[" + name + "]");
+  }
+}
+
+}  // namespace detail
 
 void validate_train_config(const TrainConfig& cfg) {
   auto bad = [](const std::string& flag, const std::string& why) { throw InputError(flag + ": " + why); };
@@ -703,7 +725,7 @@ RunResult train_run(const GraphPart& part, const TrainConfig& cfg_in, int64_t ru
     state.stopped = stop;
     const bool finished = stop || epoch == cfg.epochs;
     if (lead && !ckpt.empty() && (epoch % cfg.checkpoint_every == 0 || finished || interrupted))
-      save_checkpoint(ckpt, model, opt, state, fingerprint);
+      save_checkpoint(ckpt, model, opt, state, fingerprint, cfg, ev.benefit_range);
     if (interrupted && !finished) {
       if (tty) std::fprintf(stderr, "\n");
       throw Interrupted(run, epoch, ckpt);

@@ -70,8 +70,9 @@ struct ModelConfig {
   // tau) / kappa) in the forward pass too, so the surrogate path can be checked by finite
   // differences (its gradient is the straight-through one).
   bool soft_masks = false;
-  // Diagnostic: fixed min and max of the log depth benefit instead of the computed ones (the
-  // min-max constants are not differentiated; finite differences must hold them fixed too).
+  // Fixed min and max of the log depth benefit instead of the computed ones: a trained model's
+  // (`adgnn predict`), or held fixed for finite differences (the min-max constants are not
+  // differentiated).
   std::optional<std::pair<double, double>> benefit_range;
   // AD's deeper layers, when they compute few rows (< 1/4), can read a compact input: dropout
   // on only the rows their computed rows read, and a graph of those rows (the same values).
@@ -130,6 +131,10 @@ struct ForwardOutput {
   at::Tensor eps;          // float [num_dst], normalised depth benefit (plain: undefined)
   at::Tensor reg_loss;     // L_reg of the learned variant (0-dim; otherwise a zero on the CPU)
   at::Tensor depth_loss;   // a training pass's target-depth penalty (0-dim; undefined without one)
+  // AD under linear / log normalisation: the min and max of the log depth benefit over every node
+  // this pass normalised with, float64 [-min, max] (what ModelConfig::benefit_range fixes;
+  // checkpoints keep it, so that `adgnn predict` normalises a new graph as training did).
+  at::Tensor benefit_range;
   // h^(t), t = 1..L, over the destination rows; empty after a rank's training pass (other than
   // AD#'s), whose halo exchanges update the layers' inputs in place.
   std::vector<at::Tensor> layer_outputs;

@@ -143,7 +143,10 @@ at::Tensor ModelParts::compute_depth_benefit(const MessageGraph& g, const at::Te
     const at::Tensor b = degree_bucket(deg);
     offset = t_max * (sharp_log_beta.index_select(0, b) - sharp_log_gamma.index_select(0, b)).to(d.scalar_type());
   }
-  if (cfg.normalisation == "rank") return rank_normalised_depth_benefit(d_plus, d, offset, t_max, g.transport.get());
+  if (cfg.normalisation == "rank") {
+    benefit_range = at::Tensor();
+    return rank_normalised_depth_benefit(d_plus, d, offset, t_max, g.transport.get());
+  }
   // The min and max stay on the device (float64 [-lo, hi]): no host wait per step. Min-max
   // constants are treated as constants (not differentiated), identically on every rank.
   at::Tensor range;
@@ -155,6 +158,7 @@ at::Tensor ModelParts::compute_depth_benefit(const MessageGraph& g, const at::Te
     // Global min and max: every rank normalises identically.
     if (g.distributed()) g.transport->allreduce(range, RankTransport::Op::Max);
   }
+  benefit_range = range;
   return normalised_depth_benefit(d_plus, d, offset, range, t_max, cfg.normalisation == "log");
 }
 

@@ -669,6 +669,7 @@ void ForwardPass::finish() {
   out_.logits = halo_ ? halo_->finish(h_dst_) : h_dst_;
   out_.depth = depth_;
   out_.eps = eps_;
+  if (m_.adaptive()) out_.benefit_range = m_.benefit_range;
   // AD#: this pass's embeddings calibrate the next pass's depth benefit.
   if (c_.variant == Variant::AdSharp && training_ && labels_.defined() && train_mask_.defined())
     m_.update_sharp(g_, x_.slice(0, 0, n_), out_.layer_outputs, g_.degree.slice(0, 0, n_), labels_.slice(0, 0, n_),

@@ -40,6 +40,9 @@ struct ModelParts {
   // included), so computed on the first pass over a graph (d+'s key) and reused: no per-step
   // reductions, host reads or (distributed) allreduce.
   at::Tensor fast_eps;
+  // The min and max of the log depth benefit (float64 [-lo, hi]) the last depth benefit was
+  // normalised with (linear, log; undefined under rank): ForwardOutput::benefit_range.
+  at::Tensor benefit_range;
 
   // The halo rows that the last training pass's layers >= 2 held (a rank; -1: none yet): the
   // room the next pass leaves after layer 1's output, whose size it must pick before its
