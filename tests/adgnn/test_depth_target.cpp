@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -94,24 +95,50 @@ TEST(DepthTarget, PenaltyByHand) {
     cfg.normalisation = norm;
     cfg.lambda = 0.1;
     cfg.kappa = 0.1;
-    cfg.theta_init = -0.5;
     cfg.depth_target = "0.1,0.2,0.3,0.4";
     cfg.depth_target_weight = 3;
     adgnn::Model model(cfg);
     const adgnn::ForwardOutput out = model.forward(mg, x, true, 1);
     ASSERT_TRUE(out.depth_loss.defined());
     EXPECT_FALSE(model.forward(mg, x, false, 1).depth_loss.defined());
-    const double sp = std::log1p(std::exp(cfg.theta_init));
+    at::Tensor a;
+    for (auto& [name, p] : model.named_parameters())
+      if (name == "theta.a") a = p.detach();
     const double Q[3] = {0.9, 0.7, 0.4};
-    double want = 0;
+    double want = 0, c = 0;
     for (int l = 1; l <= 3; ++l) {
-      const double tau = 1 - (1 - cfg.lambda) * std::exp(-sp * (l - 1));
+      if (l >= 2) c += std::log1p(std::exp(a[l - 2].item<double>()));
+      const double tau = 1 - (1 - cfg.lambda) * std::exp(-c);
+      // theta starts at the target's thresholds: tau(t) = 1 - Q_t (t >= 2; tau(1) = lambda).
+      if (l >= 2) EXPECT_NEAR(tau, 1 - Q[l - 1], 1e-12) << l;
       double s = 0;
       for (int64_t v = 0; v < g.num_nodes; ++v)
         s += 1 / (1 + std::exp(-(out.eps[v].item<double>() - tau) / cfg.kappa));
       want += (s / double(g.num_nodes) - Q[l - 1]) * (s / double(g.num_nodes) - Q[l - 1]);
     }
     EXPECT_NEAR(out.depth_loss.item<double>(), 3 * want, 1e-12);
+  }
+}
+
+// Before any training, under the rank normalisation (eps spread evenly over [0, 1]), the depths
+// are the target's: theta starts at its thresholds.
+TEST(DepthTarget, ThetaStartsAtTheTargetsThresholds) {
+  const auto g = csbm(1000, 3);
+  const auto t = adgnn::to_tensors(g, torch::kCPU);
+  const auto mg = adgnn::message_graph(t, torch::kFloat64);
+  for (const char* spec : {"0,0.1,0.2,0.7", "0,0.6,0.3,0.1", "0.2,0.2,0.2,0.4"}) {
+    SCOPED_TRACE(spec);
+    auto cfg = config("ad_fast", 3, g);
+    cfg.normalisation = "rank";
+    cfg.depth_target = spec;
+    cfg.lambda = std::string(spec).rfind("0.2", 0) == 0 ? 0.2 : 0.0;  // depth 0's share is lambda's
+    adgnn::Model model(cfg);
+    const at::Tensor depth = model.forward(mg, t.x.to(torch::kFloat64), false, 0).depth;
+    const at::Tensor share = torch::bincount(depth, {}, 4).to(torch::kFloat64) / double(g.num_nodes);
+    std::vector<double> want;
+    std::stringstream in(spec);
+    for (std::string item; std::getline(in, item, ',');) want.push_back(std::stod(item));
+    for (int k = 0; k < 4; ++k) EXPECT_NEAR(share[k].item<double>(), want[size_t(k)], 0.02) << "depth " << k;
   }
 }
 

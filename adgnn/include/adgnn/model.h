@@ -48,11 +48,12 @@ struct ModelConfig {
   // The depth benefit to [0, 1]: min-max of eps_hat, linear (the paper's); min-max of log eps_hat,
   // log; or its quantile over every node, rank (depths spread evenly whatever its scale).
   std::string normalisation = "linear";
-  double theta_init = 0.0;          // initial a_s of theta (a_s = 0: theta(2) = 0.5)
+  double theta_init = 0.0;          // initial a_s of theta (a_s = 0: theta(2) = 0.5; not with depth_target)
   // A target depth distribution that theta's thresholds (and f_delta) learn towards, jointly with
   // the task: "" (off), "uniform" (equal shares of depths 1..layers) or layers + 1 shares of the
   // depths 0..layers. Training adds depth_target_weight * sum_t (S_t - Q_t)^2, S_t the
   // surrogate's share of nodes with T(v) >= t and Q_t the target's (depth/depth_target.h).
+  // theta starts at tau(t) = 1 - Q_t, the target's thresholds when eps is spread evenly (rank).
   std::string depth_target;
   double depth_target_weight = 1.0;
   // Same-label estimate of the fast variants (ad_fast, ad_sharp): "degree" (the paper's degree

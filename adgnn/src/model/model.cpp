@@ -84,6 +84,21 @@ Model::Model(const ModelConfig& cfg) : impl_(std::make_unique<Impl>()) {
     }
   }
   m.theta_a = on(torch::full({std::max<int64_t>(cfg.layers - 1, 0)}, cfg.theta_init));
+  if (!m.depth_at_least.empty()) {
+    // --depth-target: theta starts where the target puts it when eps is spread evenly (rank
+    // normalisation): tau(t) = 1 - Q_t, so that the first epochs, which the best-validation
+    // selection often keeps, already have the target's depths. c_t = -log(Q_t / (1 - lambda)) and
+    // softplus(a_t) = c_t - c_{t-1} (a step kept in [1e-4, 30]: Q_t = 0 has no finite threshold).
+    torch::NoGradGuard no_grad;
+    double prev = 0;
+    for (int64_t t = 2; t <= cfg.layers; ++t) {
+      const double q = std::max(m.depth_at_least[size_t(t - 1)], 1e-12) / std::max(1.0 - cfg.lambda, 1e-12);
+      const double c = std::max(-std::log(std::min(q, 1.0)), prev);
+      const double step = std::clamp(c - prev, 1e-4, 30.0);
+      m.theta_a[t - 2] = step > 20 ? step : std::log(std::expm1(step));
+      prev += step;
+    }
+  }
   m.sharp_log_beta = torch::zeros({Impl::kBuckets}, torch::dtype(torch::kFloat64).device(device));
   m.sharp_log_gamma = torch::zeros({Impl::kBuckets}, torch::dtype(torch::kFloat64).device(device));
   if (cfg.variant == Variant::Ad) {

@@ -57,7 +57,7 @@ void for_each_setting(Visit&& visit, Config&... c) {
   visit(Setting{"normalisation", "--normalisation", "Depth-benefit normalisation: linear (paper), log, or rank (quantiles: depths spread evenly)",
                 L::Always, S::Option},
         c.model.normalisation...);
-  visit(Setting{"theta_init", "--theta-init", "Initial a_s of theta", L::Always, S::Option}, c.model.theta_init...);
+  visit(Setting{"theta_init", "--theta-init", "Initial a_s of theta (with --depth-target: the target's thresholds)", L::Always, S::Option}, c.model.theta_init...);
   visit(Setting{"depth_target", "--depth-target",
                 "AD: learn the thresholds towards a depth distribution: uniform, or layers+1 shares of depths "
                 "0..layers (e.g. 0,0.5,0.3,0.2)",
