@@ -61,7 +61,6 @@ struct TrainArgs {
   LaunchOverrides launch;
 };
 
-
 std::string label(const ModelConfig& m) { return model_name(m.backbone, m.variant); }
 
 

@@ -728,6 +728,7 @@ RunResult train_run(const GraphPart& part, const TrainConfig& cfg_in, int64_t ru
       save_checkpoint(ckpt, model, opt, state, fingerprint, cfg, ev.benefit_range);
     if (interrupted && !finished) {
       if (tty) std::fprintf(stderr, "\n");
+      if (comm) comm->set_deferred(false);  // the step's operations done before the ranks leave
       throw Interrupted(run, epoch, ckpt);
     }
     if (tty) {
