@@ -66,12 +66,13 @@ TEST(Settings, EveryFieldIsASettingOrNamedAsNone) {
         else ++train;
       },
       c);
-  // ModelConfig: in_dim and out_dim come from the graph; benefit_range (a test diagnostic)
-  // and dropout_rows_read (the tests' reference path) are set in code only.
+  // ModelConfig: in_dim and out_dim come from the graph; benefit_range (a trained model's, or a
+  // test's) and dropout_rows_read (the tests' reference path) are set in code only.
   EXPECT_EQ(field_count<adgnn::ModelConfig>(), size_t(model) + 4);
   // TrainConfig: model and partition (counted apart); train_fraction and val_fraction (the
-  // random split's, fixed); progress (the inverse of --no-progress).
-  EXPECT_EQ(field_count<adgnn::TrainConfig>(), size_t(train) + 2 + 3);
+  // random split's, fixed); progress (the inverse of --no-progress); stop_requested (the
+  // command's signal handlers).
+  EXPECT_EQ(field_count<adgnn::TrainConfig>(), size_t(train) + 2 + 4);
   // PartitionOptions: only method and objective are training settings; `adgnn partition` sets
   // the rest (seed, balances, imbalance, ...).
   EXPECT_EQ(partition, 2);
