@@ -11,36 +11,17 @@
 #include "adgnn/model.h"
 #include "depth/depth_target.h"
 #include "depth/surrogate.h"
+#include "model_fixtures.h"
 #include "six_nodes.h"
 
 namespace {
 
 using adgnn::detail::depth_target_at_least;
 
-adgnn::Graph csbm(int64_t nodes, uint64_t seed) {
-  adgnn::CsbmParams p;
-  p.nodes = nodes;
-  p.classes = 3;
-  p.avg_degree = 6;
-  p.degree_dist = "powerlaw";
-  p.homophily = 0.6;
-  p.features = 8;
-  p.seed = seed;
-  return adgnn::generate_csbm(p);
-}
+using adgnn::testing::config;
+using adgnn::testing::expect_fd;
 
-adgnn::ModelConfig config(const std::string& variant, int64_t layers, const adgnn::Graph& g) {
-  adgnn::ModelConfig c;
-  c.variant = adgnn::parse_variant(variant);
-  c.layers = layers;
-  c.hidden = 8;
-  c.in_dim = g.features.cols;
-  c.out_dim = g.num_classes;
-  c.dropout = 0;
-  c.seed = 3;
-  c.float64 = true;
-  return c;
-}
+adgnn::Graph csbm(int64_t nodes, uint64_t seed) { return adgnn::testing::csbm(nodes, 0.6, seed); }
 
 void expect_refused(const std::string& spec, int64_t layers, const std::string& says) {
   try {
@@ -92,6 +73,7 @@ TEST(DepthTarget, PenaltyByHand) {
   for (const char* norm : {"log", "rank"}) {
     SCOPED_TRACE(norm);
     auto cfg = config("ad_fast", 3, g);
+    cfg.float64 = true;
     cfg.normalisation = norm;
     cfg.lambda = 0.1;
     cfg.kappa = 0.1;
@@ -129,6 +111,7 @@ TEST(DepthTarget, ThetaStartsAtTheTargetsThresholds) {
   for (const char* spec : {"0,0.1,0.2,0.7", "0,0.6,0.3,0.1", "0.2,0.2,0.2,0.4"}) {
     SCOPED_TRACE(spec);
     auto cfg = config("ad_fast", 3, g);
+    cfg.float64 = true;
     cfg.normalisation = "rank";
     cfg.depth_target = spec;
     cfg.lambda = std::string(spec).rfind("0.2", 0) == 0 ? 0.2 : 0.0;  // depth 0's share is lambda's
@@ -152,6 +135,7 @@ TEST(DepthTarget, GradientMatchesFiniteDifferences) {
   for (const char* variant : {"ad_fast", "ad"}) {
     SCOPED_TRACE(variant);
     auto cfg = config(variant, 3, g);
+    cfg.float64 = true;
     cfg.normalisation = "log";
     cfg.kappa = 0.2;
     cfg.depth_target = "0,0.2,0.3,0.5";
@@ -161,21 +145,8 @@ TEST(DepthTarget, GradientMatchesFiniteDifferences) {
     int checked = 0;
     for (auto& [name, p] : model.named_parameters()) {
       if (name != "theta.a" && name.rfind("f_delta.", 0) != 0) continue;
-      p.mutable_grad() = at::Tensor();
-      loss().backward();
-      const at::Tensor grad = p.grad().clone();
-      EXPECT_GT(grad.abs().max().item<double>(), 1e-8) << name;
-      torch::NoGradGuard guard;
-      at::Tensor flat = p.view({-1});
-      for (int64_t i = 0; i < std::min<int64_t>(flat.numel(), 12); ++i) {
-        const double v = flat[i].item<double>(), h = 1e-6;
-        flat[i] = v + h;
-        const double up = loss().item<double>();
-        flat[i] = v - h;
-        const double down = loss().item<double>();
-        flat[i] = v;
-        EXPECT_NEAR(grad.view({-1})[i].item<double>(), (up - down) / (2 * h), 1e-7) << name << " entry " << i;
-      }
+      expect_fd(loss, p, 1e-7);
+      EXPECT_GT(p.grad().abs().max().item<double>(), 1e-8) << name;
       ++checked;
     }
     EXPECT_EQ(checked, std::string(variant) == "ad" ? 5 : 1);
@@ -196,7 +167,6 @@ TEST(DepthTarget, TrainingReachesTheTargetDepths) {
   const std::vector<double> target{0, 0.2, 0.3, 0.5};
   auto shares = [&](const std::string& spec) {
     auto cfg = config("ad_fast", 3, g);
-    cfg.float64 = false;
     cfg.normalisation = "rank";
     cfg.depth_target = spec;
     cfg.depth_target_weight = 5;

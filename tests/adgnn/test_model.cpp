@@ -16,23 +16,15 @@
 #include "adgnn/ops.h"
 #include "depth/depth_benefit.h"
 #include "depth/surrogate.h"
+#include "model_fixtures.h"
 #include "six_nodes.h"
 
 namespace {
 
+using adgnn::testing::config;
+using adgnn::testing::csbm;
+using adgnn::testing::expect_fd;
 using adgnn::testing::six_nodes;
-
-adgnn::ModelConfig config(const std::string& variant, int64_t layers, const adgnn::Graph& g) {
-  adgnn::ModelConfig c;
-  c.variant = adgnn::parse_variant(variant);
-  c.layers = layers;
-  c.hidden = 8;
-  c.in_dim = g.features.cols;
-  c.out_dim = g.num_classes;
-  c.dropout = 0;
-  c.seed = 3;
-  return c;
-}
 
 // eps_tilde from log eps_hat values, linear min-max as method.md specifies.
 std::vector<double> linear_norm(const std::vector<double>& l) {
@@ -141,18 +133,6 @@ TEST(DepthBenefit, EqualBenefitsGiveEveryNodeTheFullDepthAndFiniteGradients) {
   }
 }
 
-adgnn::Graph csbm(int64_t nodes, double h, uint64_t seed) {
-  adgnn::CsbmParams p;
-  p.nodes = nodes;
-  p.classes = 3;
-  p.avg_degree = 6;
-  p.degree_dist = "powerlaw";
-  p.homophily = h;
-  p.features = 8;
-  p.seed = seed;
-  return adgnn::generate_csbm(p);
-}
-
 TEST(ActiveSets, NestedShrinkingAndOnlyActiveRowsAggregated) {
   const auto g = csbm(400, 0.5, 1);
   const auto t = adgnn::to_tensors(g, torch::kCPU);
@@ -258,25 +238,6 @@ TEST(ActiveSets, ClassifierRowsTakeTheirUpdateOrTheSelfTerm) {
     }
   }
   EXPECT_TRUE(most_stopped && most_active) << "theta_init no longer reaches both cases";
-}
-
-// Central differences of a scalar function of one tensor, against its autograd gradient.
-void expect_fd(const std::function<at::Tensor()>& loss, at::Tensor param, double tol) {
-  param.mutable_grad() = at::Tensor();
-  loss().backward();
-  const at::Tensor grad = param.grad().clone();
-  torch::NoGradGuard guard;
-  at::Tensor flat = param.view({-1});
-  const double eps = 1e-6;
-  for (int64_t i = 0; i < flat.numel(); ++i) {
-    const double v = flat[i].item<double>();
-    flat[i] = v + eps;
-    const double up = loss().item<double>();
-    flat[i] = v - eps;
-    const double down = loss().item<double>();
-    flat[i] = v;
-    EXPECT_NEAR(grad.view({-1})[i].item<double>(), (up - down) / (2 * eps), tol) << "entry " << i;
-  }
 }
 
 TEST(AdGradients, FDeltaPathMatchesFiniteDifferences) {

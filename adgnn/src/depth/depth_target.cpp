@@ -48,10 +48,10 @@ std::vector<double> depth_target_at_least(const std::string& spec, int64_t layer
 }
 
 at::Tensor depth_target_penalty(const at::Tensor& eps, const std::vector<at::Tensor>& tau_layers,
-                                const std::vector<double>& at_least, double kappa, double weight,
+                                const at::Tensor& at_least, double kappa, double weight,
                                 RankTransport* transport) {
-  TORCH_CHECK(tau_layers.size() == at_least.size(), "depth_target_penalty: one threshold per target share");
-  const int64_t L = int64_t(at_least.size());
+  TORCH_CHECK(int64_t(tau_layers.size()) == at_least.numel(), "depth_target_penalty: one threshold per target share");
+  const int64_t L = at_least.numel();
   // sums[t - 1] = sum over this rank's rows of sigmoid((eps_v - tau(t)) / kappa).
   const at::Tensor tau = torch::stack(tau_layers).view({L, 1}).to(eps.scalar_type());
   const at::Tensor sums = torch::sigmoid((eps.view({1, -1}) - tau) / kappa).sum(1);
@@ -62,11 +62,10 @@ at::Tensor depth_target_penalty(const at::Tensor& eps, const std::vector<at::Ten
   if (transport && ranks > 1) transport->allreduce(total, RankTransport::Op::Sum);
   const at::Tensor n = total.narrow(0, L, 1).clamp_min(1);
   const at::Tensor S = (total.narrow(0, 0, L) / n).to(eps.scalar_type());   // the global shares, constants
-  const at::Tensor Q = torch::tensor(at_least, torch::dtype(torch::kFloat64)).to(S.options());
   // weight * sum_t (S_t - Q_t) (2 s_t - (Q_t + S_t) / P), s_t this rank's sums / N: in value the
   // ranks' shares add up to weight * sum (S - Q)^2, in gradient to 2 weight (S - Q) dS.
   const at::Tensor mine = sums / n.to(eps.scalar_type());
-  return weight * ((S - Q) * (2 * mine - (Q + S) / double(ranks))).sum();
+  return weight * ((S - at_least) * (2 * mine - (at_least + S) / double(ranks))).sum();
 }
 
 }  // namespace adgnn::detail

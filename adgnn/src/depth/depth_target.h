@@ -21,12 +21,13 @@ namespace adgnn::detail {
 std::vector<double> depth_target_at_least(const std::string& spec, int64_t layers);
 
 // The penalty weight * sum_t (S_t - Q_t)^2 over every rank's rows (eps [n] over this rank's
-// rows, tau_layers[t - 1] = tau(t) as one-element tensors), as a 0-dim tensor. On a rank, S_t's
+// rows, tau_layers[t - 1] = tau(t) as one-element tensors, at_least [L] the Q_t on eps's device
+// and in its type), as a 0-dim tensor. On a rank, S_t's
 // sums are reduced over the ranks (transport) and the value returned is this rank's share:
 // the ranks' shares add up to the penalty and their gradients to its gradient. Every rank calls
 // it (also one with no rows).
 at::Tensor depth_target_penalty(const at::Tensor& eps, const std::vector<at::Tensor>& tau_layers,
-                                const std::vector<double>& at_least, double kappa, double weight,
+                                const at::Tensor& at_least, double kappa, double weight,
                                 RankTransport* transport);
 
 }  // namespace adgnn::detail

@@ -133,7 +133,7 @@ void ForwardPass::depths() {
     tau_ = th.all;
     tau_layers_ = std::move(th.layers);
     if (training_ && !m_.depth_at_least.empty())
-      out_.depth_loss = depth_target_penalty(eps_, tau_layers_, m_.depth_at_least, c_.kappa, c_.depth_target_weight,
+      out_.depth_loss = depth_target_penalty(eps_, tau_layers_, m_.depth_at_least_t, c_.kappa, c_.depth_target_weight,
                                              g_.transport.get());
     // T(v) = max{t : eps_v >= tau(t)}; tau increases, so it is the count of satisfied t.
     // The surrogate only matters where it carries a gradient: through tau(t) (theta enters from

@@ -85,6 +85,7 @@ Model::Model(const ModelConfig& cfg) : impl_(std::make_unique<Impl>()) {
   }
   m.theta_a = on(torch::full({std::max<int64_t>(cfg.layers - 1, 0)}, cfg.theta_init));
   if (!m.depth_at_least.empty()) {
+    m.depth_at_least_t = torch::tensor(m.depth_at_least, torch::kFloat64).to(device, dtype);
     // --depth-target: theta starts where the target puts it when eps is spread evenly (rank
     // normalisation): tau(t) = 1 - Q_t, so that the first epochs, which the best-validation
     // selection often keeps, already have the target's depths. c_t = -log(Q_t / (1 - lambda)) and

@@ -22,6 +22,7 @@ struct ModelParts {
   std::vector<at::Tensor> bn_weight, bn_bias, bn_mean, bn_var;
   at::Tensor theta_a;  // a_2..a_L
   std::vector<double> depth_at_least;  // --depth-target's Q_t, t = 1..L (empty: none)
+  at::Tensor depth_at_least_t;         // the same on the model's device, in its type
   at::Tensor fd_w1, fd_b1, fd_w2, fd_b2;  // f_delta: 2H -> H -> 1
   // AD#: log beta and log gamma per degree bucket floor(log2(d + 1)), from the previous training
   // forward pass (buffers: checkpointed, so a resumed run continues with the same estimates).
