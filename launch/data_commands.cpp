@@ -15,6 +15,7 @@
 #include "adgnn/partition.h"
 #include "comm_process_group.h"
 #include "commands.h"
+#include "ranks.h"
 #include "fmt/format.h"
 #include "fmt/ranges.h"
 #include "spdlog/spdlog.h"
@@ -222,7 +223,7 @@ void add_data_commands(CLI::App& app, std::function<int()>& run) {
         if (launched_multi(li)) {
           if (*show_stats)
             throw InputError("--stats: needs the whole graph in one process; run `adgnn data stats` on the file");
-          comm = make_mpi_communicator();
+          comm = start_mpi_ranks(li, "adgnn data generate");
           group = std::make_unique<CommProcessGroup>(*comm);
         } else {
           group = std::make_unique<LocalProcessGroup>();

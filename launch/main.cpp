@@ -7,12 +7,36 @@
 #include <functional>
 #include <iostream>
 #include <new>
+#include <string>
+
+#include <unistd.h>
 
 #include "CLI/CLI.hpp"
 #include "adgnn/comm.h"
+#include "adgnn/launch.h"
 #include "adgnn/loaders.h"
 #include "commands.h"
 #include "fmt/format.h"
+
+namespace {
+
+// " (rank R on host H)" for an error line of a run of several ranks: MPI's rank, or under
+// torchrun (no MPI) the launcher's; empty for one process.
+std::string rank_label() {
+  if (adgnn::mpi_running() && adgnn::mpi_world_size() > 1)
+    return fmt::format(" (rank {} on {})", adgnn::mpi_world_rank(), adgnn::mpi_host());
+  try {
+    const adgnn::LaunchInfo li = adgnn::detect_launch({});
+    if (li.source != "torchrun" || li.size < 2) return {};
+    char host[256] = {};
+    gethostname(host, sizeof host - 1);
+    return fmt::format(" (rank {} on {})", li.rank, host);
+  } catch (const std::exception&) {
+    return {};
+  }
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   // A file size limit (ulimit -f) makes a write fail with EFBIG, reported like a full disk,
@@ -70,22 +94,21 @@ int main(int argc, char** argv) {
     adgnn::mpi_abort(1);
   } catch (const adgnn::InputError& e) {
     if (multi()) {
-      std::fprintf(stderr, "adgnn: error (rank %d on %s): %s\n", adgnn::mpi_world_rank(),
-                   adgnn::mpi_host().c_str(), e.what());
+      std::fprintf(stderr, "adgnn: error%s: %s\n", rank_label().c_str(), e.what());
       adgnn::mpi_abort(2);
     }
-    std::fprintf(stderr, "adgnn: error: %s\n", e.what());
+    // Under torchrun the launcher stops the other ranks when one exits with an error.
+    std::fprintf(stderr, "adgnn: error%s: %s\n", rank_label().c_str(), e.what());
     return 2;
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr, "adgnn: error: out of memory\n");
     return 1;
   } catch (const std::exception& e) {
     if (multi()) {
-      std::fprintf(stderr, "adgnn: internal error (rank %d on %s): %s\n", adgnn::mpi_world_rank(),
-                   adgnn::mpi_host().c_str(), e.what());
+      std::fprintf(stderr, "adgnn: internal error%s: %s\n", rank_label().c_str(), e.what());
       adgnn::mpi_abort(1);
     }
-    std::fprintf(stderr, "adgnn: internal error: %s\n", e.what());
+    std::fprintf(stderr, "adgnn: internal error%s: %s\n", rank_label().c_str(), e.what());
     return 1;
   }
 }

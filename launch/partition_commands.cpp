@@ -15,6 +15,7 @@
 #include "adgnn/loaders.h"
 #include "adgnn/partition.h"
 #include "commands.h"
+#include "ranks.h"
 #include "fmt/format.h"
 #include "nlohmann/json.hpp"
 
@@ -152,8 +153,8 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 // Across processes (mpirun -n P, or --partition ptscotch in one): every process reads its slice
 // of the graph file; rank 0 prints.
-int run_partition_distributed(const PartitionArgs& a, const std::string& path) {
-  std::unique_ptr<Communicator> comm = make_mpi_communicator();
+int run_partition_distributed(const PartitionArgs& a, const std::string& path, const LaunchInfo& li) {
+  std::unique_ptr<Communicator> comm = start_mpi_ranks(li, "adgnn partition");
   DistributedPartitionOptions o;
   o.method = a.opt.method;
   o.seed = a.opt.seed;
@@ -228,7 +229,7 @@ int run_partition(const PartitionArgs& a) {
     if (a.opt.balance_train || a.opt.balance_edges || a.opt.objective != "cut")
       throw InputError(fmt::format("--partition {}: balances nodes and minimises the edge cut only "
                                    "(no --balance-train, --balance-edges, --objective vol)", a.opt.method));
-    return run_partition_distributed(a, path);
+    return run_partition_distributed(a, path, li);
   }
 
   reset_peak_rss();

@@ -53,7 +53,7 @@ void add_predict_commands(CLI::App& app, std::function<int()>& run) {
                   "Several ranks: each reads its part of a folder made by adgnn partition, never the whole graph");
   cmd->add_option("--partition", a->partition,
                   "Several ranks without --partition-dir: how rank 0 splits the graph (metis, random, contiguous)");
-  cmd->add_option("--backend", a->backend, "Several ranks: auto (NCCL for CUDA when built, else MPI), mpi, nccl");
+  cmd->add_option("--backend", a->backend, "Several ranks: auto (NCCL for CUDA when built, else MPI; under torchrun NCCL only), mpi, nccl");
   cmd->add_flag("--json", a->json, "Print the summary as JSON");
   cmd->footer("The model is rebuilt from the settings the checkpoint stores; a graph with another feature width or "
               "class count is refused. AD models normalise the depth benefit with the training graph's min and max "

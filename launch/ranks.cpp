@@ -2,6 +2,7 @@
 
 #include <torch/cuda.h>
 
+#include "adgnn/store_communicator.h"
 #include "fmt/format.h"
 
 namespace adgnn::cli {
@@ -54,6 +55,13 @@ void rethrow_everywhere(Communicator* comm, std::string why) {
 
 }  // namespace
 
+// Under torchrun there is no MPI: CPU work has no communicator.
+static std::string torchrun_cpu_refusal(const LaunchInfo& li, const std::string& what) {
+  return fmt::format("{} under torchrun ({} ranks): CPU processes talk over MPI, which torchrun does not start; "
+                     "use mpirun -n {} (or srun) instead",
+                     what, li.size, li.size);
+}
+
 Ranks start_ranks(const std::string& backend, const LaunchOverrides& launch, std::string& device) {
   if (backend != "auto" && backend != "mpi" && backend != "nccl")
     throw InputError("--backend " + backend + ": expected auto, mpi or nccl");
@@ -67,31 +75,51 @@ Ranks start_ranks(const std::string& backend, const LaunchOverrides& launch, std
   if (!launched_multi(li)) {
     if (backend != "auto")
       throw InputError("--backend " + backend + ": one process has no communicator (start several "
-                       "ranks with mpirun or srun)");
+                       "ranks with mpirun, srun or torchrun)");
     return r;
   }
-  r.mpi = make_mpi_communicator();
-  try {
-    check_launch_matches(li, r.mpi->rank(), r.mpi->size());
-  } catch (const std::invalid_argument& e) {
-    throw InputError(e.what());
-  }
-  r.comm = r.mpi.get();
-  r.rank = r.mpi->rank();
   const bool cuda = device.rfind("cuda", 0) == 0;
+  const bool torchrun = li.source == "torchrun";
+  if (torchrun) {
+    if (!cuda) throw InputError(torchrun_cpu_refusal(li, "--device " + device));
+    if (backend == "mpi") throw InputError(torchrun_cpu_refusal(li, "--backend mpi"));
+    if (!nccl_built())
+      throw InputError("--device cuda under torchrun: this build has no NCCL (configure with -DADGNN_NCCL=ON)");
+    r.host = make_launch_store_communicator(li);
+  } else {
+    r.host = make_mpi_communicator();
+    try {
+      check_launch_matches(li, r.host->rank(), r.host->size());
+    } catch (const std::invalid_argument& e) {
+      throw InputError(e.what());
+    }
+  }
+  r.comm = r.host.get();
+  r.rank = r.host->rank();
   if (device == "cuda") {  // no index given: the GPU of this rank's local rank
     const int count = int(torch::cuda::device_count());
-    if (count == 0) throw InputError("--device cuda: no CUDA device on host " + r.mpi->host());
+    if (count == 0) throw InputError("--device cuda: no CUDA device on host " + r.host->host());
     device = "cuda:" + std::to_string(pick_cuda_device(li, count));
   }
-  const bool nccl = backend == "nccl" || (backend == "auto" && cuda && nccl_built());
+  const bool nccl = torchrun || backend == "nccl" || (backend == "auto" && cuda && nccl_built());
   if (nccl) {
     if (!nccl_built()) throw InputError("--backend nccl: this build has no NCCL (configure with -DADGNN_NCCL=ON)");
     if (!cuda) throw InputError("--backend nccl: needs --device cuda");
-    r.nccl = make_nccl(*r.mpi, c10::Device(device).index());
+    r.nccl = make_nccl(*r.host, c10::Device(device).index());
     r.comm = r.nccl.get();
   }
   return r;
+}
+
+std::unique_ptr<Communicator> start_mpi_ranks(const LaunchInfo& launch, const std::string& what) {
+  if (launch.source == "torchrun") throw InputError(torchrun_cpu_refusal(launch, what));
+  auto comm = make_mpi_communicator();
+  try {
+    check_launch_matches(launch, comm->rank(), comm->size());
+  } catch (const std::invalid_argument& e) {
+    throw InputError(e.what());
+  }
+  return comm;
 }
 
 // With --partition-dir a rank reads its own part file and the manifest, never the graph (a

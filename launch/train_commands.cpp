@@ -108,10 +108,10 @@ void register_train_flags(CLI::App* cmd, const std::shared_ptr<TrainArgs>& a) {
   cmd->add_option("--summary", a->summary,
                   "Also write the JSON summary to this file (rank 0, atomically, once every model has trained): "
                   "for scripts, instead of reading stdout");
-  cmd->add_option("--backend", a->backend, "Several ranks: auto (NCCL for CUDA when built, else MPI), mpi, nccl");
-  cmd->add_option("--rank", a->launch.rank, "This process's rank (default: from mpirun / srun)");
-  cmd->add_option("--world-size", a->launch.world_size, "Number of ranks (default: from mpirun / srun)");
-  cmd->add_option("--local-rank", a->launch.local_rank, "Rank on this host; picks the GPU (default: from mpirun / srun)");
+  cmd->add_option("--backend", a->backend, "Several ranks: auto (NCCL for CUDA when built, else MPI; under torchrun NCCL only), mpi, nccl");
+  cmd->add_option("--rank", a->launch.rank, "This process's rank (default: from mpirun / srun / torchrun)");
+  cmd->add_option("--world-size", a->launch.world_size, "Number of ranks (default: from mpirun / srun / torchrun)");
+  cmd->add_option("--local-rank", a->launch.local_rank, "Rank on this host; picks the GPU (default: from mpirun / srun / torchrun)");
   cmd->add_flag("--no-progress", a->no_progress, "No progress line");
 }
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The GPU machine's part of the distributed issue, in one command (device tool, 2 GPUs):
 #   source .device/setup.sh; bash scripts/device_distributed.sh
-# Builds with CUDA + NCCL, runs the distributed tests on CUDA with NCCL (2 ranks), then the
-# distributed benchmark on the arxiv-scale and products-scale graphs. Logs go to $OUT.
+# Builds with CUDA + NCCL, runs the distributed tests on CUDA with NCCL (2 ranks), the same
+# training under torchrun (NCCL bootstrapped through torchrun's store, no MPI) against mpirun's
+# losses bit for bit, then the distributed benchmark on the arxiv-scale and products-scale graphs. Logs go to $OUT.
 # COMPACT_RANKS="1 4" adds products-scale depth-4 runs with AD's compact deeper-layer input
 # forced on (`--compact on`; CUDA's default is off, docs/decisions/compact-deep-layers.md) on those rank counts.
 # FULL_HALO_RANKS="4" adds products-scale depth-4 runs with `--compact-halo off` (every halo row
@@ -24,6 +25,15 @@ if [ -z "${SKIP_TESTS:-}" ]; then
 ADGNN_DIST_DEVICE=cuda mpirun --allow-run-as-root --oversubscribe -n "$ngpu" build-gpu/tests/dist_tests --gtest_color=no \
   >"$OUT/dist_tests_cuda_np$ngpu.log" 2>&1
 echo "dist_tests on CUDA + NCCL, $ngpu ranks: exit $?"; tail -4 "$OUT/dist_tests_cuda_np$ngpu.log"
+fi
+if [ "$ngpu" -ge 2 ]; then
+  tr=(train csbm:demo --model gcn --variant ad_fast --layers 3 --epochs 20 --device cuda --no-progress --seed 5)
+  mpirun --allow-run-as-root --oversubscribe -n 2 build-gpu/adgnn "${tr[@]}" --metrics "$OUT/tr_mpirun.jsonl" \
+    >"$OUT/tr_mpirun.log" 2>&1
+  python3 -m torch.distributed.run --standalone --nproc_per_node 2 --no-python build-gpu/adgnn "${tr[@]}" \
+    --metrics "$OUT/tr_torchrun.jsonl" >"$OUT/tr_torchrun.log" 2>&1
+  echo "torchrun, 2 ranks on NCCL: exit $?; losses equal mpirun's: $(cmp -s <(grep -o '"loss":[^,]*' "$OUT/tr_mpirun.jsonl") \
+    <(grep -o '"loss":[^,]*' "$OUT/tr_torchrun.jsonl") && [ -s "$OUT/tr_torchrun.jsonl" ] && echo yes || echo NO)"
 fi
 ranks="1"; [ "$ngpu" -ge 2 ] && ranks="1 2"; [ "$ngpu" -ge 4 ] && ranks="1 2 4"
 ranks=${RANKS_LIST:-$ranks}

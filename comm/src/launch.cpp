@@ -105,6 +105,9 @@ struct EnvLaunch {
   std::string source;
   std::optional<Value> rank, size, local_rank, local_size;
   bool local_size_is_job_level = false;  // a job-wide Slurm count; capped at the step's size
+  std::string store_host, store_prefix;   // torchrun's store (LaunchInfo)
+  int store_port = 0;
+  bool store_served_by_agent = false;
 };
 
 // Both of a launcher's rank and size variables, or neither.
@@ -139,8 +142,35 @@ bool slurm_agrees(const EnvLaunch& e) {
   return r && n && *r == e.rank->v && *n == e.size->v;
 }
 
+// torchrun's store address: MASTER_ADDR and MASTER_PORT, required for more than one rank.
+void read_torchrun_store(EnvLaunch& e) {
+  if (e.size->v <= 1) return;
+  const std::string ranks = fmt::format("{} and {}", e.rank->label, e.size->label);
+  const char* addr = env("MASTER_ADDR");
+  if (!addr || !*addr) bad("MASTER_ADDR", "not set although " + ranks + " are (torchrun sets it)");
+  const auto port = env_int("MASTER_PORT");
+  if (!port) bad("MASTER_PORT", "not set although " + ranks + " are (torchrun sets it)");
+  if (port->v < 1 || port->v > 65535) bad(port->label, "not a port number (1-65535)");
+  e.store_host = addr;
+  e.store_port = port->v;
+  const char* agent = env("TORCHELASTIC_USE_AGENT_STORE");
+  e.store_served_by_agent = agent && std::string(agent) == "True";
+  // A restarted attempt (torchrun --max-restarts) meets under new keys in the same store.
+  const char* run_id = env("TORCHELASTIC_RUN_ID");
+  const auto restart = env_int("TORCHELASTIC_RESTART_COUNT");
+  e.store_prefix = fmt::format("adgnn/{}/{}", run_id && *run_id ? run_id : "none", restart ? restart->v : 0);
+}
+
 EnvLaunch read_environment() {
   EnvLaunch e;
+  // torchrun first: it is the innermost launcher whenever it is there.
+  if (read_pair("RANK", "WORLD_SIZE", e)) {
+    e.source = "torchrun";
+    e.local_rank = env_int("LOCAL_RANK");
+    e.local_size = env_int("LOCAL_WORLD_SIZE");
+    read_torchrun_store(e);
+    return e;
+  }
   // MPI launchers first: under mpirun inside an allocation, SLURM_PROCID is the daemon's.
   if (read_pair("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", e)) {
     e.source = "mpirun";
@@ -190,6 +220,12 @@ LaunchInfo detect_launch(const LaunchOverrides& flags) {
   if (rank.v >= size.v) bad(rank.label, "must be below " + size.label);
   info.rank = rank.v;
   info.size = size.v;
+  if (info.source == "torchrun") {
+    info.store_host = e.store_host;
+    info.store_port = e.store_port;
+    info.store_served_by_agent = e.store_served_by_agent;
+    info.store_prefix = e.store_prefix;
+  }
 
   // Local size: the launcher's; without a launcher the ranks share one host unless --local-rank
   // says otherwise; 0 = unknown.

@@ -1,7 +1,7 @@
 // The communicator conformance harness: one suite of tests (test_conformance.cpp) that every
 // backend must pass, run against each backend by the binary that instantiates it
-// (test_mpi_communicator.cpp, test_nccl_communicator.cpp). A Backend makes the communicators
-// and says where their buffers live; the fixture hands each test the backend's communicator, a
+// (test_mpi_communicator.cpp, test_nccl_communicator.cpp, test_store_communicator.cpp). A
+// Backend makes the communicators and says where their buffers live; the fixture hands each test the backend's communicator, a
 // host-memory communicator over the same ranks, and the memory its buffers come from, so that a
 // test body reads the same for host (MPI) and device (NCCL) buffers. What differs by design
 // between the backends (comm.h) is a Backend trait, not a second body.

@@ -1,5 +1,5 @@
-// Launch environment: each launcher's variables, flags over the environment, MPI launchers over
-// Slurm, and one-line errors naming the variable or flag for bad values.
+// Launch environment: each launcher's variables, flags over the environment, torchrun over MPI
+// launchers over Slurm, and one-line errors naming the variable or flag for bad values.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -20,7 +20,9 @@ const char* const kVars[] = {
     "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
     "OMPI_COMM_WORLD_LOCAL_SIZE", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS",
     "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NODEID", "SLURM_STEP_TASKS_PER_NODE",
-    "SLURM_TASKS_PER_NODE", "SLURM_NTASKS_PER_NODE"};
+    "SLURM_TASKS_PER_NODE", "SLURM_NTASKS_PER_NODE", "RANK", "WORLD_SIZE", "LOCAL_RANK",
+    "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_USE_AGENT_STORE",
+    "TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT"};
 
 // Every test starts from an environment without launcher variables (the test may itself run
 // under mpirun or inside a Slurm job) and gets the original back afterwards.
@@ -43,6 +45,18 @@ class Launch : public ::testing::Test {
     set("OMPI_COMM_WORLD_SIZE", size);
     set("OMPI_COMM_WORLD_LOCAL_RANK", local);
     set("OMPI_COMM_WORLD_LOCAL_SIZE", local_size);
+  }
+  // What torchrun gives each worker (torch.distributed.run, --nproc_per_node with the agent's store).
+  static void torchrun(const char* rank, const char* size, const char* local, const char* local_size) {
+    set("RANK", rank);
+    set("WORLD_SIZE", size);
+    set("LOCAL_RANK", local);
+    set("LOCAL_WORLD_SIZE", local_size);
+    set("MASTER_ADDR", "node3");
+    set("MASTER_PORT", "29500");
+    set("TORCHELASTIC_USE_AGENT_STORE", "True");
+    set("TORCHELASTIC_RUN_ID", "job7");
+    set("TORCHELASTIC_RESTART_COUNT", "2");
   }
   static void slurm(const char* procid, const char* ntasks, const char* localid) {
     set("SLURM_PROCID", procid);
@@ -86,6 +100,71 @@ TEST_F(Launch, OpenMpi) {
   const LaunchInfo i = detect_launch({});
   expect_info(i, 5, 8, 1, 4, "mpirun");
   EXPECT_TRUE(adgnn::launched_multi(i));
+}
+
+TEST_F(Launch, Torchrun) {
+  torchrun("5", "8", "1", "4");
+  const LaunchInfo i = detect_launch({});
+  expect_info(i, 5, 8, 1, 4, "torchrun");
+  EXPECT_EQ(i.store_host, "node3");
+  EXPECT_EQ(i.store_port, 29500);
+  EXPECT_TRUE(i.store_served_by_agent);
+  EXPECT_EQ(i.store_prefix, "adgnn/job7/2");
+  // Without the agent's store rank 0 serves it; another attempt meets under other keys.
+  set("TORCHELASTIC_USE_AGENT_STORE", "False");
+  set("TORCHELASTIC_RESTART_COUNT", "3");
+  const LaunchInfo j = detect_launch({});
+  EXPECT_FALSE(j.store_served_by_agent);
+  EXPECT_EQ(j.store_prefix, "adgnn/job7/3");
+  // Other launchers leave no store.
+  for (const char* v : {"RANK", "WORLD_SIZE"}) unsetenv(v);
+  ompi("5", "8", "1", "4");
+  EXPECT_TRUE(detect_launch({}).store_host.empty());
+}
+
+TEST_F(Launch, TorchrunWinsOverTheLaunchersAroundIt) {
+  // srun torchrun ...: the workers inherit the node's SLURM_PROCID; mpirun torchrun ...: OMPI_*.
+  slurm("1", "2", "0");
+  ompi("1", "2", "0", "1");
+  torchrun("6", "8", "2", "4");
+  expect_info(detect_launch({}), 6, 8, 2, 4, "torchrun");
+}
+
+TEST_F(Launch, TorchrunWithOneRankNeedsNoStore) {
+  set("RANK", "0");
+  set("WORLD_SIZE", "1");
+  const LaunchInfo i = detect_launch({});
+  expect_info(i, 0, 1, 0, 0, "torchrun");
+  EXPECT_FALSE(adgnn::launched_multi(i));
+}
+
+TEST_F(Launch, TorchrunBadValues) {
+  torchrun("1", "2", "1", "2");
+  set("MASTER_PORT", "abc");
+  EXPECT_EQ(error_of(), "MASTER_PORT=abc: not an integer");
+  set("MASTER_PORT", "70000");
+  EXPECT_EQ(error_of(), "MASTER_PORT=70000: not a port number (1-65535)");
+  set("MASTER_PORT", "0");
+  EXPECT_EQ(error_of(), "MASTER_PORT=0: not a port number (1-65535)");
+  unsetenv("MASTER_PORT");
+  EXPECT_EQ(error_of(), "MASTER_PORT: not set although RANK=1 and WORLD_SIZE=2 are (torchrun sets it)");
+  set("MASTER_PORT", "29500");
+  unsetenv("MASTER_ADDR");
+  EXPECT_EQ(error_of(), "MASTER_ADDR: not set although RANK=1 and WORLD_SIZE=2 are (torchrun sets it)");
+  set("MASTER_ADDR", "node3");
+  set("LOCAL_RANK", "2");
+  EXPECT_EQ(error_of(), "LOCAL_RANK=2: must be below WORLD_SIZE=2");
+  set("LOCAL_RANK", "1");
+  set("LOCAL_WORLD_SIZE", "1");
+  EXPECT_EQ(error_of(), "LOCAL_RANK=1: must be below LOCAL_WORLD_SIZE=1 (ranks on this host)");
+  set("LOCAL_WORLD_SIZE", "2");
+  set("TORCHELASTIC_RESTART_COUNT", "x");
+  EXPECT_EQ(error_of(), "TORCHELASTIC_RESTART_COUNT=x: not an integer");
+  set("TORCHELASTIC_RESTART_COUNT", "0");
+  set("RANK", "2");
+  EXPECT_EQ(error_of(), "RANK=2: must be below WORLD_SIZE=2");
+  unsetenv("WORLD_SIZE");
+  EXPECT_EQ(error_of(), "WORLD_SIZE: not set although RANK=2 is");
 }
 
 TEST_F(Launch, OpenMpiWithoutLocalVariablesUsesTheRank) {

@@ -1,6 +1,7 @@
 // adgnn/launch: who am I in a multi-process run. Reads the rank, size and local rank that the
-// launcher put in the environment (mpirun, srun, MPICH's mpiexec) or that the command line gives,
-// before MPI is initialised, so that a rank can pick its GPU first. Torch-free; no MPI calls.
+// launcher put in the environment (torchrun, mpirun, srun, MPICH's mpiexec) or that the command
+// line gives, before MPI is initialised, so that a rank can pick its GPU first. Torch-free; no
+// MPI calls.
 //
 // Bad values (not an integer, out of range, inconsistent) throw std::invalid_argument with one
 // line naming the variable or flag: "SLURM_PROCID=abc: not an integer", "--rank 3: must be below
@@ -16,9 +17,17 @@ struct LaunchInfo {
   int rank = 0, size = 1;
   int local_rank = 0;  // rank among the ranks on this host; chooses the GPU
   int local_size = 1;  // ranks on this host; 0 when the launcher does not say
-  // Where rank and size came from: "mpirun" (OMPI_COMM_WORLD_* or PMI_*), "srun" (SLURM_* or
-  // PMI_* agreeing with them), "flags" (--rank / --world-size), "single" (nothing: one process).
+  // Where rank and size came from: "torchrun" (RANK, WORLD_SIZE), "mpirun" (OMPI_COMM_WORLD_* or
+  // PMI_*), "srun" (SLURM_* or PMI_* agreeing with them), "flags" (--rank / --world-size),
+  // "single" (nothing: one process).
   std::string source = "single";
+  // Under torchrun with more than one rank: where the ranks meet without MPI, a c10d TCPStore at
+  // MASTER_ADDR:MASTER_PORT, served by torchrun's agent (TORCHELASTIC_USE_AGENT_STORE=True) or
+  // else by rank 0; keys under store_prefix, unique to this run and restart attempt.
+  std::string store_host;
+  int store_port = 0;
+  bool store_served_by_agent = false;
+  std::string store_prefix;
 };
 
 // Command-line values; -1 = not given. Given values override the environment's.
@@ -27,11 +36,16 @@ struct LaunchOverrides {
 };
 
 // Environment, first found wins:
+//   torchrun:    RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE; MASTER_ADDR and MASTER_PORT
+//                (required when WORLD_SIZE > 1), TORCHELASTIC_USE_AGENT_STORE,
+//                TORCHELASTIC_RUN_ID and TORCHELASTIC_RESTART_COUNT
 //   OpenMPI:     OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK, _LOCAL_SIZE
 //   MPICH/Hydra: PMI_RANK, PMI_SIZE, MPI_LOCALRANKID, MPI_LOCALNRANKS
 //   Slurm srun:  SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, and for local_size
 //                SLURM_STEP_TASKS_PER_NODE or SLURM_TASKS_PER_NODE ("4(x2),3", indexed by
 //                SLURM_NODEID) or SLURM_NTASKS_PER_NODE
+// torchrun comes first because it is always the innermost launcher (`srun torchrun ...` leaves
+// the node's SLURM_PROCID in its workers' environment, `mpirun torchrun ...` the OMPI_* ones).
 // MPI launchers come before Slurm because mpirun inside an allocation starts its ranks from
 // daemons that srun launched, so the inherited SLURM_PROCID is the daemon's, not the rank's.
 // A launcher whose rank variable is set must also set its size variable. Without a local rank it
