@@ -26,6 +26,7 @@ void add_partition_commands(CLI::App& app, std::function<int()>& run);
 void add_predictions_commands(CLI::App& app, std::function<int()>& run);
 // Adds `predict` (launch/predict_commands.cpp).
 void add_predict_commands(CLI::App& app, std::function<int()>& run);
+void add_export_commands(CLI::App& app, std::function<int()>& run);
 // Adds `bench` (launch/bench_commands.cpp).
 void add_bench_commands(CLI::App& app, std::function<int()>& run);
 

@@ -53,6 +53,7 @@ int main(int argc, char** argv) {
   adgnn::cli::add_bench_commands(app, run);
   adgnn::cli::add_predictions_commands(app, run);
   adgnn::cli::add_predict_commands(app, run);
+  adgnn::cli::add_export_commands(app, run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

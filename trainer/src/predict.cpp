@@ -44,18 +44,35 @@ StoredModel stored_model(const std::string& path, std::map<std::string, std::str
 }  // namespace
 
 StoredModel read_stored_model(const std::string& checkpoint) {
+  std::map<std::string, H5Array> arrays;
+  return read_stored_model(checkpoint, arrays);
+}
+
+ModelConfig stored_model_config(const StoredModel& m, const std::map<std::string, H5Array>& arrays,
+                                const std::string& path, const std::string& device) {
+  ModelConfig mc = m.config.model;
+  mc.device = device;
+  // The training graph's min and max of the depth benefit: a new graph is normalised as the
+  // model was trained (a node beyond them is clamped to [0, 1]).
+  if (auto it = arrays.find("benefit_range"); it != arrays.end()) {
+    at::Tensor r = torch::zeros({2}, torch::kFloat64);
+    detail::from_array(it->second, r, path + "[benefit_range]");
+    mc.benefit_range = std::make_pair(-r[0].item<double>(), r[1].item<double>());
+  }
+  return mc;
+}
+
+StoredModel read_stored_model(const std::string& checkpoint, std::map<std::string, H5Array>& arrays) {
   std::map<std::string, std::string> attrs;
-  const auto arrays = read_arrays_h5(checkpoint, &attrs);
+  arrays = read_arrays_h5(checkpoint, &attrs);
   return stored_model(checkpoint, attrs, arrays);
 }
 
 PredictSummary predict(const GraphPart& part, const PredictOptions& opt, Communicator* comm) {
-  std::map<std::string, std::string> attrs;
-  const auto stored = read_arrays_h5(opt.checkpoint, &attrs);
+  std::map<std::string, H5Array> stored;
   PredictSummary s;
-  s.model = stored_model(opt.checkpoint, attrs, stored);
-  ModelConfig mc = s.model.config.model;
-  mc.device = opt.device;
+  s.model = read_stored_model(opt.checkpoint, stored);
+  const ModelConfig mc = stored_model_config(s.model, stored, opt.checkpoint, opt.device);
   if ((comm ? comm->size() : 1) != part.parts)
     throw InputError("--partition-dir: a part of " + std::to_string(part.parts) + " for a run of " +
                      std::to_string(comm ? comm->size() : 1) + " ranks");
@@ -65,13 +82,6 @@ PredictSummary predict(const GraphPart& part, const PredictOptions& opt, Communi
   if (!part.labels.empty() && part.num_classes != mc.out_dim)
     throw InputError(fmt::format("{}: {} classes, but the model of {} predicts {}", part.graph_name, part.num_classes,
                                  opt.checkpoint, mc.out_dim));
-  // The training graph's min and max of the depth benefit: a new graph is normalised as the
-  // model was trained (a node beyond them is clamped to [0, 1]).
-  if (auto it = stored.find("benefit_range"); it != stored.end()) {
-    at::Tensor r = torch::zeros({2}, torch::kFloat64);
-    detail::from_array(it->second, r, opt.checkpoint + "[benefit_range]");
-    mc.benefit_range = std::make_pair(-r[0].item<double>(), r[1].item<double>());
-  }
   Model model(mc);
   detail::load_model_state(opt.checkpoint, stored, model);
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 
 #include "adgnn/comm.h"
@@ -22,6 +23,13 @@ struct StoredModel {
 // InputError naming the file for one that is not an adgnn checkpoint, or one written before
 // checkpoints carried their settings.
 StoredModel read_stored_model(const std::string& checkpoint);
+// The same, and the checkpoint's arrays (parameters "param/<name>", buffers "buffer/<name>",
+// "benefit_range", ...).
+StoredModel read_stored_model(const std::string& checkpoint, std::map<std::string, H5Array>& arrays);
+// The configuration that rebuilds the stored model on `device`: its settings, with the training
+// graph's depth-benefit range where the checkpoint has one (path: for the errors).
+ModelConfig stored_model_config(const StoredModel& model, const std::map<std::string, H5Array>& arrays,
+                                const std::string& path, const std::string& device);
 
 struct PredictOptions {
   std::string checkpoint;
@@ -39,5 +47,22 @@ struct PredictSummary {
 // Every rank calls it with its part (part.parts == comm's size; comm null: one process). The
 // graph must have the model's feature width and, where it has labels, its class count.
 PredictSummary predict(const GraphPart& part, const PredictOptions& opt, Communicator* comm = nullptr);
+
+// `adgnn export`: the checkpoint's model as a file that Python's torch.load reads (weights_only
+// is enough), a dict:
+//   "format": "adgnn-export", "epoch": the parameters' epoch,
+//   "config": the model's settings (backbone, variant, in_dim, hidden, out_dim, layers, t_max,
+//             heads, batchnorm, dropout, lambda, kappa, normalisation, heuristic,
+//             degree_threshold, dirgnn_alpha, float64),
+//   "train_config": every setting of the run, as YAML,
+//   "state_dict": the parameters and buffers by name, CPU tensors of the model's dtype,
+//   "benefit_range": float64 [min, max] of log eps_hat over the training graph (AD under
+//                    linear / log).
+// python/adgnn_torch rebuilds the model from it. Written atomically; returns what it wrote.
+struct ExportSummary {
+  StoredModel model;
+  int64_t tensors = 0, parameters = 0;  // state_dict entries; learned scalars among them
+};
+ExportSummary export_model(const std::string& checkpoint, const std::string& out);
 
 }  // namespace adgnn
