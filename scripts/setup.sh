@@ -32,9 +32,10 @@ if [ ! -x .venv/bin/python ]; then
   log "creating .venv with $($py --version)"
   $py -m venv .venv
 fi
-if ! .venv/bin/python -c 'import torch, numpy, h5py, torch_geometric, sklearn; assert torch.__version__.startswith("2.11")' 2>/dev/null; then
-  log "pip install torch==2.11.* torch_geometric==2.8.* numpy h5py scikit-learn (several GB on the first run; pip caches them)"
-  .venv/bin/pip install -q --disable-pip-version-check "torch==2.11.*" "torch_geometric==2.8.*" numpy h5py scikit-learn
+if ! .venv/bin/python -c 'import torch, numpy, h5py, torch_geometric, sklearn, tensorboard; assert torch.__version__.startswith("2.11")' 2>/dev/null; then
+  log "pip install torch==2.11.* torch_geometric==2.8.* numpy h5py scikit-learn tensorboard (several GB on the first run; pip caches them)"
+  .venv/bin/pip install -q --disable-pip-version-check "torch==2.11.*" "torch_geometric==2.8.*" numpy h5py scikit-learn \
+    tensorboard
 fi
 torch_prefix=$(.venv/bin/python -c 'import torch; print(torch.utils.cmake_prefix_path)')
 
