@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <string>
@@ -17,6 +18,7 @@
 #include "adgnn/loaders.h"
 #include "adgnn/profile.h"
 #include "adgnn/trainer.h"
+#include "bench.h"
 #include "commands.h"
 #include "fmt/format.h"
 #include "nlohmann/json.hpp"
@@ -26,19 +28,6 @@ namespace adgnn::cli {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-struct BenchFlags {
-  std::string dataset = "csbm:arxiv-scale", data_dir, device = "cuda", json;
-  std::vector<std::string> backbones{"gcn"}, variants{"plain", "ad_fast", "ad"};
-  std::vector<int64_t> depths{2, 4, 8};
-  std::vector<std::string> fdelta_precisions{"fp32"};  // one row of the learned variant per entry
-  int64_t hidden = 128, steps = 30, warmup = 5;
-  double dropout = 0.5, lr = 0.01, weight_decay = 5e-4, lambda = 0.0;
-  std::string normalisation = "linear", compact = "auto";
-  uint64_t seed = 0;
-  bool breakdown = false, kernels = false;
-  int64_t profile = 0;  // profiled steps per model after the timed ones (0: none)
-};
 
 void sync(const c10::Device& d) {
   if (d.is_cuda()) torch::cuda::synchronize(d.index());
@@ -89,6 +78,11 @@ struct BenchRow {
   // the closing device wait. Close to step_ms: the host, not the device, bounds the step.
   std::vector<double> issue_ms;
   int64_t peak_bytes = 0, parameters = 0;
+  // What holds the peak (CUDA; bytes allocated, measured in the last step): the graph and the
+  // inputs, held before the model exists; the model's parameters, gradients and Adam moments;
+  // what the forward leaves allocated for the backward (activations, masks, index lists, the
+  // loss); and the backward's and optimizer's transients above that (the rest of the peak).
+  int64_t graph_bytes = 0, model_state_bytes = 0, forward_saved_bytes = 0, backward_transient_bytes = 0;
   std::vector<int64_t> edges, active_rows;
   // --profile: device time per kernel (CPU: per operator, inclusive) over the profiled steps,
   // largest first, and the device's busy time per step.
@@ -116,6 +110,7 @@ BenchRow bench_model(const MessageGraph& mg, const at::Tensor& x, const at::Tens
   mc.seed = f.seed;
   mc.device = f.device;
   reset_peak_device_memory(dev);
+  const int64_t held_before_model = current_device_memory(dev);
   Model model(mc);
   model.set_defer_stats(true);  // no device wait between forward and backward
   FlatAdam opt(adam_groups(model, f.weight_decay), f.lr);
@@ -135,8 +130,14 @@ BenchRow bench_model(const MessageGraph& mg, const at::Tensor& x, const at::Tens
     sync(dev);
     const auto t0 = Clock::now();
     opt.zero_grad();
+    const int64_t held_before_forward = current_device_memory(dev);
     ForwardOutput out = model.forward(mg, x, /*training=*/true, step, labels, mask);
     const at::Tensor loss = training_loss(out, train_idx, y_train, 1.0 / double(train_idx.numel()));
+    if (step + 1 == total) {
+      row.graph_bytes = held_before_model;
+      row.model_state_bytes = held_before_forward - held_before_model;
+      row.forward_saved_bytes = current_device_memory(dev) - held_before_forward;
+    }
     if (f.breakdown) sync(dev);
     const auto t1 = Clock::now();
     loss.backward();
@@ -166,6 +167,8 @@ BenchRow bench_model(const MessageGraph& mg, const at::Tensor& x, const at::Tens
     row.busy_ms_per_step = profiler.busy_ms_per_step();
   }
   row.peak_bytes = peak_device_memory(dev);
+  row.backward_transient_bytes =
+      row.peak_bytes - row.graph_bytes - row.model_state_bytes - row.forward_saved_bytes;
   return row;
 }
 
@@ -253,7 +256,53 @@ nlohmann::json bench_kernels(const MessageGraph& mg, const BenchFlags& f, int64_
   return j;
 }
 
+}  // namespace
+
+int64_t parse_byte_size(const std::string& text, const std::string& flag) {
+  static const std::vector<std::pair<std::string, double>> units = {
+      {"TiB", 1099511627776.0}, {"GiB", 1073741824.0}, {"MiB", 1048576.0}, {"KiB", 1024.0}, {"TB", 1e12},
+      {"GB", 1e9},  {"MB", 1e6},  {"KB", 1e3},  {"B", 1.0}};
+  const auto bad = [&] { return InputError(flag + " " + text + ": expected a size such as 20GiB, 512MiB or 4e9"); };
+  size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::exception&) {
+    throw bad();
+  }
+  std::string unit = text.substr(used);
+  while (!unit.empty() && unit.front() == ' ') unit.erase(0, 1);
+  double scale = unit.empty() ? 1.0 : 0.0;
+  for (const auto& [name, s] : units)
+    if (unit == name) scale = s;
+  if (scale == 0.0 || !(v > 0) || !std::isfinite(v * scale) || v * scale > 9e18) throw bad();
+  return int64_t(v * scale);
+}
+
+bool bench_resizes_graph(const BenchFlags& f) { return f.nodes > 0 || f.features > 0 || f.avg_degree > 0; }
+
+CsbmParams bench_graph_params(const BenchFlags& f) {
+  CsbmParams p = csbm_params_of(f.dataset, "--dataset");
+  if (f.nodes > 0) {
+    if (p.undirected_edges >= 0) p.avg_degree = 2.0 * double(p.undirected_edges) / double(p.nodes);
+    p.undirected_edges = -1;  // the preset's average degree at the new size
+    p.nodes = f.nodes;
+    p.communities = std::min(p.communities, p.nodes);
+    p.name += fmt::format("-{}nodes", f.nodes);
+  }
+  if (f.avg_degree > 0) {
+    p.avg_degree = f.avg_degree;
+    p.undirected_edges = -1;
+  }
+  if (f.features > 0) p.features = f.features;
+  return p;
+}
+
 int run_bench(const BenchFlags& f) {
+  if (bench_resizes_graph(f) && f.dataset.rfind("csbm:", 0) != 0)
+    throw InputError("--nodes / --avg-degree / --features: resize a generated graph only (--dataset csbm:<preset>, not " +
+                     f.dataset + ")");
+  if (f.memory_limit) throw InputError("--memory-limit: only with --max-graph");
   if (f.steps < 1) throw InputError("--steps: must be at least 1");
   if (f.warmup < 0) throw InputError("--warmup: must be non-negative");
   if (f.hidden < 1) throw InputError("--hidden: must be at least 1");
@@ -283,7 +332,7 @@ int run_bench(const BenchFlags& f) {
   fl.device = dev.str();
 
   const auto t_load = Clock::now();
-  const Graph g = load_dataset(f.dataset, f.data_dir);
+  const Graph g = bench_resizes_graph(f) ? generate_csbm(bench_graph_params(f)) : load_dataset(f.dataset, f.data_dir);
   const double load_s = ms_since(t_load) / 1e3;
   const GraphTensors gt = to_tensors(g, dev);
   const MessageGraph mg = message_graph(gt);
@@ -307,7 +356,7 @@ int run_bench(const BenchFlags& f) {
   fmt::print("| model | depth | step ms (median) | p10-p90 | {}peak MiB | edges per layer (% of all entries) |\n",
              f.breakdown ? "fwd / bwd / opt ms | " : "host ms | ");
   fmt::print("|---|---:|---:|---:|---:|---:|---|\n");
-  std::string profiles;
+  std::string profiles, memory;
   for (int64_t d : f.depths) {
     for (const auto& b : f.backbones) {
       for (const auto& v : f.variants) for (const auto& prec : v == "ad" ? f.fdelta_precisions : std::vector<std::string>{"fp32"}) {
@@ -354,10 +403,25 @@ int run_bench(const BenchFlags& f) {
           for (size_t i = 0; i < std::min<size_t>(r.profile_ms.size(), 14); ++i)
             profiles += fmt::format("  {:8.3f}  {}\n", r.profile_ms[i].second, r.profile_ms[i].first.substr(0, 150));
         }
+        if (dev.is_cuda())
+          row["peak_held_by_bytes"] = {{"graph_and_inputs", r.graph_bytes},
+                                       {"parameters_gradients_adam", r.model_state_bytes},
+                                       {"saved_by_forward", r.forward_saved_bytes},
+                                       {"backward_and_optimizer", r.backward_transient_bytes}};
         doc["rows"].push_back(row);
+        const auto mib = [](int64_t b) { return double(b) / (1 << 20); };
+        memory += fmt::format("| {} | {} | {:.0f} | {:.0f} | {:.0f} | {:.0f} | {:.0f} |\n", label, d, mib(r.peak_bytes),
+                              mib(r.graph_bytes), mib(r.model_state_bytes), mib(r.forward_saved_bytes),
+                              mib(r.backward_transient_bytes));
       }
     }
   }
+  if (dev.is_cuda())
+    fmt::print("\nwhat holds the peak (MiB allocated; graph: before the model exists; saved: left by the forward "
+               "for the backward; transients: the rest of the peak)\n"
+               "| model | depth | peak | graph and inputs | parameters, gradients, Adam | saved by the forward | "
+               "backward and optimizer transients |\n|---|---:|---:|---:|---:|---:|---:|\n{}",
+               memory);
   if (!profiles.empty()) fmt::print("\nprofile (Kineto, {} steps){}", f.profile, profiles);
   if (f.kernels) {
     const nlohmann::json k = bench_kernels(mg, fl, gt.num_features, g.num_classes);
@@ -391,8 +455,6 @@ int run_bench(const BenchFlags& f) {
   return 0;
 }
 
-}  // namespace
-
 void add_bench_commands(CLI::App& app, std::function<int()>& run) {
   auto f = std::make_shared<BenchFlags>();
   CLI::App* cmd = app.add_subcommand(
@@ -423,8 +485,28 @@ void add_bench_commands(CLI::App& app, std::function<int()>& run) {
   cmd->add_flag("--kernels", f->kernels, "Also time the aggregation kernels against the device's bandwidth and matmul rate");
   cmd->add_option("--profile", f->profile, "Profile this many more steps per model (Kineto) and print the largest kernels")
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--nodes", f->nodes, "Resize the generated graph (csbm:<preset>) to this many nodes, at the preset's average degree")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--avg-degree", f->avg_degree, "Generated graph: average degree (2 x undirected edges / nodes)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--features", f->features, "Generated graph: feature width")->check(CLI::PositiveNumber);
+  cmd->add_flag("--max-graph", f->max_graph,
+                "Find the largest generated graph (nodes at the dataset's degree and width) that trains: doubling, then "
+                "bisection, one child process per probe (--steps 2 --warmup 1 unless given)");
+  auto* limit = cmd->add_option("--memory-limit", "--max-graph: a probe fits only if its peak stays within this (e.g. "
+                                "20GiB; CUDA: device memory allocated, CPU: resident memory; required on the CPU)")
+                    ->type_name("SIZE");
+  cmd->add_option("--resolution", f->resolution, "--max-graph: stop when the failing size is within this share of the fitting one")
+      ->capture_default_str();
   cmd->add_option("--json", f->json, "Write the results as JSON (atomically)");
-  cmd->callback([f, &run] { run = [f] { return run_bench(*f); }; });
+  cmd->callback([f, cmd, limit, &run] {
+    if (limit->count()) f->memory_limit = parse_byte_size(limit->as<std::string>(), "--memory-limit");
+    if (f->max_graph) {  // a probe needs the peak, not a steady timing
+      if (!cmd->count("--steps")) f->steps = 2;
+      if (!cmd->count("--warmup")) f->warmup = 1;
+    }
+    run = [f] { return f->max_graph ? run_max_graph(*f) : run_bench(*f); };
+  });
 }
 
 }  // namespace adgnn::cli

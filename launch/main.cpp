@@ -1,4 +1,6 @@
-// adgnn: one binary, subcommands per area. Bad input exits with code 2 and one line on stderr.
+// adgnn: one binary, subcommands per area. Bad input exits with code 2 and one line on stderr;
+// running out of host or device memory with code 3 (bench --max-graph tells a probe that does
+// not fit from one that fails).
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -11,6 +13,8 @@
 
 #include <unistd.h>
 
+#include <c10/util/Exception.h>
+
 #include "CLI/CLI.hpp"
 #include "adgnn/comm.h"
 #include "adgnn/launch.h"
@@ -19,6 +23,8 @@
 #include "fmt/format.h"
 
 namespace {
+
+constexpr int kOutOfMemoryExit = 3;
 
 // " (rank R on host H)" for an error line of a run of several ranks: MPI's rank, or under
 // torchrun (no MPI) the launcher's; empty for one process.
@@ -34,6 +40,18 @@ std::string rank_label() {
   } catch (const std::exception&) {
     return {};
   }
+}
+
+std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
+
+// The one line and exit status of a run that ran out of host or device memory; several ranks
+// are all stopped.
+int out_of_memory(const char* where, const std::string& detail) {
+  const std::string line = fmt::format("adgnn: error{}: out of memory ({}){}{}\n", rank_label(), where,
+                                       detail.empty() ? "" : ": ", detail);
+  std::fputs(line.c_str(), stderr);
+  if (adgnn::mpi_running() && adgnn::mpi_world_size() > 1) adgnn::mpi_abort(kOutOfMemoryExit);
+  return kOutOfMemoryExit;
 }
 
 }  // namespace
@@ -102,7 +120,18 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "adgnn: error%s: %s\n", rank_label().c_str(), e.what());
     return 2;
   } catch (const std::bad_alloc&) {
-    std::fprintf(stderr, "adgnn: error: out of memory\n");
+    return out_of_memory("host", "");
+  } catch (const c10::OutOfMemoryError& e) {
+    return out_of_memory("device", first_line(e.what_without_backtrace()));
+  } catch (const c10::Error& e) {  // LibTorch's: its message without the C++ backtrace
+    const std::string what = first_line(e.what_without_backtrace());
+    // LibTorch's CPU allocator reports a failed allocation as a plain c10::Error.
+    if (what.find("DefaultCPUAllocator: can't allocate memory") != std::string::npos) return out_of_memory("host", what);
+    if (multi()) {
+      std::fprintf(stderr, "adgnn: internal error%s: %s\n", rank_label().c_str(), what.c_str());
+      adgnn::mpi_abort(1);
+    }
+    std::fprintf(stderr, "adgnn: internal error%s: %s\n", rank_label().c_str(), what.c_str());
     return 1;
   } catch (const std::exception& e) {
     if (multi()) {

@@ -672,20 +672,20 @@ std::string resolve_dataset(const std::string& name_or_path, const std::string& 
                                root, fmt::join(known_datasets(), ", ")));
 }
 
+CsbmParams csbm_params_of(const std::string& dataset, const std::string& flag) {
+  if (dataset.rfind("csbm:", 0) != 0)
+    throw InputError(fmt::format("{} {}: not a generated graph (csbm:<preset>[:seed])", flag, dataset));
+  const std::string rest = dataset.substr(5);
+  const auto colon = rest.find(':');
+  if (colon == std::string::npos) return csbm_preset(rest);
+  CsbmParams p = csbm_preset(rest.substr(0, colon));
+  p.seed = uint64_t(detail::parse_int(rest.substr(colon + 1), flag + " " + dataset, 1));
+  return p;
+}
+
 Graph load_dataset(const std::string& name_or_path, const std::string& data_dir) {
   // "csbm:<preset>[:seed]" generates a synthetic graph in memory.
-  if (name_or_path.rfind("csbm:", 0) == 0) {
-    std::string rest = name_or_path.substr(5);
-    CsbmParams p;
-    const auto colon = rest.find(':');
-    if (colon != std::string::npos) {
-      p = csbm_preset(rest.substr(0, colon));
-      p.seed = uint64_t(detail::parse_int(rest.substr(colon + 1), "--dataset " + name_or_path, 1));
-    } else {
-      p = csbm_preset(rest);
-    }
-    return generate_csbm(p);
-  }
+  if (name_or_path.rfind("csbm:", 0) == 0) return generate_csbm(csbm_params_of(name_or_path));
   const std::string path = resolve_dataset(name_or_path, data_dir);
   if (detail::is_directory(path)) {
     if (detail::file_exists(join_path(path, "out1_graph_edges.txt"))) return load_geomgcn(path);

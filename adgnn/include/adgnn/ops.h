@@ -42,6 +42,8 @@ bool cuda_kernels_built();
 // Peak bytes allocated by PyTorch's CUDA allocator on `device` since the last reset (0 for the
 // CPU or a build without CUDA), and its reset.
 int64_t peak_device_memory(c10::Device device);
+// Bytes allocated by PyTorch's CUDA allocator on `device` now (0 for the CPU or without CUDA).
+int64_t current_device_memory(c10::Device device);
 void reset_peak_device_memory(c10::Device device);
 
 // Counter-based dropout: the mask entry (row, column) depends only on (seed, epoch, layer,

@@ -1,0 +1,71 @@
+#include "child_process.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char** environ;
+
+namespace adgnn::cli {
+
+std::string self_executable() {
+  char buf[4096];
+  const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) throw std::runtime_error(std::string("/proc/self/exe: ") + std::strerror(errno));
+  return std::string(buf, size_t(n));
+}
+
+ChildResult run_child(const std::vector<std::string>& argv) {
+  // stderr goes to an unlinked temporary file, read back after the child ends.
+  char path[] = "/tmp/adgnn-child-XXXXXX";
+  const int err_fd = mkstemp(path);
+  if (err_fd < 0) throw std::runtime_error(std::string("temporary file in /tmp: ") + std::strerror(errno));
+  unlink(path);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, err_fd, STDERR_FILENO);
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = 0;
+  const int rc = posix_spawn(&pid, argv.at(0).c_str(), &actions, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) {
+    close(err_fd);
+    throw std::runtime_error(argv[0] + ": cannot start (" + std::strerror(rc) + ")");
+  }
+  int status = 0;
+  struct rusage usage {};
+  while (wait4(pid, &status, 0, &usage) < 0) {
+    if (errno != EINTR) {
+      close(err_fd);
+      throw std::runtime_error(std::string("waiting for ") + argv[0] + ": " + std::strerror(errno));
+    }
+  }
+  ChildResult r;
+  if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
+  r.peak_rss_bytes = int64_t(usage.ru_maxrss) * 1024;  // KiB on Linux
+  std::string text;
+  if (lseek(err_fd, 0, SEEK_SET) == 0) {
+    char buf[8192];
+    ssize_t n;
+    while ((n = read(err_fd, buf, sizeof buf)) > 0) text.append(buf, size_t(n));
+  }
+  close(err_fd);
+  if (text.size() > 4000) text = text.substr(text.size() - 4000);
+  r.stderr_tail = text;
+  return r;
+}
+
+}  // namespace adgnn::cli

@@ -1,0 +1,25 @@
+// Running another `adgnn` command as a child process: a probe that may run out of memory
+// without taking the caller down (bench --max-graph).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace adgnn::cli {
+
+struct ChildResult {
+  int exit_code = -1;    // the child's exit status; -1 when a signal ended it
+  int signal = 0;        // the signal that ended it (SIGKILL: the kernel's out-of-memory killer)
+  int64_t peak_rss_bytes = 0;  // the child's own peak resident memory (wait4's ru_maxrss)
+  std::string stderr_tail;     // the last lines it wrote to stderr
+};
+
+// The path of the running executable (/proc/self/exe).
+std::string self_executable();
+
+// Runs `argv` (argv[0]: the program's path) with stdout discarded and stderr captured, and waits
+// for it. Throws std::runtime_error when it cannot be started.
+ChildResult run_child(const std::vector<std::string>& argv);
+
+}  // namespace adgnn::cli

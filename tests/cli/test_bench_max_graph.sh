@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# `adgnn bench --max-graph` on the CPU: the search's answer fits and the next size does not, under
+# a --memory-limit (peak resident memory) and under an address-space limit that makes the probes
+# run out of memory (exit 3: a probe that does not fit, not a failed search); bad flags refused.
+# Usage: test_bench_max_graph.sh <adgnn binary>
+set -u
+adgnn=$1
+# shellcheck source=harness.sh
+source "$(dirname "$0")/harness.sh"
+probe=(bench --dataset csbm:demo --device cpu --backbones gcn --variants plain --depths 2 --hidden 16)
+
+# check_search <json> <limit bytes or 0> <resolution> <result of a failing probe>: the JSON's search
+# is consistent: probes double from the preset's size until one fails, then bisect; every fitting
+# probe trains within the limit, every failing one ends with the given result; the answer is the
+# largest fitting probe and the smallest failing one is within the resolution above it.
+check_search() {
+  python3 - "$@" <<'PY'
+import json, sys
+doc = json.load(open(sys.argv[1]))
+limit, res, why = int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
+s = doc["searches"][0]
+probes = s["probes"]
+fit = [p for p in probes if p["fits"]]
+fail = [p for p in probes if not p["fits"]]
+assert fit and fail, probes
+assert all(p["result"] == "trains" and p["step_ms"] > 0 for p in fit), fit
+assert all(p["result"] == why for p in fail), fail
+if limit:
+    assert all(0 < p["peak_bytes"] <= limit for p in fit), fit
+    assert all(p["peak_bytes"] > limit for p in fail), fail
+first_fail = next(i for i, p in enumerate(probes) if not p["fits"])
+assert all(probes[i + 1]["nodes"] == 2 * probes[i]["nodes"] for i in range(first_fail)), probes
+assert s["largest_nodes"] == max(p["nodes"] for p in fit)
+assert s["smallest_failing_nodes"] == min(p["nodes"] for p in fail)
+assert s["largest_nodes"] < s["smallest_failing_nodes"] <= s["largest_nodes"] * (1 + res), s
+best = next(p for p in fit if p["nodes"] == s["largest_nodes"])
+assert s["largest_undirected_edges"] == best["undirected_edges"] == round(best["nodes"] * doc["shape"]["average_degree"] / 2), s
+print(f"largest {s['largest_nodes']} nodes, first failing {s['smallest_failing_nodes']}, {len(probes)} probes")
+PY
+}
+
+# Within a memory limit: the resident peak of each probe decides.
+run limit "$adgnn" "${probe[@]}" --max-graph --memory-limit 400MiB --resolution 0.2 --json "$tmp/limit.search.json"
+check_search "$tmp/limit.search.json" $((400 << 20)) 0.2 "over --memory-limit" && ok || bad "search under --memory-limit 400MiB"
+grep -q "^GCN depth 2: the largest graph that trains has [0-9]* nodes" "$tmp/limit.json" && ok ||
+  bad "the search's summary line is missing: $(tail -3 "$tmp/limit.json")"
+
+# Out of memory: an address-space limit below the host's memory makes large probes fail to
+# allocate; they exit 3 and the search goes on.
+run oom bash -c "ulimit -v 2000000; exec \"$adgnn\" ${probe[*]} --features 512 --max-graph --memory-limit 100GiB \
+  --resolution 0.25 --json $tmp/oom.search.json"
+check_search "$tmp/oom.search.json" 0 0.25 "out of memory" && ok || bad "search that runs out of memory"
+# The probe's own failure: one line, exit 3.
+bash -c "ulimit -v 2000000; exec \"$adgnn\" ${probe[*]} --features 512 --nodes 2000000 --steps 1 --warmup 0" \
+  >"$tmp/one.out" 2>"$tmp/one.err"
+rc=$?
+[ $rc -eq 3 ] && [ "$(wc -l <"$tmp/one.err")" -eq 1 ] && grep -q "out of memory (host)" "$tmp/one.err" && ok ||
+  bad "out of memory: exit $rc, $(cat "$tmp/one.err")"
+
+# A resized generated graph benches like a preset.
+run nodes "$adgnn" "${probe[@]}" --nodes 500 --avg-degree 4 --features 24 --steps 1 --warmup 0 --json "$tmp/nodes.bench.json"
+python3 -c "import json,sys; g=json.load(open(sys.argv[1]))['graph']; assert (g['nodes'], g['edges'], g['features']) == (500, 2000, 24), g" \
+  "$tmp/nodes.bench.json" && ok || bad "--nodes 500 --avg-degree 4 --features 24: $(cat "$tmp/nodes.bench.json")"
+
+# expect_error <stderr fragment> <command...>: exit code 2 and one stderr line holding the fragment.
+expect_error() {
+  local frag=$1; shift
+  "$@" >"$tmp/out" 2>"$tmp/err"
+  local rc=$?
+  if [ $rc -eq 2 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -qF -- "$frag" "$tmp/err"; then ok
+  else bad "$* -> exit $rc: $(cat "$tmp/err") (want exit 2 and '$frag')"; fi
+}
+expect_error "--memory-limit" "$adgnn" "${probe[@]}" --max-graph
+expect_error "--memory-limit lots" "$adgnn" "${probe[@]}" --max-graph --memory-limit lots
+expect_error "--memory-limit 0GiB" "$adgnn" "${probe[@]}" --max-graph --memory-limit 0GiB
+expect_error "--memory-limit: only with --max-graph" "$adgnn" "${probe[@]}" --memory-limit 1GiB
+expect_error "--dataset must be csbm" "$adgnn" bench --dataset cora_ml --device cpu --max-graph --memory-limit 1GiB
+expect_error "resize a generated graph only" "$adgnn" bench --dataset cora_ml --device cpu --nodes 100
+expect_error "--resolution 1" "$adgnn" "${probe[@]}" --max-graph --memory-limit 1GiB --resolution 1
+# A probe refused as bad input ends the search with its one line.
+expect_error "--avg-degree 5000" "$adgnn" "${probe[@]}" --max-graph --memory-limit 1GiB --avg-degree 5000
+finish
