@@ -136,8 +136,10 @@ struct ForwardOutput {
   // this pass normalised with, float64 [-min, max] (what ModelConfig::benefit_range fixes;
   // checkpoints keep it, so that `adgnn predict` normalises a new graph as training did).
   at::Tensor benefit_range;
-  // h^(t), t = 1..L, over the destination rows; empty after a rank's training pass (other than
-  // AD#'s), whose halo exchanges update the layers' inputs in place.
+  // h^(t), t = 1..L, over the destination rows, from evaluation passes and AD#'s training passes;
+  // empty after the other training passes (the backward does not read them: not holding them
+  // lowers the peak) and after a rank's training pass, whose halo exchanges update the layers'
+  // inputs in place.
   std::vector<at::Tensor> layer_outputs;
   ForwardStats stats;
 };

@@ -367,7 +367,7 @@ void ForwardPass::exchange_input(Step& s) {
       h_src_ = halo_->extend_update(*pending_, t, mixhop, out_.stats);
       pending_.reset();
       h_dst_ = h_src_.slice(0, 0, n_);  // layer t-1's output
-      out_.layer_outputs.push_back(h_dst_);
+      keep_output(h_dst_);
     } else {
       const bool grow = t == 2 && grown_from_.defined() && h_dst_.is_same(grown_from_);
       h_src_ = halo_->extend(h_dst_, t, prev_width_change, mixhop, out_.stats, grow);
@@ -474,7 +474,7 @@ void ForwardPass::plain_layer(Step& s) {
   edges_.push_back(layer.edges_read(gl, all_rows_, {}));
   layer.set_halo(nullptr, 0, nullptr);
   h_dst_ = upd;
-  out_.layer_outputs.push_back(h_dst_);
+  keep_output(h_dst_);
 }
 
 void ForwardPass::adaptive_layer(Step& s) {
@@ -504,7 +504,7 @@ void ForwardPass::adaptive_layer(Step& s) {
   if (t == 1) z_ = at::Tensor();  // (the learned variant's f_delta input: its last reader was layer 1)
   if (pending_) return;  // h_dst and this layer's output come with the next exchange
   h_dst_ = mg.next;
-  out_.layer_outputs.push_back(h_dst_);
+  keep_output(h_dst_);
 }
 
 at::Tensor ForwardPass::aggregate(Step& s, const LayerRows& r) {

@@ -87,6 +87,13 @@ class ForwardPass {
   // Whether the straight-through term's (update - frozen) carries a gradient: with soft masks from
   // layer 2 on; elsewhere only the sigmoid does, and the difference is built from detached rows.
   bool diff_carries_gradient(int64_t t) const { return c_.soft_masks && t >= 2; }
+  // Keeps h^(t) in out_.layer_outputs where someone reads it: evaluation passes (embeddings,
+  // predictions) and AD#'s training passes (which calibrate with them). A training pass of the
+  // other variants keeps none: each hidden layer's output is otherwise held until the backward
+  // ends although the backward reads only its dropped copy (a quarter of GCN's peak at depth 4).
+  void keep_output(const at::Tensor& h) {
+    if (!training_ || c_.variant == Variant::AdSharp) out_.layer_outputs.push_back(h);
+  }
 
   ModelParts& m_;
   const ModelConfig& c_;
