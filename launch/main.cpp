@@ -125,8 +125,11 @@ int main(int argc, char** argv) {
     return out_of_memory("device", first_line(e.what_without_backtrace()));
   } catch (const c10::Error& e) {  // LibTorch's: its message without the C++ backtrace
     const std::string what = first_line(e.what_without_backtrace());
-    // LibTorch's CPU allocator reports a failed allocation as a plain c10::Error.
+    // LibTorch's CPU allocator reports a failed allocation as a plain c10::Error, and so do
+    // cuBLAS / cuSPARSE when their workspace does not fit.
     if (what.find("DefaultCPUAllocator: can't allocate memory") != std::string::npos) return out_of_memory("host", what);
+    if (what.find("ALLOC_FAILED") != std::string::npos || what.find("CUDA out of memory") != std::string::npos)
+      return out_of_memory("device", what);
     if (multi()) {
       std::fprintf(stderr, "adgnn: internal error%s: %s\n", rank_label().c_str(), what.c_str());
       adgnn::mpi_abort(1);
