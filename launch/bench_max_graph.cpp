@@ -69,6 +69,7 @@ Probe run_probe(const BenchFlags& f, const std::string& backbone, const std::str
                            "--normalisation", f.normalisation, "--compact", f.compact,
                            "--seed", std::to_string(f.seed), "--json", json});
   const ChildResult r = run_child(argv);
+  const bool cuda = f.device.rfind("cuda", 0) == 0;  // the peak: the child's device memory, else its resident memory
   BenchFlags sized = f;
   sized.nodes = nodes;
   Probe p;
@@ -80,7 +81,7 @@ Probe run_probe(const BenchFlags& f, const std::string& backbone, const std::str
     const auto& row = doc.at("rows").at(0);
     p.undirected_edges = doc.at("graph").at("edges").get<int64_t>() / 2;
     p.step_ms = row.at("step_ms_median").get<double>();
-    p.peak_bytes = f.device.rfind("cuda", 0) == 0 ? row.at("peak_bytes").get<int64_t>() : r.peak_rss_bytes;
+    p.peak_bytes = cuda ? row.at("peak_bytes").get<int64_t>() : r.peak_rss_bytes;
     p.fits = f.memory_limit == 0 || p.peak_bytes <= f.memory_limit;
     p.result = p.fits ? "trains" : "over --memory-limit";
     return p;
@@ -100,7 +101,7 @@ Probe run_probe(const BenchFlags& f, const std::string& backbone, const std::str
                                                   : fmt::format("exit {}", r.exit_code),
                                          last_line(r.stderr_tail)));
   }
-  p.peak_bytes = f.device.rfind("cuda", 0) == 0 ? 0 : r.peak_rss_bytes;
+  p.peak_bytes = cuda ? 0 : r.peak_rss_bytes;
   return p;
 }
 

@@ -26,10 +26,13 @@ namespace {
 
 constexpr int kOutOfMemoryExit = 3;
 
+// Whether this is one of several ranks started by mpirun / srun (MPI initialised).
+bool several_mpi_ranks() { return adgnn::mpi_running() && adgnn::mpi_world_size() > 1; }
+
 // " (rank R on host H)" for an error line of a run of several ranks: MPI's rank, or under
 // torchrun (no MPI) the launcher's; empty for one process.
 std::string rank_label() {
-  if (adgnn::mpi_running() && adgnn::mpi_world_size() > 1)
+  if (several_mpi_ranks())
     return fmt::format(" (rank {} on {})", adgnn::mpi_world_rank(), adgnn::mpi_host());
   try {
     const adgnn::LaunchInfo li = adgnn::detect_launch({});
@@ -44,14 +47,19 @@ std::string rank_label() {
 
 std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
 
-// The one line and exit status of a run that ran out of host or device memory; several ranks
-// are all stopped.
+// Prints "adgnn: <kind><rank>: <message>" and returns `code`. A failure on one of several MPI
+// ranks aborts them all: the others may be waiting for it in a collective. (Under torchrun the
+// launcher stops the other ranks when one exits with an error.)
+int fail(const char* kind, const std::string& message, int code) {
+  std::fprintf(stderr, "adgnn: %s%s: %s\n", kind, rank_label().c_str(), message.c_str());
+  if (several_mpi_ranks()) adgnn::mpi_abort(code);
+  return code;
+}
+
+// The one line and exit status of a run that ran out of host or device memory.
 int out_of_memory(const char* where, const std::string& detail) {
-  const std::string line = fmt::format("adgnn: error{}: out of memory ({}){}{}\n", rank_label(), where,
-                                       detail.empty() ? "" : ": ", detail);
-  std::fputs(line.c_str(), stderr);
-  if (adgnn::mpi_running() && adgnn::mpi_world_size() > 1) adgnn::mpi_abort(kOutOfMemoryExit);
-  return kOutOfMemoryExit;
+  return fail("error", fmt::format("out of memory ({}){}{}", where, detail.empty() ? "" : ": ", detail),
+              kOutOfMemoryExit);
 }
 
 }  // namespace
@@ -87,10 +95,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "adgnn: error: %s\n", e.what());
     return 2;
   }
-  // A run on several ranks (adgnn train under mpirun / srun) initialises MPI; it is finalized
-  // here, after every communicator is gone, never in a destructor. A failure on one rank aborts
-  // them all: the others may be waiting for it in a collective.
-  const auto multi = [] { return adgnn::mpi_running() && adgnn::mpi_world_size() > 1; };
+  // MPI, where a run of several ranks started it, is finalized here, after every communicator
+  // is gone, never in a destructor.
   try {
     const int code = run ? run() : 0;
     // Output written after MPI_Finalize may be lost: mpirun can consider the job done before it
@@ -112,13 +118,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "adgnn: error: %s\n", e.what());
     adgnn::mpi_abort(1);
   } catch (const adgnn::InputError& e) {
-    if (multi()) {
-      std::fprintf(stderr, "adgnn: error%s: %s\n", rank_label().c_str(), e.what());
-      adgnn::mpi_abort(2);
-    }
-    // Under torchrun the launcher stops the other ranks when one exits with an error.
-    std::fprintf(stderr, "adgnn: error%s: %s\n", rank_label().c_str(), e.what());
-    return 2;
+    return fail("error", e.what(), 2);
   } catch (const std::bad_alloc&) {
     return out_of_memory("host", "");
   } catch (const c10::OutOfMemoryError& e) {
@@ -130,18 +130,8 @@ int main(int argc, char** argv) {
     if (what.find("DefaultCPUAllocator: can't allocate memory") != std::string::npos) return out_of_memory("host", what);
     if (what.find("ALLOC_FAILED") != std::string::npos || what.find("CUDA out of memory") != std::string::npos)
       return out_of_memory("device", what);
-    if (multi()) {
-      std::fprintf(stderr, "adgnn: internal error%s: %s\n", rank_label().c_str(), what.c_str());
-      adgnn::mpi_abort(1);
-    }
-    std::fprintf(stderr, "adgnn: internal error%s: %s\n", rank_label().c_str(), what.c_str());
-    return 1;
+    return fail("internal error", what, 1);
   } catch (const std::exception& e) {
-    if (multi()) {
-      std::fprintf(stderr, "adgnn: internal error%s: %s\n", rank_label().c_str(), e.what());
-      adgnn::mpi_abort(1);
-    }
-    std::fprintf(stderr, "adgnn: internal error%s: %s\n", rank_label().c_str(), e.what());
-    return 1;
+    return fail("internal error", e.what(), 1);
   }
 }
