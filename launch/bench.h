@@ -16,6 +16,7 @@ struct BenchFlags {
   std::vector<std::string> backbones{"gcn"}, variants{"plain", "ad_fast", "ad"};
   std::vector<int64_t> depths{2, 4, 8};
   std::vector<std::string> fdelta_precisions{"fp32"};  // one row of the learned variant per entry
+  std::vector<std::string> precisions{"fp32"};         // the activations' storage: one row per entry
   int64_t hidden = 128, steps = 30, warmup = 5;
   double dropout = 0.5, lr = 0.01, weight_decay = 5e-4, lambda = 0.0;
   std::string normalisation = "linear", compact = "auto";
@@ -35,6 +36,12 @@ struct BenchFlags {
 // The parameters of the generated graph the flags describe (the csbm preset of --dataset,
 // resized by --nodes / --avg-degree / --features); InputError for another dataset.
 CsbmParams bench_graph_params(const BenchFlags& f);
+// InputError unless every --precision entry is fp32 or bf16.
+void check_precisions(const BenchFlags& f);
+// A row's label: the model's name, " bf16" for bfloat16 activations, " (f_delta P)" for f_delta's
+// precision P other than fp32.
+std::string bench_label(const std::string& backbone, const std::string& variant, const std::string& precision,
+                        const std::string& fdelta_precision);
 // "20GiB", "512MiB", "1.5GB", "4e9" (bytes) as bytes; InputError naming `flag` otherwise.
 int64_t parse_byte_size(const std::string& text, const std::string& flag);
 // Whether --nodes, --avg-degree or --features resize the graph.

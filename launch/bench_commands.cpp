@@ -90,15 +90,16 @@ struct BenchRow {
   double busy_ms_per_step = 0;
 };
 
-BenchRow bench_model(const MessageGraph& mg, const at::Tensor& x, const at::Tensor& y,
+BenchRow bench_model(const MessageGraph& mg, const at::Tensor& x_host, const at::Tensor& y,
                      const at::Tensor& train_idx, const BenchFlags& f, int64_t num_classes,
                      const std::string& backbone, const std::string& variant, int64_t depth,
-                     const std::string& fdelta_precision) {
+                     const std::string& precision, const std::string& fdelta_precision) {
   const c10::Device dev(f.device);
   ModelConfig mc;
+  mc.precision = precision;
   mc.backbone = parse_backbone(backbone, "--backbones");
   mc.variant = parse_variant(variant, "--variants");
-  mc.in_dim = x.size(1);
+  mc.in_dim = x_host.size(1);
   mc.hidden = f.hidden;
   mc.out_dim = num_classes;
   mc.layers = depth;
@@ -109,6 +110,9 @@ BenchRow bench_model(const MessageGraph& mg, const at::Tensor& x, const at::Tens
   mc.fdelta_precision = fdelta_precision;
   mc.seed = f.seed;
   mc.device = f.device;
+  // The input rows in the activations' type, held only while this row runs (the graph and inputs
+  // of the peak's breakdown).
+  const at::Tensor x = x_host.to(dev, activation_type(mc));
   reset_peak_device_memory(dev);
   const int64_t held_before_model = current_device_memory(dev);
   Model model(mc);
@@ -298,6 +302,17 @@ CsbmParams bench_graph_params(const BenchFlags& f) {
   return p;
 }
 
+void check_precisions(const BenchFlags& f) {
+  for (const auto& p : f.precisions)
+    if (p != "fp32" && p != "bf16") throw InputError("--precision: " + p + " is not one of fp32, bf16");
+}
+
+std::string bench_label(const std::string& backbone, const std::string& variant, const std::string& precision,
+                        const std::string& fdelta_precision) {
+  return model_name(parse_backbone(backbone), parse_variant(variant)) + (precision == "fp32" ? "" : " " + precision) +
+         (fdelta_precision == "fp32" ? "" : " (f_delta " + fdelta_precision + ")");
+}
+
 int run_bench(const BenchFlags& f) {
   if (bench_resizes_graph(f) && f.dataset.rfind("csbm:", 0) != 0)
     throw InputError("--nodes / --avg-degree / --features: resize a generated graph only (--dataset csbm:<preset>, not " +
@@ -313,6 +328,7 @@ int run_bench(const BenchFlags& f) {
     if (p != "fp32" && p != "tf32" && p != "bf16")
       throw InputError("--fdelta-precision: " + p + " is not one of fp32, tf32, bf16");
   for (const auto& b : f.backbones) parse_backbone(b, "--backbones");
+  check_precisions(f);
   c10::Device dev = c10::kCPU;
   try {
     dev = c10::Device(f.device);
@@ -334,10 +350,12 @@ int run_bench(const BenchFlags& f) {
   const auto t_load = Clock::now();
   const Graph g = bench_resizes_graph(f) ? generate_csbm(bench_graph_params(f)) : load_dataset(f.dataset, f.data_dir);
   const double load_s = ms_since(t_load) / 1e3;
-  const GraphTensors gt = to_tensors(g, dev);
-  const MessageGraph mg = message_graph(gt);
+  GraphTensors gt = to_tensors(g, dev);
+  // The input rows wait on the host: each row copies them to the device in its type.
+  const at::Tensor x_host = gt.x.to(torch::kCPU);
+  gt.x = at::Tensor();
   const at::Tensor train_idx = train_mask_of(g, f.seed).nonzero().squeeze(1).to(dev);
-  const int64_t entries = mg.col.numel();
+  const int64_t entries = gt.col.numel();
   fmt::print("graph {}: {} nodes, {} symmetric CSR entries, {} features, {} classes (loaded in {:.1f} s)\n",
              g.name, g.num_nodes, entries, gt.num_features, g.num_classes, load_s);
   fmt::print("device {}; hidden {}, dropout {}, Adam lr {} wd {}; median of {} steps after {} warm-up\n\n",
@@ -357,11 +375,14 @@ int run_bench(const BenchFlags& f) {
              f.breakdown ? "fwd / bwd / opt ms | " : "host ms | ");
   fmt::print("|---|---:|---:|---:|---:|---:|---|\n");
   std::string profiles, memory;
+  for (const auto& act : f.precisions) {
+  // The edge weights in the precision's type (the CSR shared), held only while its rows run.
+  const MessageGraph mg = message_graph(gt, act == "bf16" ? torch::kBFloat16 : torch::kFloat32);
   for (int64_t d : f.depths) {
     for (const auto& b : f.backbones) {
       for (const auto& v : f.variants) for (const auto& prec : v == "ad" ? f.fdelta_precisions : std::vector<std::string>{"fp32"}) {
-        const BenchRow r = bench_model(mg, gt.x, gt.y, train_idx, fl, g.num_classes, b, v, d, prec);
-        const std::string label = model_name(parse_backbone(b), parse_variant(v)) + (prec == "fp32" ? "" : " (f_delta " + prec + ")");
+        const BenchRow r = bench_model(mg, x_host, gt.y, train_idx, fl, g.num_classes, b, v, d, act, prec);
+        const std::string label = bench_label(b, v, act, prec);
         std::vector<double> frac;
         std::string per_layer;
         for (int64_t e : r.edges) {
@@ -377,7 +398,8 @@ int run_bench(const BenchFlags& f) {
                    dev.is_cuda() ? fmt::format("{:.0f}", double(r.peak_bytes) / (1 << 20)) : std::string("n/a"),
                    per_layer);
         std::fflush(stdout);
-        nlohmann::json row = {{"model", label}, {"backbone", b}, {"variant", v}, {"fdelta_precision", prec},
+        nlohmann::json row = {{"model", label}, {"backbone", b}, {"variant", v}, {"precision", act},
+                              {"fdelta_precision", prec},
                               {"depth", d}, {"hidden", f.hidden},
                               {"step_ms_median", med},
                               {"step_ms_p10", quantile(r.step_ms, 0.1)},
@@ -416,6 +438,7 @@ int run_bench(const BenchFlags& f) {
       }
     }
   }
+  }
   if (dev.is_cuda())
     fmt::print("\nwhat holds the peak (MiB allocated; graph: before the model exists; saved: left by the forward "
                "for the backward; transients: the rest of the peak)\n"
@@ -424,6 +447,7 @@ int run_bench(const BenchFlags& f) {
                memory);
   if (!profiles.empty()) fmt::print("\nprofile (Kineto, {} steps){}", f.profile, profiles);
   if (f.kernels) {
+    const MessageGraph mg = message_graph(gt);
     const nlohmann::json k = bench_kernels(mg, fl, gt.num_features, g.num_classes);
     doc["kernels"] = k;
     fmt::print("\nkernels (hidden {}): copy bandwidth {:.0f} GB/s, matmul {:.1f} TFLOP/s\n", f.hidden,
@@ -477,6 +501,9 @@ void add_bench_commands(CLI::App& app, std::function<int()>& run) {
       ->check(CLI::IsMember({"auto", "on", "off"}));
   cmd->add_option("--fdelta-precision", f->fdelta_precisions,
                   "AD (learned): f_delta's precision, one row per entry (fp32, tf32, bf16; tf32 and bf16 on CUDA only)")
+      ->delimiter(',')->capture_default_str();
+  cmd->add_option("--precision", f->precisions,
+                  "Activations' storage, one row per entry: fp32, bf16 (bfloat16 rows, float32 sums)")
       ->delimiter(',')->capture_default_str();
   cmd->add_option("--normalisation", f->normalisation, "AD: depth-benefit normalisation (linear, log, rank)")
       ->check(CLI::IsMember({"linear", "log"}))->capture_default_str();

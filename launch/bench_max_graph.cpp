@@ -52,7 +52,7 @@ int64_t nominal_edges(const CsbmParams& p) {
 }
 
 Probe run_probe(const BenchFlags& f, const std::string& backbone, const std::string& variant, int64_t depth,
-                const std::string& precision, int64_t nodes) {
+                const std::string& act_precision, const std::string& precision, int64_t nodes) {
   char path[] = "/tmp/adgnn-probe-XXXXXX";
   const int fd = mkstemp(path);
   if (fd < 0) throw std::runtime_error("--max-graph: cannot create a temporary file in /tmp");
@@ -62,7 +62,8 @@ Probe run_probe(const BenchFlags& f, const std::string& backbone, const std::str
   if (f.avg_degree > 0) argv.insert(argv.end(), {"--avg-degree", number(f.avg_degree)});
   if (f.features > 0) argv.insert(argv.end(), {"--features", std::to_string(f.features)});
   argv.insert(argv.end(), {"--backbones", backbone, "--variants", variant, "--depths", std::to_string(depth),
-                           "--fdelta-precision", precision, "--hidden", std::to_string(f.hidden),
+                           "--precision", act_precision, "--fdelta-precision", precision,
+                           "--hidden", std::to_string(f.hidden),
                            "--steps", std::to_string(f.steps), "--warmup", std::to_string(f.warmup),
                            "--device", f.device, "--dropout", number(f.dropout), "--lr", number(f.lr),
                            "--weight-decay", number(f.weight_decay), "--lambda", number(f.lambda),
@@ -114,6 +115,7 @@ int run_max_graph(const BenchFlags& f) {
     throw InputError("--max-graph: searches generated graphs; --dataset must be csbm:<preset> (got " + f.dataset + ")");
   if (f.kernels || f.profile > 0) throw InputError("--max-graph: times no kernels and profiles nothing (drop --kernels / --profile)");
   if (!(f.resolution > 0 && f.resolution < 1)) throw InputError("--resolution " + number(f.resolution) + ": must be in (0, 1)");
+  check_precisions(f);
   const bool cuda = f.device.rfind("cuda", 0) == 0;
   if (!cuda && f.memory_limit == 0)
     throw InputError("--max-graph on the CPU: give --memory-limit (a probe fits when its peak resident memory stays below it)");
@@ -144,14 +146,14 @@ int run_max_graph(const BenchFlags& f) {
   for (int64_t d : f.depths) {
     for (const auto& b : f.backbones) {
       for (const auto& v : f.variants) {
+        for (const auto& act : f.precisions)
         for (const auto& prec : v == "ad" ? f.fdelta_precisions : std::vector<std::string>{"fp32"}) {
-          const std::string label =
-              model_name(parse_backbone(b), parse_variant(v)) + (prec == "fp32" ? "" : " (f_delta " + prec + ")");
+          const std::string label = bench_label(b, v, act, prec);
           Probe best, failed;
           nlohmann::json probes = nlohmann::json::array();
           int64_t n = std::clamp<int64_t>(shape.nodes, min_nodes, INT32_MAX);
           for (;;) {
-            const Probe p = run_probe(f, b, v, d, prec, n);
+            const Probe p = run_probe(f, b, v, d, act, prec, n);
             fmt::print("| {} | {} | {} | {} | {} | {} | {} |\n", label, d, p.nodes, p.undirected_edges, p.result,
                        p.peak_bytes ? fmt::format("{:.0f}", mib(p.peak_bytes)) : "", p.fits || p.step_ms > 0 ? fmt::format("{:.1f}", p.step_ms) : "");
             std::fflush(stdout);
@@ -179,7 +181,8 @@ int run_max_graph(const BenchFlags& f) {
                                failed.nodes ? fmt::format("; {} nodes: {}", failed.nodes, failed.result)
                                             : "; the 32-bit node index is the limit");
           summary += line + "\n";
-          doc["searches"].push_back({{"model", label}, {"backbone", b}, {"variant", v}, {"fdelta_precision", prec},
+          doc["searches"].push_back({{"model", label}, {"backbone", b}, {"variant", v}, {"precision", act},
+                                     {"fdelta_precision", prec},
                                      {"depth", d}, {"largest_nodes", best.nodes},
                                      {"largest_undirected_edges", best.undirected_edges},
                                      {"peak_bytes", best.peak_bytes}, {"step_ms", best.step_ms},

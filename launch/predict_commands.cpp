@@ -48,6 +48,9 @@ void add_predict_commands(CLI::App& app, std::function<int()>& run) {
       ->required();
   cmd->add_option("--csv", a->opt.csv, "Also a CSV: node, prediction, depth, p_0, p_1, ... (rank 0 writes every row)");
   cmd->add_option("--device", a->opt.device, "cpu, cuda or cuda:N");
+  cmd->add_option("--precision", a->opt.precision,
+                  "Activations' storage: fp32 or bf16 (bfloat16 rows, float32 sums: half the GPU memory; default: the "
+                  "trained model's)");
   cmd->add_option("--threads", a->threads, "Intra-op threads (0: all cores)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--partition-dir", a->partition_dir,
                   "Several ranks: each reads its part of a folder made by adgnn partition, never the whole graph");

@@ -30,6 +30,7 @@ if limit:
     assert all(p["peak_bytes"] > limit for p in fail), fail
 first_fail = next(i for i, p in enumerate(probes) if not p["fits"])
 assert all(probes[i + 1]["nodes"] == 2 * probes[i]["nodes"] for i in range(first_fail)), probes
+assert s["precision"] == "fp32" and s["model"] == "GCN", s
 assert s["largest_nodes"] == max(p["nodes"] for p in fit)
 assert s["smallest_failing_nodes"] == min(p["nodes"] for p in fail)
 assert s["largest_nodes"] < s["smallest_failing_nodes"] <= s["largest_nodes"] * (1 + res), s
@@ -77,6 +78,7 @@ expect_error "--memory-limit: only with --max-graph" "$adgnn" "${probe[@]}" --me
 expect_error "--dataset must be csbm" "$adgnn" bench --dataset cora_ml --device cpu --max-graph --memory-limit 1GiB
 expect_error "resize a generated graph only" "$adgnn" bench --dataset cora_ml --device cpu --nodes 100
 expect_error "--resolution 1" "$adgnn" "${probe[@]}" --max-graph --memory-limit 1GiB --resolution 1
+expect_error "--precision: fp16 is not one of fp32, bf16" "$adgnn" "${probe[@]}" --max-graph --memory-limit 1GiB --precision fp16
 # A probe refused as bad input ends the search with its one line.
 expect_error "--avg-degree 5000" "$adgnn" "${probe[@]}" --max-graph --memory-limit 1GiB --avg-degree 5000
 finish

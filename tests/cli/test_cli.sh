@@ -98,6 +98,15 @@ grep -qF "warning: --fdelta-precision bf16: CUDA only; f_delta computes in float
   [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q "^AD-GCN " "$tmp/out" && ok ||
   bad "train --fdelta-precision bf16 on the CPU: no one-line warning: $(cat "$tmp/err")"
 expect_ok "$adgnn" train csbm:demo --variant ad_fast --fdelta-precision bf16 --epochs 2 --no-progress
+# --precision bf16 (features, layer outputs, halo rows in bfloat16) runs on every device: the run's
+# settings line names it, the checkpoint's model predicts in either precision, bad values are refused.
+expect_error "--precision fp16: expected fp32 or bf16" "$adgnn" train csbm:demo --precision fp16 --epochs 1
+expect_ok "$adgnn" train csbm:demo --variant ad_fast --precision bf16 --epochs 3 --no-progress --checkpoint "$tmp/bf16.h5"
+grep -q "precision=bf16" "$tmp/out" && ok || bad "train --precision bf16: not in the settings line: $(head -5 "$tmp/out")"
+expect_ok "$adgnn" predict csbm:demo --checkpoint "$tmp/bf16.h5" --out "$tmp/bf16_pred.h5"
+expect_ok "$adgnn" predict csbm:demo --checkpoint "$tmp/bf16.h5" --out "$tmp/fp32_pred.h5" --precision fp32
+expect_error "--precision fp16: expected fp32 or bf16" "$adgnn" predict csbm:demo --checkpoint "$tmp/bf16.h5" \
+  --out "$tmp/x.h5" --precision fp16
 [ ! -s "$tmp/err" ] && ok || bad "train without the learned variant warned about f_delta: $(cat "$tmp/err")"
 printf 'variant: ad_fast\ncompact: off\ncompact_halo: off\nepochs: 2\n' >"$tmp/compact.yaml"
 expect_ok "$adgnn" train --config "$tmp/compact.yaml" --dataset csbm:demo --no-progress
@@ -196,6 +205,18 @@ expect_error "--steps" "$adgnn" bench --dataset csbm:demo --device cpu --steps 0
 # A bf16 or tf32 row would be mislabelled off CUDA: refused.
 expect_error "--fdelta-precision bf16: CUDA only (this bench runs on cpu)" "$adgnn" bench --dataset csbm:demo \
   --device cpu --variants plain,ad --fdelta-precision fp32,bf16 --steps 2
+# One row per --precision entry, labelled and recorded.
+expect_ok "$adgnn" bench --dataset csbm:demo --device cpu --variants plain,ad_fast --depths 2 --precision fp32,bf16 \
+  --steps 2 --warmup 1 --json "$tmp/bench_bf16.json"
+grep -q "^| GCN bf16 | 2 |" "$tmp/out" && grep -q "^| AD-GCN_fast bf16 | 2 |" "$tmp/out" && grep -q "^| GCN | 2 |" "$tmp/out" && ok ||
+  bad "bench --precision fp32,bf16: rows missing: $(cat "$tmp/out")"
+python3 - "$tmp/bench_bf16.json" <<'PY' && ok || bad "bench --precision: JSON rows"
+import json, sys
+rows = json.load(open(sys.argv[1]))["rows"]
+assert sorted((r["model"], r["precision"]) for r in rows) == [
+    ("AD-GCN_fast", "fp32"), ("AD-GCN_fast bf16", "bf16"), ("GCN", "fp32"), ("GCN bf16", "bf16")], rows
+PY
+expect_error "--precision: fp16 is not one of fp32, bf16" "$adgnn" bench --dataset csbm:demo --device cpu --precision fp16
 
 if [ -n "$data" ] && [ -d "$data" ]; then
   expect_ok "$adgnn" data stats --dataset texas --data-dir "$data"

@@ -247,6 +247,56 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::Values("plain", "ad", "ad_fast")),
     [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });
 
+// --precision bf16 on ranks: the ranks compute what one process computes in bfloat16 (logits,
+// loss, gradients), within bfloat16's rounding: a row's float32 sum, taken in another entry order
+// on a rank, may round to the neighbouring bfloat16 value. Each halo row moves in half the bytes
+// of float32's, the same rows.
+TEST_F(Dist, Bf16MatchesTheOneProcessRunAndHalvesTheHaloBytes) {
+  const adgnn::Graph g = test_graph(240, 3);
+  const adgnn::GraphPart part = metis_part(g, size, rank);
+  const at::Tensor owned = torch::tensor(std::vector<int64_t>(part.global_id.begin(), part.global_id.begin() + part.num_owned));
+  int64_t exchanges = 0;  // layers at which both runs moved halo rows
+  for (const std::string backbone : {"gcn", "gat", "mixhop"}) {
+    for (const std::string variant : {"plain", "ad_fast", "ad"}) {
+      SCOPED_TRACE(backbone + " " + variant);
+      adgnn::ModelConfig fp32 = model_config(g, backbone, variant);
+      fp32.float64 = false;
+      adgnn::ModelConfig bf16 = fp32;
+      bf16.precision = "bf16";
+      const StepResult ref = run_steps(g, bf16, whole(g), nullptr, nullptr, device, 2);
+      const StepResult dist = run_steps(g, bf16, part, comm.get(), xcomm, device, 2);
+      const StepResult dist32 = run_steps(g, fp32, part, comm.get(), xcomm, device, 2);
+      for (int s = 0; s < 2; ++s) {
+        SCOPED_TRACE("step " + std::to_string(s + 1));
+        if (part.num_owned > 0) {
+          EXPECT_LT(rel_diff(dist.logits[size_t(s)], ref.logits[size_t(s)].index_select(0, owned)), 3e-2);
+        }
+        EXPECT_NEAR(dist.loss[size_t(s)], ref.loss[size_t(s)], 1e-2 * std::abs(ref.loss[size_t(s)]));
+        // (The learned depths may differ at a threshold: other rows then feed a gradient.)
+        for (auto& [name, gr] : ref.grads[size_t(s)]) {
+          if (variant != "ad" && gr.abs().max().item<double>() > 0) {
+            EXPECT_LT(rel_diff(dist.grads[size_t(s)].at(name), gr), 6e-2) << name;
+          }
+        }
+        const adgnn::ForwardStats &a = dist.stats[size_t(s)], &b = dist32.stats[size_t(s)];
+        if (variant != "ad") {
+          EXPECT_EQ(a.halo_rows, b.halo_rows);
+        }
+        ASSERT_EQ(a.halo_bytes.size(), a.halo_rows.size());
+        for (size_t t = 0; t < a.halo_rows.size(); ++t) {
+          if (a.halo_rows[t] == 0 || b.halo_rows[t] == 0) continue;
+          const int64_t width = a.halo_bytes[t] / a.halo_rows[t];  // bytes per bfloat16 row
+          EXPECT_EQ(a.halo_bytes[t], a.halo_rows[t] * width);
+          EXPECT_EQ(2 * width, b.halo_bytes[t] / b.halo_rows[t]) << "layer " << t + 1;
+          ++exchanges;
+        }
+      }
+    }
+  }
+  if (size > 1) EXPECT_GT(exchanges, 0);
+  EXPECT_TRUE(everywhere(!::testing::Test::HasFailure()));
+}
+
 TEST_F(Dist, BatchNormAndAdSharpMatchTheOneProcessRun) {
   const adgnn::Graph g = test_graph(240, 5);
   for (const std::string variant : {"plain", "ad_fast", "ad_sharp"}) {

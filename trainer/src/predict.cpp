@@ -72,7 +72,8 @@ PredictSummary predict(const GraphPart& part, const PredictOptions& opt, Communi
   std::map<std::string, H5Array> stored;
   PredictSummary s;
   s.model = read_stored_model(opt.checkpoint, stored);
-  const ModelConfig mc = stored_model_config(s.model, stored, opt.checkpoint, opt.device);
+  ModelConfig mc = stored_model_config(s.model, stored, opt.checkpoint, opt.device);
+  if (!opt.precision.empty()) mc.precision = opt.precision;
   if ((comm ? comm->size() : 1) != part.parts)
     throw InputError("--partition-dir: a part of " + std::to_string(part.parts) + " for a run of " +
                      std::to_string(comm ? comm->size() : 1) + " ranks");
@@ -86,12 +87,12 @@ PredictSummary predict(const GraphPart& part, const PredictOptions& opt, Communi
   detail::load_model_state(opt.checkpoint, stored, model);
 
   const c10::Device device(mc.device);
-  const c10::ScalarType dtype = mc.float64 ? torch::kFloat64 : torch::kFloat32;
+  const c10::ScalarType dtype = activation_type(mc);
   PartTensors pt = part_tensors(part, device, dtype);
   MessageGraph& mg = pt.graph;
   if (comm) mg.transport = make_rank_transport(*comm, comm->device_memory());
   torch::NoGradGuard no_grad;
-  const ForwardOutput ev = model.forward(mg, pt.x.to(dtype), false, s.model.epoch);
+  const ForwardOutput ev = model.forward(mg, pt.x, false, s.model.epoch);
   const int64_t n = mg.num_dst;
   std::map<std::string, H5Array> arrays{
       {"prediction", detail::to_array(ev.logits.argmax(1))},

@@ -306,7 +306,9 @@ std::string eta(double seconds) {
 namespace detail {
 
 H5Array to_array(const at::Tensor& t) {
-  const at::Tensor c = t.detach().to(torch::kCPU).contiguous();
+  // (bfloat16 embeddings are stored as float32, which holds them exactly.)
+  const at::Tensor c =
+      t.detach().to(torch::kCPU, t.scalar_type() == torch::kBFloat16 ? torch::kFloat32 : t.scalar_type()).contiguous();
   H5Array a;
   a.shape.assign(c.sizes().begin(), c.sizes().end());
   if (c.scalar_type() == torch::kFloat32) a.dtype = "f32";
@@ -489,7 +491,7 @@ RunResult train_run(const GraphPart& part, const TrainConfig& cfg_in, int64_t ru
   Model model(cfg.model);
   model.set_defer_stats(true);  // settled after the step (its device wait is there anyway)
   const c10::Device device(cfg.model.device);
-  const c10::ScalarType dtype = cfg.model.float64 ? torch::kFloat64 : torch::kFloat32;
+  const c10::ScalarType dtype = activation_type(cfg.model);
   if ((comm ? comm->size() : 1) != part.parts)
     throw InputError("--partition-dir: a part of " + std::to_string(part.parts) + " for a run of " +
                      std::to_string(comm ? comm->size() : 1) + " ranks");
@@ -503,7 +505,7 @@ RunResult train_run(const GraphPart& part, const TrainConfig& cfg_in, int64_t ru
   // NCCL: the halo exchanges and allreduces are stream-ordered, the host does not wait for them
   // (a watchdog enforces the timeout); the host waits once per step, for the metrics.
   if (comm && comm->device_memory()) comm->set_deferred(true);
-  const at::Tensor x = pt.x.to(dtype);
+  const at::Tensor x = pt.x;
   const int64_t n = mg.num_dst;
 
   // The split over this rank's source rows: owned rows for the loss and accuracies, all source

@@ -65,6 +65,7 @@ struct PartTensors {
   MessageGraph graph;
   at::Tensor x, y;
 };
+// x and the edge weights in dtype (a model's activation_type).
 PartTensors part_tensors(const GraphPart& part, c10::Device device,
                          c10::ScalarType dtype = c10::ScalarType::Float);
 

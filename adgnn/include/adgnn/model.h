@@ -67,6 +67,13 @@ struct ModelConfig {
   uint64_t seed = 0;
   std::string device = "cpu";       // where parameters live ("cpu", "cuda", "cuda:1")
   bool float64 = false;             // double-precision parameters (gradient checks, references)
+  // The activations' storage: "fp32", or "bf16": the input features, every layer's output, the
+  // dropout outputs, the aggregation's inputs and the exchanged halo rows in bfloat16 (half the
+  // bytes that bound a step and a graph's size on a GPU), their sums (SpMM, GEMM, softmax,
+  // reductions) in float32; the logits, the loss, the depth benefit, parameters, gradients and
+  // the optimizer's state stay float32 (each layer multiplies by a bfloat16 copy of its weights).
+  // Not with float64.
+  std::string precision = "fp32";
   // Diagnostic: at layers >= 2, rows in the surrogate band use the soft mask sigmoid((eps -
   // tau) / kappa) in the forward pass too, so the surrogate path can be checked by finite
   // differences (its gradient is the straight-through one).
@@ -99,6 +106,11 @@ struct ModelConfig {
   // its input; the layers stay fp32.
   std::string fdelta_precision = "fp32";
 };
+
+// The activations' type of a model: bfloat16 (precision bf16), float64 (float64) or float32; the
+// input features' and the graph's edge weights' type (part_tensors, message_graph), which the
+// model would otherwise convert at every forward pass.
+c10::ScalarType activation_type(const ModelConfig& cfg);
 
 // What one forward pass computed, besides the logits.
 struct ForwardStats {

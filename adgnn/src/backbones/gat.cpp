@@ -25,7 +25,7 @@ class GatLayer : public Layer {
   at::Tensor forward(const MessageGraph& g, const at::Tensor& h, const at::Tensor& rows) override {
     const EdgeList e = edges_of_rows(g.rowptr, g.col, rows, rows_entries_);
     const Needed n = needed_rows(g, e, rows);
-    const at::Tensor z = (n.graph_csr ? h : h.index_select(0, n.rows)).mm(w_).view({-1, heads_, c_});
+    const at::Tensor z = (n.graph_csr ? h : h.index_select(0, n.rows)).mm(like(w_, h)).view({-1, heads_, c_});
     const at::Tensor a_s = (z * att_src_).sum(-1), a_d = (z * att_dst_).sum(-1);
     const at::Tensor a_d_rows = a_d.index_select(0, n.dst_pos);
     const at::Tensor s_edge = F::leaky_relu(
@@ -33,18 +33,20 @@ class GatLayer : public Layer {
         F::LeakyReLUFuncOptions().negative_slope(0.2));
     const at::Tensor s_self = F::leaky_relu(a_s.index_select(0, n.dst_pos) + a_d_rows,
                                             F::LeakyReLUFuncOptions().negative_slope(0.2));
-    return finish(attention_aggregate(n.csr_rowptr, n.csr_src, e.dst_local, n.graph_csr, s_edge, s_self, z,
+    return finish(h, attention_aggregate(n.csr_rowptr, n.csr_src, e.dst_local, n.graph_csr, s_edge, s_self, z,
                                       z.index_select(0, n.dst_pos)));
   }
   at::Tensor self_only(const at::Tensor& h_rows) override {
-    return finish(h_rows.mm(w_).view({-1, heads_, c_}));  // softmax over the self-loop alone: 1
+    return finish(h_rows, h_rows.mm(like(w_, h_rows)).view({-1, heads_, c_}));  // softmax over the self-loop alone: 1
   }
-  at::Tensor input_transform(const at::Tensor& h) override { return h.mm(w_); }
+  at::Tensor input_transform(const at::Tensor& h) override { return h.mm(like(w_, h)); }
   at::Tensor self_only_bias() const override { return concat_ ? b_ : at::Tensor(); }
 
  private:
-  at::Tensor finish(const at::Tensor& out) {
-    return (concat_ ? out.reshape({out.size(0), heads_ * c_}) : out.mean(1)) + b_;
+  // The heads concatenated or averaged, plus the bias, in h's type (the scores, and so the
+  // normalised sums, are in the parameters' type).
+  at::Tensor finish(const at::Tensor& h, const at::Tensor& out) {
+    return ((concat_ ? out.reshape({out.size(0), heads_ * c_}) : out.mean(1)) + b_).to(h.scalar_type());
   }
   int64_t heads_, c_;
   bool concat_;

@@ -28,8 +28,8 @@ class Gatv2Layer : public Layer {
     const EdgeList e = edges_of_rows(g.rowptr, g.col, rows, rows_entries_);
     const Needed n = needed_rows(g, e, rows);
     const at::Tensor hn = n.graph_csr ? h : h.index_select(0, n.rows);
-    const at::Tensor xl = torch::addmm(bl_, hn, wl_).view({-1, heads_, c_});
-    const at::Tensor xr_rows = torch::addmm(br_, self_rows(g, h, rows), wr_).view({-1, heads_, c_});
+    const at::Tensor xl = torch::addmm(like(bl_, h), hn, like(wl_, h)).view({-1, heads_, c_});
+    const at::Tensor xr_rows = torch::addmm(like(br_, h), self_rows(g, h, rows), like(wr_, h)).view({-1, heads_, c_});
     const at::Tensor xl_src = xl.index_select(0, n.src_pos), xl_self = xl.index_select(0, n.dst_pos);
     const auto slope = F::LeakyReLUFuncOptions().negative_slope(0.2);
     const at::Tensor s_edge =
@@ -37,17 +37,18 @@ class Gatv2Layer : public Layer {
     const at::Tensor s_self = (F::leaky_relu(xl_self + xr_rows, slope) * att_).sum(-1);
     // The scores read [E, H, C] per-entry sums (GATv2's attention is a function of both ends'
     // features); the aggregation does not.
-    return finish(attention_aggregate(n.csr_rowptr, n.csr_src, e.dst_local, n.graph_csr, s_edge, s_self, xl,
+    return finish(h, attention_aggregate(n.csr_rowptr, n.csr_src, e.dst_local, n.graph_csr, s_edge, s_self, xl,
                                       xl_self));
   }
   at::Tensor self_only(const at::Tensor& h_rows) override {
-    return finish(torch::addmm(bl_, h_rows, wl_).view({-1, heads_, c_}));
+    return finish(h_rows, torch::addmm(like(bl_, h_rows), h_rows, like(wl_, h_rows)).view({-1, heads_, c_}));
   }
-  at::Tensor input_transform(const at::Tensor& h) override { return h.mm(wl_); }
+  at::Tensor input_transform(const at::Tensor& h) override { return h.mm(like(wl_, h)); }
 
  private:
-  at::Tensor finish(const at::Tensor& out) {
-    return (concat_ ? out.reshape({out.size(0), heads_ * c_}) : out.mean(1)) + b_;
+  // As GAT's: in h's type.
+  at::Tensor finish(const at::Tensor& h, const at::Tensor& out) {
+    return ((concat_ ? out.reshape({out.size(0), heads_ * c_}) : out.mean(1)) + b_).to(h.scalar_type());
   }
   int64_t heads_, c_;
   bool concat_;

@@ -22,7 +22,7 @@ class GcnLayer : public Layer {
     // (AD's deeper layers): transforming every source row (a rank's halo included) and its two
     // backward products would then cost more than aggregating the few rows' entries wider.
     if (out_dim_ < in_dim_ && !computes_few_rows(rows.numel(), g.num_dst)) {
-      const at::Tensor out = bias_add(aggregate_rows(g, g.gcn_weight, h.mm(w_), rows, self_w), b_);
+      const at::Tensor out = bias_add(aggregate_rows(g, g.gcn_weight, h.mm(like(w_, h)), rows, self_w), b_);
       return relu_fused_ ? torch::relu(out) : out;
     }
     return affine(aggregate_rows(g, g.gcn_weight, h, rows, self_w), -1, true);
@@ -30,7 +30,7 @@ class GcnLayer : public Layer {
   at::Tensor self_only(const at::Tensor& h_rows) override { return self_only_leading(h_rows, -1); }
   at::Tensor self_only_leading(const at::Tensor& h, int64_t rows) override { return affine(h, rows); }
   bool fuse_relu() override { return relu_fused_ = true; }
-  at::Tensor input_transform(const at::Tensor& h) override { return h.mm(w_); }
+  at::Tensor input_transform(const at::Tensor& h) override { return h.mm(like(w_, h)); }
   at::Tensor self_only_bias() const override { return b_; }
 
  private:

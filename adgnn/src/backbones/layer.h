@@ -18,6 +18,7 @@
 
 #include "adgnn/model.h"
 #include "ops/dropout.h"
+#include "ops/linear.h"
 
 namespace adgnn::detail {
 

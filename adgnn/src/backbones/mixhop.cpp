@@ -32,12 +32,12 @@ class MixHopLayer : public Layer {
     if (halo_) a1 = halo_->inner_fill(a1, halo_layer_, *halo_stats_);
     const at::Tensor a1_rows = a1.index_select(0, rows);
     const at::Tensor a2_rows = propagate(g, a1, rows);
-    return finish(torch::cat({self_rows(g, h, rows).mm(w_[0]), a1_rows.mm(w_[1]), a2_rows.mm(w_[2])}, 1));
+    return finish(torch::cat({self_rows(g, h, rows).mm(like(w_[0], h)), a1_rows.mm(like(w_[1], h)), a2_rows.mm(like(w_[2], h))}, 1));
   }
   at::Tensor self_only(const at::Tensor& h_rows) override {
-    return finish(torch::cat({h_rows.mm(w_[0]), h_rows.mm(w_[1]), h_rows.mm(w_[2])}, 1));
+    return finish(torch::cat({h_rows.mm(like(w_[0], h_rows)), h_rows.mm(like(w_[1], h_rows)), h_rows.mm(like(w_[2], h_rows))}, 1));
   }
-  at::Tensor input_transform(const at::Tensor& h) override { return h.mm(w_[1]); }
+  at::Tensor input_transform(const at::Tensor& h) override { return h.mm(like(w_[1], h)); }
   at::Tensor edges_read(const MessageGraph& g, const at::Tensor& rows, const at::Tensor& rows_entries) const override {
     if (rows.numel() == 0 && !halo_) return torch::zeros({}, g.rowptr.options());
     return Layer::edges_read(g, rows, rows_entries) + Layer::edges_read(g, first_hop_rows(g, rows), {});
@@ -62,8 +62,8 @@ class MixHopLayer : public Layer {
     return csr_aggregate(g.rowptr, g.col, g.gcn_weight, h, csr_rows(g, rows), gcn_self_weight(g, rows, h.scalar_type()));
   }
   at::Tensor finish(const at::Tensor& cat) {
-    const at::Tensor out = cat + b_;
-    return classifier_ ? torch::addmm(bc_, out, wc_) : out;
+    const at::Tensor out = cat + like(b_, cat);
+    return classifier_ ? torch::addmm(like(bc_, cat), out, like(wc_, cat)) : out;
   }
   int64_t c_;
   bool classifier_;

@@ -183,7 +183,7 @@ class SyncBatchNormFn : public torch::autograd::Function<SyncBatchNormFn> {
     ctx->save_for_backward({xhat, weight, invstd});
     ctx->saved_data["n"] = n;
     ctx->saved_data["transport"] = transport;
-    return {xhat * weight + bias, token.clone()};
+    return {(xhat * weight + bias).to(x.scalar_type()), token.clone()};  // (bfloat16 rows stay bfloat16)
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {

@@ -62,7 +62,9 @@ void fill_weights(MessageGraph& g, c10::ScalarType dtype) {
   const at::Tensor rows = entry_rows(g.rowptr), cols = g.col.to(torch::kInt64);
   const at::Tensor inv_sqrt = (g.degree.to(torch::kFloat64) + 1).rsqrt();
   g.gcn_weight = (inv_sqrt.index_select(0, rows) * inv_sqrt.index_select(0, cols)).to(dtype);
-  g.gcn_self_weight = (g.degree.to(dtype) + 1).reciprocal();  // as GcnLayer computed it per layer
+  // As gcn_self_weight computes it per layer.
+  const c10::ScalarType in = dtype == torch::kBFloat16 ? torch::kFloat32 : dtype;
+  g.gcn_self_weight = (g.degree.to(in) + 1).reciprocal().to(dtype);
   // DirGNN: PyG's gcn_norm without self-loops uses the degree at the message's target for both
   // endpoints: in-degree for incoming messages, out-degree for outgoing ones (0 -> weight 0).
   auto dir_weight = [&](const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& deg) {
@@ -204,7 +206,7 @@ PartTensors part_tensors(const GraphPart& part, c10::Device device, c10::ScalarT
   const float* dense = part.features.sparse ? densified.data() : part.features.dense.data();
   pt.x = torch::from_blob(const_cast<float*>(dense), {g.num_src, part.features.cols}, torch::kFloat32)
              .clone()
-             .to(device);
+             .to(device, dtype);
   pt.y = vec_tensor(part.labels).to(device);
   return pt;
 }

@@ -61,7 +61,7 @@ ForwardPass::ForwardPass(ModelParts& m, const MessageGraph& g, const at::Tensor&
     : m_(m),
       c_(m.cfg),
       g_(g),
-      x_(x),
+      x_(x.scalar_type() == m.activation_type() ? x : x.to(m.activation_type())),
       training_(training),
       epoch_(epoch),
       labels_(labels),
@@ -89,7 +89,9 @@ void ForwardPass::begin() {
   TORCH_CHECK(g_.num_src == n_ || g_.distributed(),
               "Model::forward: halo rows need a transport (the distributed trainer sets it)");
   TORCH_CHECK(x_.size(0) == g_.num_src, "Model::forward: x must have one row per source row");
-  out_.reg_loss = torch::zeros({}, x_.options().device(torch::kCPU));  // no launch (training_loss)
+  // (No launch: training_loss. In the logits' type: float32 where the activations are bfloat16.)
+  out_.reg_loss = torch::zeros({}, x_.options().device(torch::kCPU).dtype(
+                                       x_.scalar_type() == at::kBFloat16 ? at::kFloat : x_.scalar_type()));
   // A plain model's layers compute every row (an AD model's never ask for this list).
   if (!m_.adaptive() && c_.degree_threshold <= 0) all_rows_ = torch::arange(n_, g_.rowptr.options());
   // A rank's training pass updates each exchanged input in place (HaloPass::set_in_place): no
@@ -128,7 +130,10 @@ void ForwardPass::depths() {
   if (m_.adaptive()) {
     RECORD_USER_SCOPE("depth benefit");
     if (c_.variant == Variant::Ad) z_ = m_.layers.front()->input_transform(hin_);
-    eps_ = m_.depth_benefit(g_, z_, training_, labels_, train_mask_, out_.reg_loss);
+    // (f_delta reads z in float32 where the activations are bfloat16: its own precision is
+    // ModelConfig::fdelta_precision.)
+    eps_ = m_.depth_benefit(g_, z_.defined() && z_.scalar_type() == at::kBFloat16 ? z_.to(at::kFloat) : z_, training_,
+                            labels_, train_mask_, out_.reg_loss);
     Thresholds th = m_.tau();
     tau_ = th.all;
     tau_layers_ = std::move(th.layers);
@@ -562,7 +567,7 @@ ForwardPass::Merged ForwardPass::frozen_rows(const Step& s, const LayerRows& r, 
       // where the layer's self term is z + bias (GCN), instead of another product over every row.
       at::NoGradGuard no_grad;
       const at::Tensor bias = t == 1 && z_.defined() ? layer.self_only_bias() : at::Tensor();
-      mg.diff = bias.defined() ? band_diff(z_.narrow(0, 0, n_), upd, r.pos, r.band, bias, !s.last)
+      mg.diff = bias.defined() ? band_diff(z_.narrow(0, 0, n_), upd, r.pos, r.band, like(bias, z_), !s.last)
                                : band_diff(post(s, layer.self_only_leading(hin_, n_)), upd, r.pos, r.band);
     } else if (has_band && s.width_change) {
       at::NoGradGuard no_grad;
@@ -667,6 +672,7 @@ void ForwardPass::finish() {
       edges_are_entries_ && int64_t(edges_.size()) == L_ ? comp_entries_dev_ : torch::stack(edges_);
   if (!m_.defer_stats) out_.stats.settle();
   out_.logits = halo_ ? halo_->finish(h_dst_) : h_dst_;
+  if (out_.logits.scalar_type() == at::kBFloat16) out_.logits = out_.logits.to(at::kFloat);  // the loss in float32
   out_.depth = depth_;
   out_.eps = eps_;
   if (m_.adaptive()) out_.benefit_range = m_.benefit_range;

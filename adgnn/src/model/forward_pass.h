@@ -98,7 +98,7 @@ class ForwardPass {
   ModelParts& m_;
   const ModelConfig& c_;
   const MessageGraph& g_;
-  const at::Tensor& x_;
+  const at::Tensor x_;  // the input rows in the activations' type
   const bool training_;
   const int64_t epoch_;
   const at::Tensor &labels_, &train_mask_;

@@ -48,6 +48,9 @@ Model::Model(const ModelConfig& cfg) : impl_(std::make_unique<Impl>()) {
     throw InputError("--compact-halo " + cfg.compact_halo + ": expected auto, on or off");
   if (cfg.fdelta_precision != "fp32" && cfg.fdelta_precision != "tf32" && cfg.fdelta_precision != "bf16")
     throw InputError("--fdelta-precision " + cfg.fdelta_precision + ": expected fp32, tf32 or bf16");
+  if (cfg.precision != "fp32" && cfg.precision != "bf16")
+    throw InputError("--precision " + cfg.precision + ": expected fp32 or bf16");
+  if (cfg.precision == "bf16" && cfg.float64) throw InputError("--precision bf16: not with float64 parameters");
   if (cfg.degree_threshold < 0) throw InputError("--degree-threshold: must be >= 0");
   if (cfg.degree_threshold > 0 && cfg.variant != Variant::Plain)
     throw InputError("--degree-threshold: only with --variant plain (Exp-2's case study)");
@@ -111,6 +114,10 @@ Model::Model(const ModelConfig& cfg) : impl_(std::make_unique<Impl>()) {
     m.fd_w2 = on(torch::empty({h, 1}).uniform_(-a2, a2, gen));
     m.fd_b2 = on(torch::zeros({1}));
   }
+}
+
+c10::ScalarType activation_type(const ModelConfig& cfg) {
+  return cfg.precision == "bf16" ? torch::kBFloat16 : cfg.float64 ? torch::kFloat64 : torch::kFloat32;
 }
 
 Model::~Model() = default;

@@ -47,11 +47,11 @@ spmm_rows(const int64_t* __restrict__ ptr, const int32_t* __restrict__ idx, cons
   const VT* xv = reinterpret_cast<const VT*>(x);
   for (int64_t v0 = 0; v0 < vecs; v0 += tpr) {
     const int64_t v = v0 + lane;
-    VT acc = P::zero();
+    typename P::acc acc = P::zero();
     add_entries<T, V, true>(acc, begin, end, lane, tpr, mask, idx, eid, w, pos, xv, v, vecs);
     if (self_w && valid && !zero && v < vecs)
       add_self<T, V, SelfByRow>(acc, self_w, backward, n_self, pos, r, oo, xv, v, vecs);
-    if (valid && v < vecs) reinterpret_cast<VT*>(out)[oo * vecs + v] = acc;
+    if (valid && v < vecs) reinterpret_cast<VT*>(out)[oo * vecs + v] = P::store(acc);
   }
 }
 
@@ -87,9 +87,9 @@ spmm_segment_tiles(const int64_t* __restrict__ ptr, const int32_t* __restrict__ 
       const int64_t o = base + t;
       for (int64_t v0 = 0; v0 < vecs; v0 += tpr) {
         const int64_t v = v0 + glane;
-        VT acc = P::zero();
+        typename P::acc acc = P::zero();
         if (end > begin) add_entries<T, V, true>(acc, begin, end, glane, tpr, mask, idx, eid, w, nullptr, xv, v, vecs);
-        if (v < vecs) ov[o * vecs + v] = acc;
+        if (v < vecs) ov[o * vecs + v] = P::store(acc);
       }
     }
   }
@@ -102,8 +102,7 @@ spmm_long_rows(const int64_t* __restrict__ ptr, const int32_t* __restrict__ idx,
                const int32_t* __restrict__ pos, const T* __restrict__ x,
                const int64_t* __restrict__ long_rows, int64_t vecs, const T* __restrict__ self_w, bool backward,
                int64_t n_self, T* __restrict__ out) {
-  using VT = typename Pack<T, V>::type;
-  __shared__ VT part[kLongWarps * 32];
+  __shared__ typename Pack<T, V>::acc part[kLongWarps * 32];
   const int64_t r = long_rows[blockIdx.x];
   sum_row_on_block<T, V, SelfByRow>(ptr, idx, eid, w, pos, x, r, r, vecs, self_w, backward, n_self, out, part);
 }
@@ -153,12 +152,13 @@ spmm_listed_rows(const int64_t* __restrict__ ptr, const int32_t* __restrict__ id
                  const int32_t* __restrict__ pos, const T* __restrict__ x, const int64_t* __restrict__ rows,
                  const int64_t* __restrict__ list, unsigned* __restrict__ counters, int64_t vecs,
                  const T* __restrict__ self_w, bool backward, int64_t n_self, T* __restrict__ out, int64_t chunk,
-                 T* __restrict__ partial_sums, unsigned* __restrict__ done) {
+                 at::opmath_type<T>* __restrict__ partial_sums, unsigned* __restrict__ done) {
   using P = Pack<T, V>;
   using VT = typename P::type;
-  VT* partials = reinterpret_cast<VT*>(partial_sums);
+  using AV = typename P::acc;
+  AV* partials = reinterpret_cast<AV*>(partial_sums);  // unrounded: the chunks add in float32
   constexpr int kRanked = kLongWarps * 32;
-  __shared__ VT part[kLongWarps * 32];
+  __shared__ AV part[kLongWarps * 32];
   __shared__ int64_t len[kRanked], row_o[kRanked];
   __shared__ int32_t row_items[kRanked];                              // by list position
   __shared__ int64_t first_item[kRanked + 1], o_of_rank[kRanked];  // by rank
@@ -222,12 +222,12 @@ spmm_listed_rows(const int64_t* __restrict__ ptr, const int32_t* __restrict__ id
     if (!completes) continue;
     __threadfence();
     const VT* xv = reinterpret_cast<const VT*>(x);
-    const VT* first = partials + first_item[b] * vecs;
+    const AV* first = partials + first_item[b] * vecs;
     for (int64_t v = threadIdx.x; v < vecs; v += blockDim.x) {
-      VT sum = __ldcg(first + v);  // (L2: other blocks wrote them)
-      for (int64_t c = 1; c < n_items; ++c) P::fma(sum, T(1), __ldcg(first + c * vecs + v));  // exact adds
+      AV sum = P::ldcg(first + v);  // (L2: other blocks wrote them)
+      for (int64_t c = 1; c < n_items; ++c) P::add(sum, P::ldcg(first + c * vecs + v));
       if (self_w) add_self<T, V, SelfByRow>(sum, self_w, backward, n_self, pos, r, o, xv, v, vecs);
-      reinterpret_cast<VT*>(out)[o * vecs + v] = sum;
+      reinterpret_cast<VT*>(out)[o * vecs + v] = P::store(sum);
     }
     __syncthreads();  // (completes is rewritten by the next item)
   }
@@ -249,10 +249,10 @@ __global__ void edge_dots(const int64_t* __restrict__ rowptr, const int32_t* __r
   const int64_t begin = valid ? rowptr[r] : 0, end = valid ? rowptr[r + 1] : 0;
   for (int64_t k = begin; k < end; ++k) {
     const T* xs = x + int64_t(col[k]) * f;
-    T acc = 0;
-    for (int64_t j = lane; j < f; j += tpr) acc += g[o * f + j] * xs[j];
+    at::opmath_type<T> acc = 0;
+    for (int64_t j = lane; j < f; j += tpr) acc += at::opmath_type<T>(g[o * f + j]) * at::opmath_type<T>(xs[j]);
     for (int s = tpr / 2; s > 0; s /= 2) acc += __shfl_xor_sync(mask, acc, s, tpr);
-    if (lane == 0) grad_w[k] = acc;
+    if (lane == 0) grad_w[k] = T(acc);
   }
 }
 
@@ -323,7 +323,7 @@ void launch_spmm(const SpmmLaunch<T>& a, const at::Tensor& x, at::Tensor& out) {
     return;
   }
   const int64_t computed = out_by_row ? n_out + n_long : n_out;  // the rows this call writes
-  constexpr int kVec = sizeof(T) == 4 ? 4 : 2;
+  constexpr int kVec = kPackWidth<T>;
   const bool vec_ok = f % kVec == 0 && reinterpret_cast<uintptr_t>(x.data_ptr<T>()) % (kVec * sizeof(T)) == 0 &&
                       reinterpret_cast<uintptr_t>(out.data_ptr<T>()) % (kVec * sizeof(T)) == 0;
   // A width that is not a multiple of the vector (products-scale's 47 classes) takes the scalar
@@ -376,12 +376,14 @@ void launch_spmm(const SpmmLaunch<T>& a, const at::Tensor& x, at::Tensor& out) {
     // kRowChunk entries of the CSR plus one per ranked row.
     const bool chunked = entries > 0;
     const int64_t slots = chunked ? std::min<int64_t>(n_cand, kLongWarps * 32) + entries / kRowChunk : 0;
-    at::Tensor partials = chunked ? at::empty({slots, vecs * (vec_ok ? kVec : 1)}, x.options()) : at::Tensor();
+    at::Tensor partials = chunked ? at::empty({slots, vecs * (vec_ok ? kVec : 1)},
+                                              x.options().dtype(at::toOpMathType(x.scalar_type())))
+                                  : at::Tensor();
     unsigned* done = chunked ? stream_counters(kLongWarps * 32) : nullptr;
     const int64_t grid = std::min(std::min(n_cand, n_long) + slots, cap);
     listed_kernel<<<grid, kLongWarps * 32, 0, stream>>>(
         ptr, idx, eid, w, pos, xp, by_rows ? rows : nullptr, list.data_ptr<int64_t>(), counters, vecs, self_w,
-        backward, n_self, op, chunked ? kRowChunk : 0, chunked ? partials.data_ptr<T>() : nullptr, done);
+        backward, n_self, op, chunked ? kRowChunk : 0, chunked ? partials.data_ptr<at::opmath_type<T>>() : nullptr, done);
     const cudaError_t launched = cudaGetLastError();
     if (launched != cudaSuccess) {
       // The count may be left non-zero (the first launch went, the second not): zero it for the
@@ -456,7 +458,7 @@ at::Tensor aggregate_cuda(const at::Tensor& rowptr, const at::Tensor& col, const
   // takes the rest, writing each row's output at its own index.
   const bool by_order = !rows.defined() && order;
   const int64_t* row_list = rows.defined() ? rows.data_ptr<int64_t>() : by_order ? order + n_long : nullptr;
-  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "aggregate_cuda", [&] {
+  AT_DISPATCH_FLOATING_TYPES_AND(at::kBFloat16, x.scalar_type(), "aggregate_cuda", [&] {
     SpmmLaunch<scalar_t> a;
     a.ptr = rowptr.data_ptr<int64_t>();
     a.idx = col.data_ptr<int32_t>();
@@ -481,9 +483,9 @@ at::Tensor aggregate_entries_cuda(const at::Tensor& ptr, const at::Tensor& idx, 
   at::Tensor out = at::empty({n_out, f}, x.options());
   if (n_out == 0 || f == 0) return out;
   const at::Tensor xc = x.numel() > 0 ? x.contiguous() : at::zeros({1, f}, x.options());  // (row 0 for the clamped loads)
-  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "aggregate_entries_cuda", [&] {
+  AT_DISPATCH_FLOATING_TYPES_AND(at::kBFloat16, x.scalar_type(), "aggregate_entries_cuda", [&] {
     using T = scalar_t;
-    constexpr int kVec = sizeof(T) == 4 ? 4 : 2;
+    constexpr int kVec = kPackWidth<T>;
     const bool vec_ok = f % kVec == 0 && reinterpret_cast<uintptr_t>(xc.data_ptr<T>()) % (kVec * sizeof(T)) == 0 &&
                         reinterpret_cast<uintptr_t>(out.data_ptr<T>()) % (kVec * sizeof(T)) == 0;
     const int64_t vecs = vec_ok ? f / kVec : f;
@@ -520,7 +522,7 @@ at::Tensor aggregate_backward_x_cuda(const Transposed& t, const at::Tensor& w,
                            read_flags.numel() == num_src),
               "aggregate_backward_x_cuda: read_flags must be contiguous uint8, one per source row");
   const bool by_order = order && !flagged;
-  AT_DISPATCH_FLOATING_TYPES(grad_out.scalar_type(), "aggregate_backward_x_cuda", [&] {
+  AT_DISPATCH_FLOATING_TYPES_AND(at::kBFloat16, grad_out.scalar_type(), "aggregate_backward_x_cuda", [&] {
     SpmmLaunch<scalar_t> a;
     a.ptr = t.rowptr.data_ptr<int64_t>();
     a.idx = t.row.data_ptr<int32_t>();
@@ -554,7 +556,7 @@ at::Tensor aggregate_backward_w_cuda(const at::Tensor& rowptr, const at::Tensor&
   const int tpr = lanes_for(f);
   const int threads = 256;
   const int64_t blocks = (n_out * tpr + threads - 1) / threads;
-  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "aggregate_backward_w_cuda", [&] {
+  AT_DISPATCH_FLOATING_TYPES_AND(at::kBFloat16, x.scalar_type(), "aggregate_backward_w_cuda", [&] {
     edge_dots<scalar_t><<<blocks, threads, 0, at::cuda::getCurrentCUDAStream()>>>(
         rowptr.data_ptr<int64_t>(), col.data_ptr<int32_t>(), x.data_ptr<scalar_t>(),
         grad_out.data_ptr<scalar_t>(), rows.defined() ? rows.data_ptr<int64_t>() : nullptr, n_out,

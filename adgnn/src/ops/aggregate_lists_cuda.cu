@@ -66,6 +66,7 @@ sum_reader_lists(const int32_t* __restrict__ count_less_one, int64_t max_owners,
                  int64_t long_capacity, T* __restrict__ out) {
   using P = Pack<T, V>;
   using VT = typename P::type;
+  using A = at::opmath_type<T>;
   const int64_t warp = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
   if (warp > *count_less_one || warp >= max_owners) return;  // the whole warp
@@ -75,9 +76,9 @@ sum_reader_lists(const int32_t* __restrict__ count_less_one, int64_t max_owners,
   if (owner < 0) {  // a computed row that nobody reads: its self term alone
     const int64_t i = -1 - int64_t(owner), r = rows[i];
     for (int64_t v = lane; v < vecs; v += 32) {
-      VT acc = P::zero();
-      P::fma(acc, self_w[self_by_row ? r : i], gv[i * vecs + v]);
-      ov[r * vecs + v] = acc;
+      typename P::acc acc = P::zero();
+      P::fma(acc, A(self_w[self_by_row ? r : i]), gv[i * vecs + v]);
+      ov[r * vecs + v] = P::store(acc);
     }
     return;
   }
@@ -95,12 +96,12 @@ sum_reader_lists(const int32_t* __restrict__ count_less_one, int64_t max_owners,
     return;  // the whole warp
   }
   int32_t sorted_i = 0;
-  T sorted_a = T(0);
+  A sorted_a = A(0);
   if (listed) {
     int rank = 0;  // this lane's item among the list's, in increasing entry order
     for (int s = 0; s < m; ++s) rank += __shfl_sync(0xffffffffu, item, s) < item;
     const int32_t my_i = lane < m ? link[item].y : 0;
-    const T my_a = lane < m ? (w ? w[item] : T(1)) : T(0);
+    const A my_a = lane < m ? (w ? A(w[item]) : A(1)) : A(0);
     int src = 0;  // on lane s: the lane holding the item of rank s
     for (int s = 0; s < m; ++s) {
       const unsigned b = __ballot_sync(0xffffffffu, lane < m && rank == s);
@@ -112,13 +113,13 @@ sum_reader_lists(const int32_t* __restrict__ count_less_one, int64_t max_owners,
   const int32_t self_at = j < n_dst ? pos[j] : -1;
   for (int64_t v0 = 0; v0 < vecs; v0 += 32) {
     const int64_t v = v0 + lane;
-    VT acc = P::zero();
+    typename P::acc acc = P::zero();
     if (listed) {
       // Eight gathers in flight before their FMAs (in list order: the sum of one at a time).
       constexpr int U = 8;
       for (int s = 0; s < m; s += U) {
         VT vals[U];
-        T as[U];
+        A as[U];
 #pragma unroll
         for (int u = 0; u < U; ++u) {
           const int32_t i = __shfl_sync(0xffffffffu, sorted_i, (s + u) & 31);
@@ -133,8 +134,8 @@ sum_reader_lists(const int32_t* __restrict__ count_less_one, int64_t max_owners,
       add_entries<T, V>(acc, t_ptr[j], t_ptr[j + 1], lane, 32, 0xffffffffu, t_row, t_entry, w, pos, gv, v, vecs);
     }
     if (v < vecs) {
-      if (self_w && self_at >= 0) P::fma(acc, self_w[self_by_row ? j : self_at], gv[int64_t(self_at) * vecs + v]);
-      ov[j * vecs + v] = acc;
+      if (self_w && self_at >= 0) P::fma(acc, A(self_w[self_by_row ? j : self_at]), gv[int64_t(self_at) * vecs + v]);
+      ov[j * vecs + v] = P::store(acc);
     }
   }
 }
@@ -149,7 +150,7 @@ sum_long_reader_lists(const int32_t* __restrict__ long_count_less_one, int64_t l
                       const int32_t* __restrict__ t_row, const int64_t* __restrict__ t_entry,
                       const T* __restrict__ w, const int32_t* __restrict__ pos, const T* __restrict__ g, int64_t vecs,
                       const T* __restrict__ self_w, int64_t n_dst, T* __restrict__ out) {
-  __shared__ typename Pack<T, V>::type part[kLongWarps * 32];
+  __shared__ typename Pack<T, V>::acc part[kLongWarps * 32];
   const int64_t count = std::min<int64_t>(int64_t(*long_count_less_one) + 1, long_capacity);
   for (int64_t q = blockIdx.x; q < count; q += gridDim.x) {  // (count: the same for the whole block)
     const int64_t j = long_owners[q];
@@ -197,9 +198,9 @@ at::Tensor aggregate_backward_x_lists_cuda(const at::Tensor& rowptr, const at::T
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   const int64_t f = g.size(1);
   const int64_t blocks = (owners.numel() * 32 + kListThreads - 1) / kListThreads;
-  AT_DISPATCH_FLOATING_TYPES(g.scalar_type(), "aggregate_backward_x_lists_cuda", [&] {
+  AT_DISPATCH_FLOATING_TYPES_AND(at::kBFloat16, g.scalar_type(), "aggregate_backward_x_lists_cuda", [&] {
     using T = scalar_t;
-    constexpr int kVec = sizeof(T) == 4 ? 4 : 2;
+    constexpr int kVec = kPackWidth<T>;
     const bool vec_ok = f % kVec == 0 && reinterpret_cast<uintptr_t>(g.data_ptr<T>()) % (kVec * sizeof(T)) == 0 &&
                         reinterpret_cast<uintptr_t>(grad_x.data_ptr<T>()) % (kVec * sizeof(T)) == 0;
     auto launch = [&](auto kernel, int64_t vecs) {

@@ -2,7 +2,9 @@
 #pragma once
 
 #include <ATen/ATen.h>
+#include <ATen/OpMathType.h>
 #include <ATen/cuda/CUDAContext.h>
+#include <c10/util/BFloat16.h>
 #include <c10/cuda/CUDAException.h>
 
 #include <algorithm>
@@ -14,30 +16,86 @@
 
 namespace adgnn::kernels {
 
-// V elements of T as one vector load / store (float4, double2), with the FMA and zero of the
-// row kernels.
+template <typename T, int V>
+struct alignas(sizeof(T) * V) Vec {
+  T v[V];
+};
+
+// V elements of T as one 16-byte vector load / store (float4, double2, 8 bfloat16; V = 1: one
+// element), with the row kernels' accumulator `acc` of A = at::opmath_type<T> elements: the vector
+// itself for float and double, 8 floats for bfloat16, whose sums run in float32 and are rounded
+// once by store(). fma: acc += a v; add: acc += another acc (exact where V > 1 shares the FMA's
+// rounding: a product by one); ldcg: an acc written by another block (L2).
 template <typename T, int V>
 struct Pack;
 template <>
 struct Pack<float, 4> {
   using type = float4;
+  using acc = float4;
   __device__ static void fma(float4& acc, float a, const float4 v) {
     acc.x += a * v.x; acc.y += a * v.y; acc.z += a * v.z; acc.w += a * v.w;
   }
+  __device__ static void add(float4& acc, const float4 v) { fma(acc, 1.f, v); }
   __device__ static float4 zero() { return make_float4(0.f, 0.f, 0.f, 0.f); }
+  __device__ static float4 store(const float4 a) { return a; }
+  __device__ static float4 ldcg(const float4* p) { return __ldcg(p); }
 };
 template <>
 struct Pack<double, 2> {
   using type = double2;
+  using acc = double2;
   __device__ static void fma(double2& acc, double a, const double2 v) { acc.x += a * v.x; acc.y += a * v.y; }
+  __device__ static void add(double2& acc, const double2 v) { fma(acc, 1.0, v); }
   __device__ static double2 zero() { return make_double2(0.0, 0.0); }
+  __device__ static double2 store(const double2 a) { return a; }
+  __device__ static double2 ldcg(const double2* p) { return __ldcg(p); }
+};
+template <>
+struct Pack<c10::BFloat16, 8> {
+  using type = Vec<c10::BFloat16, 8>;
+  using acc = Vec<float, 8>;
+  __device__ static void fma(acc& s, float a, const type& v) {
+#pragma unroll
+    for (int k = 0; k < 8; ++k) s.v[k] += a * float(v.v[k]);
+  }
+  __device__ static void add(acc& s, const acc& v) {
+#pragma unroll
+    for (int k = 0; k < 8; ++k) s.v[k] += v.v[k];
+  }
+  __device__ static acc zero() {
+    acc s;
+#pragma unroll
+    for (int k = 0; k < 8; ++k) s.v[k] = 0.f;
+    return s;
+  }
+  __device__ static type store(const acc& s) {
+    type o;
+#pragma unroll
+    for (int k = 0; k < 8; ++k) o.v[k] = c10::BFloat16(s.v[k]);
+    return o;
+  }
+  __device__ static acc ldcg(const acc* p) {
+    const float4* q = reinterpret_cast<const float4*>(p);
+    const float4 a = __ldcg(q), b = __ldcg(q + 1);
+    acc s;
+    s.v[0] = a.x; s.v[1] = a.y; s.v[2] = a.z; s.v[3] = a.w;
+    s.v[4] = b.x; s.v[5] = b.y; s.v[6] = b.z; s.v[7] = b.w;
+    return s;
+  }
 };
 template <typename T>
 struct Pack<T, 1> {
   using type = T;
-  __device__ static void fma(T& acc, T a, const T v) { acc += a * v; }
-  __device__ static T zero() { return T(0); }
+  using acc = at::opmath_type<T>;
+  __device__ static void fma(acc& s, acc a, const T v) { s += a * acc(v); }
+  __device__ static void add(acc& s, const acc v) { s += v; }
+  __device__ static acc zero() { return acc(0); }
+  __device__ static T store(const acc s) { return T(s); }
+  __device__ static acc ldcg(const acc* p) { return __ldcg(p); }
 };
+// The widest Pack of T: 16 bytes.
+template <typename T>
+constexpr int kPackWidth = int(16 / sizeof(T));
 
 // Lanes per row: enough vectors for the row's width, at most a warp; entries of low-degree rows
 // are then loaded in batches that match the lanes.
@@ -46,11 +104,6 @@ inline int lanes_for(int64_t vecs) {
   while (t < 32 && t < vecs) t *= 2;
   return t;
 }
-
-template <typename T, int V>
-struct alignas(sizeof(T) * V) Vec {
-  T v[V];
-};
 
 // A product rounded on its own (no fused multiply-add with a following sum): the accumulating
 // dropout gradient then equals the separate product and sum it replaces, bit for bit.

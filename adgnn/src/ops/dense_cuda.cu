@@ -24,19 +24,20 @@ namespace {
 // sums those into out (finish_block_sums; deterministic for a grid).
 // Masked: x[r, c] * scale counts where relu_out[r, c] > 0 (else 0), and that value goes to
 // masked[r, c] (scale: a fused dropout's, linear_relu_dropout; rounded before the sum, as the
-// separate dropout's backward did).
-template <typename T, int V, int J, bool Masked>
+// separate dropout's backward did). The sums in A (float32 for bfloat16 rows: partial and out
+// too).
+template <typename T, int V, int J, bool Masked, typename A = at::opmath_type<T>>
 __global__ void column_sums_kernel(const T* __restrict__ x, const T* __restrict__ relu_out, int64_t rows, int64_t C,
-                                   T scale, T* __restrict__ masked, T* __restrict__ partial, unsigned* done,
-                                   T* __restrict__ out) {
+                                   A scale, T* __restrict__ masked, A* __restrict__ partial, unsigned* done,
+                                   A* __restrict__ out) {
   using VT = Vec<T, V>;
   const int64_t vecs = C / V;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
-  T acc[J][V];
+  A acc[J][V];
 #pragma unroll
   for (int j = 0; j < J; ++j)
 #pragma unroll
-    for (int k = 0; k < V; ++k) acc[j][k] = T(0);
+    for (int k = 0; k < V; ++k) acc[j][k] = A(0);
   for (int64_t p = int64_t(blockIdx.x) * warps + warp; p < rows; p += int64_t(gridDim.x) * warps) {
     const VT* xr = reinterpret_cast<const VT*>(x + p * C);
 #pragma unroll
@@ -47,16 +48,16 @@ __global__ void column_sums_kernel(const T* __restrict__ x, const T* __restrict_
       if constexpr (Masked) {
         const VT o = reinterpret_cast<const VT*>(relu_out + p * C)[v];
 #pragma unroll
-        for (int k = 0; k < V; ++k) a.v[k] = o.v[k] > T(0) ? mul_rn(a.v[k], scale) : T(0);
+        for (int k = 0; k < V; ++k) a.v[k] = o.v[k] > T(0) ? T(mul_rn(A(a.v[k]), scale)) : T(0);
         reinterpret_cast<VT*>(masked + p * C)[v] = a;
       }
 #pragma unroll
-      for (int k = 0; k < V; ++k) acc[j][k] += a.v[k];
+      for (int k = 0; k < V; ++k) acc[j][k] += A(a.v[k]);
     }
   }
   extern __shared__ unsigned char shared_raw[];
-  T* sums = reinterpret_cast<T*>(shared_raw);  // [warps, C]
-  stage_lane_sums<T, V, J>(acc, sums + warp * C, vecs);
+  A* sums = reinterpret_cast<A*>(shared_raw);  // [warps, C]
+  stage_lane_sums<A, V, J>(acc, sums + warp * C, vecs);
   __syncthreads();
   add_warp_sums(sums, warps, C, partial + int64_t(blockIdx.x) * C);
   if (!done) return;  // a large grid: the caller sums the rows
@@ -64,8 +65,9 @@ __global__ void column_sums_kernel(const T* __restrict__ x, const T* __restrict_
   finish_block_sums(partial, C, done, out, sums, warps);
 }
 
-// The column sums of x (relu_out defined: of x masked by relu_out > 0, which goes to `masked`);
-// false where the rows are too wide for the kernel's shared memory (the caller uses ATen).
+// The column sums of x (relu_out defined: of x masked by relu_out > 0, which goes to `masked`),
+// in x's accumulation type (float32 for bfloat16); false where the rows are too wide for the
+// kernel's shared memory (the caller uses ATen).
 template <bool Masked>
 bool launch_column_sums(const at::Tensor& x, const at::Tensor& relu_out, at::Tensor& masked, at::Tensor& sums,
                         double scale = 1) {
@@ -77,23 +79,25 @@ bool launch_column_sums(const at::Tensor& x, const at::Tensor& relu_out, at::Ten
   // rows, which takes more blocks than one.
   const bool few = rows <= kFinishBlocks * kWarps * 16;
   const int64_t blocks = std::min<int64_t>((rows + kWarps - 1) / kWarps, few ? kFinishBlocks : int64_t(sms) * 8);
-  if (few) sums = at::empty({C}, x.options());
+  const auto acc_options = x.options().dtype(at::toOpMathType(x.scalar_type()));
+  if (few) sums = at::empty({C}, acc_options);
   const auto stream = at::cuda::getCurrentCUDAStream();
-  const BlockSums part = block_sums(blocks, C, x.options(), few);
+  const BlockSums part = block_sums(blocks, C, acc_options, few);
   bool launched = false;
-  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "column_sums_cuda", [&] {
+  AT_DISPATCH_FLOATING_TYPES_AND(at::kBFloat16, x.scalar_type(), "column_sums_cuda", [&] {
+    using A = at::opmath_type<scalar_t>;
     constexpr int V = 16 / sizeof(scalar_t);
     const bool vec = Masked ? vectorisable<scalar_t, V>(C, {&x, &relu_out, &masked}) : vectorisable<scalar_t, V>(C, {&x});
     const int64_t vecs = vec ? C / V : C;
-    const size_t shared = size_t(kWarps) * C * sizeof(scalar_t);
+    const size_t shared = size_t(kWarps) * C * sizeof(A);
     if (shared > 48 * 1024) return;  // very wide: ATen
     const scalar_t* out_ptr = Masked ? relu_out.data_ptr<scalar_t>() : nullptr;
     scalar_t* masked_ptr = Masked ? masked.data_ptr<scalar_t>() : nullptr;
     auto launch = [&](auto kernel) {
       kernel<<<unsigned(blocks), kThreads, shared, stream>>>(x.data_ptr<scalar_t>(), out_ptr, rows, C,
-                                                            scalar_t(scale), masked_ptr,
-                                                            part.partial.data_ptr<scalar_t>(), part.done,
-                                                            few ? sums.data_ptr<scalar_t>() : nullptr);
+                                                            A(scale), masked_ptr,
+                                                            part.partial.data_ptr<A>(), part.done,
+                                                            few ? sums.data_ptr<A>() : nullptr);
       launched = true;
     };
     if (vec && vecs <= 32) launch(column_sums_kernel<scalar_t, V, 1, Masked>);

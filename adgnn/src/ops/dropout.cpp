@@ -1,5 +1,6 @@
 // Counter-based dropout (dropout_rows, gnn.h): the mask is a function of (seed, epoch, layer,
 // global id, column), computed where it is applied, never stored.
+#include <ATen/OpMathType.h>
 #include <torch/torch.h>
 
 #include <limits>
@@ -43,10 +44,11 @@ at::Tensor apply_mask(const at::Tensor& h, const at::Tensor& gid, uint64_t key, 
   const int64_t* g = gid.data_ptr<int64_t>();
   const at::Tensor flags_c = row_flags.defined() ? row_flags.contiguous() : at::Tensor();
   const uint8_t* flags = flags_c.defined() ? flags_c.data_ptr<uint8_t>() : nullptr;
-  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "dropout_rows", [&] {
+  AT_DISPATCH_FLOATING_TYPES_AND(at::kBFloat16, x.scalar_type(), "dropout_rows", [&] {
+    using A = at::opmath_type<scalar_t>;  // bfloat16: the product in float32, rounded once
     const scalar_t* in = x.data_ptr<scalar_t>();
     scalar_t* o = out.data_ptr<scalar_t>();
-    const auto scale = static_cast<scalar_t>(keep_scale);
+    const auto scale = static_cast<A>(keep_scale);
     const auto unread = gradient ? scalar_t(0) : std::numeric_limits<scalar_t>::quiet_NaN();
     at::parallel_for(0, rows, 256, [&](int64_t b, int64_t e) {
       for (int64_t r = b; r < e; ++r) {
@@ -56,8 +58,8 @@ at::Tensor apply_mask(const at::Tensor& h, const at::Tensor& gid, uint64_t key, 
         }
         const uint64_t row_key = mix64(key ^ uint64_t(g[r]));
         for (int64_t c = 0; c < cols; ++c) {
-          const scalar_t kept = in[r * cols + c] * (mix64(row_key + uint64_t(c)) >= threshold ? scale : scalar_t(0));
-          o[r * cols + c] = accumulate ? o[r * cols + c] + kept : kept;
+          const A kept = A(in[r * cols + c]) * (mix64(row_key + uint64_t(c)) >= threshold ? scale : A(0));
+          o[r * cols + c] = scalar_t(accumulate ? A(o[r * cols + c]) + kept : kept);
         }
       }
     });

@@ -29,21 +29,22 @@ constexpr int kDropoutRows = 4;  // the rows a group of lanes has in flight (72 
 // One vector of V elements whose first column's key is c0 (the row's key plus the column): a =
 // a * mask, or, accumulating, o + a * mask (the product rounded on its own, as the separate
 // dropout and sum it replaces). Both dropout kernels, so that they give the same bits.
-template <typename T, int V, bool accumulate>
+// The products in A (float32 for bfloat16 rows), rounded to T once.
+template <typename T, int V, bool accumulate, typename A = at::opmath_type<T>>
 __device__ void apply_dropout_vector(typename Pack<T, V>::type& a, const typename Pack<T, V>::type& o, uint64_t c0,
-                                     uint64_t threshold, T scale) {
+                                     uint64_t threshold, A scale) {
   T* e = reinterpret_cast<T*>(&a);
   const T* f = reinterpret_cast<const T*>(&o);
 #pragma unroll
   for (int i = 0; i < V; ++i) {
-    const T keep = mix64(c0 + uint64_t(i)) >= threshold ? scale : T(0);
-    e[i] = accumulate ? f[i] + mul_rn(e[i], keep) : e[i] * keep;
+    const A keep = mix64(c0 + uint64_t(i)) >= threshold ? scale : A(0);
+    e[i] = T(accumulate ? A(f[i]) + mul_rn(A(e[i]), keep) : A(e[i]) * keep);
   }
 }
 
 template <typename T, int V, int R, bool accumulate>
 __global__ void dropout_apply_rows(const T* __restrict__ x, const int64_t* __restrict__ gid, int64_t rows,
-                                   int64_t cols, uint64_t key, uint64_t threshold, T scale,
+                                   int64_t cols, uint64_t key, uint64_t threshold, at::opmath_type<T> scale,
                                    const uint8_t* __restrict__ flags, bool zero_unflagged, int tpr,
                                    T* __restrict__ out) {
   using VT = typename Pack<T, V>::type;
@@ -100,7 +101,7 @@ __global__ void dropout_apply_rows(const T* __restrict__ x, const int64_t* __res
           if (!take[q]) continue;
           VT* outr = reinterpret_cast<VT*>(out + (base + bit[q]) * cols);
           if (!drop[q]) {
-            outr[v] = Pack<T, V>::zero();
+            outr[v] = Pack<T, V>::store(Pack<T, V>::zero());
             continue;
           }
           apply_dropout_vector<T, V, accumulate>(a[q], o[q], row_key[q] + uint64_t(v * V), threshold, scale);
@@ -123,7 +124,8 @@ constexpr int kFlatVecs = 4;  // U: a lane's vectors in flight
 template <typename T, int V, bool accumulate>
 __global__ void __launch_bounds__(256) dropout_apply_flat(const T* __restrict__ x, const int64_t* __restrict__ gid,
                                                           int64_t rows, int64_t vecs, uint64_t key,
-                                                          uint64_t threshold, T scale, T* __restrict__ out) {
+                                                          uint64_t threshold, at::opmath_type<T> scale,
+                                                          T* __restrict__ out) {
   using VT = typename Pack<T, V>::type;
   constexpr int U = kFlatVecs;
   const int lane = threadIdx.x % 32;
@@ -192,9 +194,10 @@ at::Tensor dropout_apply_cuda(const at::Tensor& x, const at::Tensor& gid, uint64
   if (rows * cols == 0) return out;
   const int threads = 256;
   auto stream = at::cuda::getCurrentCUDAStream();
-  AT_DISPATCH_FLOATING_TYPES(xc.scalar_type(), "dropout_apply_cuda", [&] {
+  AT_DISPATCH_FLOATING_TYPES_AND(at::kBFloat16, xc.scalar_type(), "dropout_apply_cuda", [&] {
     using T = scalar_t;
-    constexpr int kVec = sizeof(T) == 4 ? 4 : 2;
+    using A = at::opmath_type<T>;
+    constexpr int kVec = kPackWidth<T>;
     const bool vec_ok = cols % kVec == 0 && reinterpret_cast<uintptr_t>(xc.data_ptr<T>()) % (kVec * sizeof(T)) == 0 &&
                         reinterpret_cast<uintptr_t>(out.data_ptr<T>()) % (kVec * sizeof(T)) == 0;
     const int tpr = lanes_for(vec_ok ? cols / kVec : cols);
@@ -202,14 +205,14 @@ at::Tensor dropout_apply_cuda(const at::Tensor& x, const at::Tensor& gid, uint64
     auto launch = [&](auto kernel) {
       const int64_t blocks = resident_blocks(kernel, threads, (rows + threads - 1) / threads);
       kernel<<<blocks, threads, 0, stream>>>(xc.data_ptr<T>(), gid.data_ptr<int64_t>(), rows, cols, key, threshold,
-                                             static_cast<T>(scale), flags, zero_unflagged, tpr, out.data_ptr<T>());
+                                             static_cast<A>(scale), flags, zero_unflagged, tpr, out.data_ptr<T>());
     };
     if (vec_ok && flags == nullptr && cols / kVec >= kFlatMinVecs) {  // (zeroing: flags only)
       auto flat = [&](auto kernel) {
         const int64_t blocks = resident_blocks(kernel, threads, (rows * (cols / kVec) + threads * kFlatVecs - 1) /
                                                                     (threads * kFlatVecs));
         kernel<<<blocks, threads, 0, stream>>>(xc.data_ptr<T>(), gid.data_ptr<int64_t>(), rows, cols / kVec, key,
-                                               threshold, static_cast<T>(scale), out.data_ptr<T>());
+                                               threshold, static_cast<A>(scale), out.data_ptr<T>());
       };
       if (accumulate) flat(dropout_apply_flat<T, kVec, true>);
       else flat(dropout_apply_flat<T, kVec, false>);

@@ -153,11 +153,11 @@ int64_t leading_rows(const at::Tensor& x, int64_t rows) {
 }  // namespace
 
 at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, int64_t rows, int64_t room) {
-  return LinearFn::apply(x, w, b, false, leading_rows(x, rows), room);
+  return LinearFn::apply(x, like(w, x), like(b, x), false, leading_rows(x, rows), room);
 }
 
 at::Tensor linear_relu(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, int64_t rows, int64_t room) {
-  return LinearFn::apply(x, w, b, true, leading_rows(x, rows), room);
+  return LinearFn::apply(x, like(w, x), like(b, x), true, leading_rows(x, rows), room);
 }
 
 std::pair<at::Tensor, at::Tensor> linear_relu_dropout(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b,
@@ -165,11 +165,15 @@ std::pair<at::Tensor, at::Tensor> linear_relu_dropout(const at::Tensor& x, const
   const int64_t r = leading_rows(x, rows);
   TORCH_CHECK(mask.gid.numel() == r, "linear_relu_dropout: one global id per output row");
   // The 64-bit key and threshold travel through autograd's int64 slots bit for bit.
-  const auto out = LinearReluDropoutFn::apply(x, w, b, r, mask.gid, int64_t(mask.key), int64_t(mask.threshold),
+  const auto out = LinearReluDropoutFn::apply(x, like(w, x), like(b, x), r, mask.gid, int64_t(mask.key), int64_t(mask.threshold),
                                               double(mask.scale));
   return {out[0], out[1]};
 }
 
-at::Tensor bias_add(const at::Tensor& x, const at::Tensor& b) { return BiasAddFn::apply(x, b); }
+at::Tensor like(const at::Tensor& p, const at::Tensor& x) {
+  return !p.defined() || p.scalar_type() == x.scalar_type() ? p : p.to(x.scalar_type());
+}
+
+at::Tensor bias_add(const at::Tensor& x, const at::Tensor& b) { return BiasAddFn::apply(x, like(b, x)); }
 
 }  // namespace adgnn::detail

@@ -11,6 +11,11 @@
 
 namespace adgnn::detail {
 
+// A parameter in the type of the activations x it meets in a product (ModelConfig::precision
+// bf16: a bfloat16 copy of the float32 parameter, through which autograd returns a float32
+// gradient); p itself where they agree. The products below take their weights through it.
+at::Tensor like(const at::Tensor& p, const at::Tensor& x);
+
 // x [rows, C] -> [C]: x's column sums; on the GPU by a row-parallel kernel in a fixed order
 // (ATen's sum over rows takes several times the time to read them).
 at::Tensor column_sums(const at::Tensor& x);

@@ -86,7 +86,7 @@ __global__ void band_diff_kernel(const T* __restrict__ prev, const T* __restrict
 // defined tensor's rows of F elements start on such a vector's boundary, else with V = 1.
 template <typename T, typename Launch>
 void with_vector_width(int64_t F, const std::vector<const at::Tensor*>& ts, Launch&& launch) {
-  constexpr int V = sizeof(T) == 4 ? 4 : 2;
+  constexpr int V = kPackWidth<T>;
   bool vec = F % V == 0;
   for (const at::Tensor* t : ts)
     vec = vec && (!t->defined() || reinterpret_cast<uintptr_t>(t->data_ptr()) % (sizeof(T) * V) == 0);
@@ -120,7 +120,7 @@ at::Tensor merge_rows_cuda(const at::Tensor& prev, const at::Tensor& upd, const 
   if (rows * F == 0) return out;
   const int threads = 256;
   auto stream = at::cuda::getCurrentCUDAStream();
-  AT_DISPATCH_FLOATING_TYPES(prev.scalar_type(), "merge_rows_cuda", [&] {
+  AT_DISPATCH_FLOATING_TYPES_AND(at::kBFloat16, prev.scalar_type(), "merge_rows_cuda", [&] {
     using T = scalar_t;
     with_vector_width<T>(F, {&prev, &upd, &out}, [&](auto width) {
       constexpr int V = decltype(width)::value;
@@ -144,7 +144,7 @@ std::pair<at::Tensor, at::Tensor> merge_rows_backward_cuda(const at::Tensor& g, 
   if (rows * F == 0 || (!want_prev && !want_upd)) return {grad_prev, grad_upd};
   const int threads = 256;
   auto stream = at::cuda::getCurrentCUDAStream();
-  AT_DISPATCH_FLOATING_TYPES(g.scalar_type(), "merge_rows_backward_cuda", [&] {
+  AT_DISPATCH_FLOATING_TYPES_AND(at::kBFloat16, g.scalar_type(), "merge_rows_backward_cuda", [&] {
     using T = scalar_t;
     with_vector_width<T>(F, {&g, &grad_prev, &grad_upd}, [&](auto width) {
       constexpr int V = decltype(width)::value;
@@ -170,7 +170,7 @@ at::Tensor band_diff_cuda(const at::Tensor& prev, const at::Tensor& upd, const a
   if (count * F == 0) return diff;
   const int threads = 256;
   auto stream = at::cuda::getCurrentCUDAStream();
-  AT_DISPATCH_FLOATING_TYPES(prev.scalar_type(), "band_diff_cuda", [&] {
+  AT_DISPATCH_FLOATING_TYPES_AND(at::kBFloat16, prev.scalar_type(), "band_diff_cuda", [&] {
     using T = scalar_t;
     with_vector_width<T>(F, {&prev, &upd, &diff, &bias}, [&](auto width) {
       constexpr int V = decltype(width)::value;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "ops/cuda_rows.cuh"
 
@@ -32,20 +33,21 @@ __device__ inline unsigned group_mask(int tpr) {
 // would wait for each before the next: one gather in flight per warp. spmm_rows too (more loads
 // in flight at its 64-register cap, and fewer bytes spilled at float4).
 template <typename T, int V, bool Clamped = false>
-__device__ void add_entries(typename Pack<T, V>::type& acc, int64_t begin, int64_t end, int lane, int width,
+__device__ void add_entries(typename Pack<T, V>::acc& acc, int64_t begin, int64_t end, int lane, int width,
                             unsigned mask, const int32_t* __restrict__ idx, const int64_t* __restrict__ eid,
                             const T* __restrict__ w, const int32_t* __restrict__ pos,
                             const typename Pack<T, V>::type* __restrict__ xv, int64_t v, int64_t vecs) {
   using P = Pack<T, V>;
   using VT = typename P::type;
+  using A = at::opmath_type<T>;
   for (int64_t b = begin; b < end; b += width) {
     const int64_t p = b + lane;
     int32_t c = -1;
-    T a = T(0);
+    A a = A(0);
     if (p < end) {
       c = idx[p];
       if (pos) c = pos[c];
-      a = w ? w[eid ? eid[p] : p] : T(1);
+      a = w ? A(w[eid ? eid[p] : p]) : A(1);
     }
     const int n = int(end - b < width ? end - b : width);
     if (pos) {
@@ -59,7 +61,7 @@ __device__ void add_entries(typename Pack<T, V>::type& acc, int64_t begin, int64
           const int j = __ffs(hits) - 1;
           hits &= hits - 1;
           const int32_t cj = __shfl_sync(mask, c, j, width);
-          const T aj = __shfl_sync(mask, a, j, width);
+          const A aj = __shfl_sync(mask, a, j, width);
           if (v < vecs) P::fma(acc, aj, xv[int64_t(cj) * vecs + v]);
         }
         continue;
@@ -81,7 +83,7 @@ __device__ void add_entries(typename Pack<T, V>::type& acc, int64_t begin, int64
       }
 #pragma unroll
       for (int u = 0; u < U; ++u) {
-        const T au = __shfl_sync(mask, a, j + u, width);  // after the loads: no register held across them
+        const A au = __shfl_sync(mask, a, j + u, width);  // after the loads: no register held across them
         const bool real = !Clamped || (__shfl_sync(mask, c, j + u, width) >= 0 && v < vecs);
         if (j + u < n && real) P::fma(acc, au, vals[u]);
       }
@@ -95,7 +97,7 @@ __device__ void add_entries(typename Pack<T, V>::type& acc, int64_t begin, int64
 // argument, not a kernel parameter: one more parameter slows the every-row SpMM (the kernel runs
 // at its register cap).
 template <typename T, int V, bool ByRow>
-__device__ void add_self(typename Pack<T, V>::type& acc, const T* __restrict__ self_w, bool backward,
+__device__ void add_self(typename Pack<T, V>::acc& acc, const T* __restrict__ self_w, bool backward,
                          int64_t n_self, const int32_t* __restrict__ pos, int64_t r, int64_t o,
                          const typename Pack<T, V>::type* __restrict__ xv, int64_t v, int64_t vecs) {
   int64_t q = -1, wi = -1;
@@ -106,7 +108,7 @@ __device__ void add_self(typename Pack<T, V>::type& acc, const T* __restrict__ s
     q = pos ? pos[o] : o;
     wi = ByRow ? o : q;
   }
-  if (q >= 0) Pack<T, V>::fma(acc, self_w[wi], xv[q * vecs + v]);
+  if (q >= 0) Pack<T, V>::fma(acc, at::opmath_type<T>(self_w[wi]), xv[q * vecs + v]);
 }
 
 // out[o] = sum over entries p of row r(o) = (rows ? rows[o] : o) of weight(p) * x[c(p)], where
@@ -131,16 +133,18 @@ __device__ void add_self(typename Pack<T, V>::type& acc, const T* __restrict__ s
 // deeper layers' listed rows are faster than with 32 warps (`adgnn bench`, docs/decisions/clamped-gathers.md).
 constexpr int kLongWarps = 16;
 // The entries [begin, end) of row r summed by the whole block (kLongWarps warps, as described
-// above) into dst's vectors: output row o with the self term when self_w is given, or a chunk's
-// partial sum (self_w null). part: the block's shared scratch.
-template <typename T, int V, bool SelfByRow>
+// above) into dst's vectors: output row o with the self term when self_w is given (D: the
+// storage vector), or a chunk's partial sum (self_w null; D: the accumulator, unrounded). part:
+// the block's shared scratch.
+template <typename T, int V, bool SelfByRow, typename D>
 __device__ void sum_on_block(int64_t begin, int64_t end, const int32_t* __restrict__ idx,
                              const int64_t* __restrict__ eid, const T* __restrict__ w,
                              const int32_t* __restrict__ pos, const T* __restrict__ x, int64_t r, int64_t o,
                              int64_t vecs, const T* __restrict__ self_w, bool backward, int64_t n_self,
-                             typename Pack<T, V>::type* __restrict__ dst, typename Pack<T, V>::type* part) {
+                             D* __restrict__ dst, typename Pack<T, V>::acc* part) {
   using P = Pack<T, V>;
   using VT = typename P::type;
+  using AV = typename P::acc;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t chunk = (end - begin + kLongWarps - 1) / kLongWarps;
   const int64_t wb = begin + warp * chunk < end ? begin + warp * chunk : end;
@@ -148,15 +152,16 @@ __device__ void sum_on_block(int64_t begin, int64_t end, const int32_t* __restri
   const VT* xv = reinterpret_cast<const VT*>(x);
   for (int64_t v0 = 0; v0 < vecs; v0 += 32) {
     const int64_t v = v0 + lane;
-    VT acc = P::zero();
+    AV acc = P::zero();
     add_entries<T, V, true>(acc, wb, we, lane, 32, 0xffffffffu, idx, eid, w, pos, xv, v, vecs);
     part[warp * 32 + lane] = acc;
     __syncthreads();
     if (warp == 0 && v < vecs) {
-      VT sum = part[lane];
-      for (int k = 1; k < kLongWarps; ++k) P::fma(sum, T(1), part[k * 32 + lane]);  // exact adds
+      AV sum = part[lane];
+      for (int k = 1; k < kLongWarps; ++k) P::add(sum, part[k * 32 + lane]);
       if (self_w) add_self<T, V, SelfByRow>(sum, self_w, backward, n_self, pos, r, o, xv, v, vecs);
-      dst[v] = sum;
+      if constexpr (std::is_same_v<D, VT>) dst[v] = P::store(sum);
+      else dst[v] = sum;
     }
     __syncthreads();
   }
@@ -168,7 +173,7 @@ __device__ void sum_row_on_block(const int64_t* __restrict__ ptr, const int32_t*
                                  const int64_t* __restrict__ eid, const T* __restrict__ w,
                                  const int32_t* __restrict__ pos, const T* __restrict__ x, int64_t r, int64_t o,
                                  int64_t vecs, const T* __restrict__ self_w, bool backward, int64_t n_self,
-                                 T* __restrict__ out, typename Pack<T, V>::type* part) {
+                                 T* __restrict__ out, typename Pack<T, V>::acc* part) {
   using VT = typename Pack<T, V>::type;
   sum_on_block<T, V, SelfByRow>(ptr[r], ptr[r + 1], idx, eid, w, pos, x, r, o, vecs, self_w, backward, n_self,
                                 reinterpret_cast<VT*>(out) + o * vecs, part);

@@ -970,4 +970,56 @@ TEST(Cuda, SegmentTilesMatchTheCpuReference) {
 #endif
 }
 
+// bfloat16 rows (ModelConfig::precision bf16), summed in float32 and rounded once: forward and
+// backward over every row (length order, hub rows on blocks), over a few rows (listed blocks, the
+// hubs in chunks; their backward by the transpose, by regrouped entries and by reader lists),
+// with and without a self term, at widths that take 8-element vectors (128, 16) and single
+// elements (47). Against the float64 sums of the same bfloat16 values: within one bfloat16
+// rounding of the output's scale (2^-8) and float32's; and the same bits on a second run.
+TEST(Cuda, Bf16RowsAreSummedInFloat32) {
+  REQUIRE_GPU();
+  const auto d = c10::Device("cuda");
+  constexpr int64_t n = 20000;
+  at::Tensor deg = torch::arange(n, torch::kInt64) % 20 + 1;
+  for (int64_t h = 0; h < 4; ++h) deg[h] = std::vector<int64_t>{1500, 2049, 5000, 300}[size_t(h)];
+  torch::manual_seed(41);
+  const at::Tensor rowptr = torch::cat({torch::zeros({1}, torch::kInt64), deg.cumsum(0)});
+  const at::Tensor col = torch::randint(n, {deg.sum().item<int64_t>()}, torch::kInt64).to(torch::kInt32);
+  const at::Tensor few = torch::cat({torch::arange(4, torch::kInt64), torch::arange(5000, 5100, torch::kInt64)});
+  const at::Tensor rowptr_d = rowptr.to(d), col_d = col.to(d);
+  for (const int64_t width : {128, 47, 16}) {
+    for (const int path : {0, 1, 2, 3}) {  // every row; few rows: transpose, regrouped, reader lists
+      for (const bool self : {false, true}) {
+        SCOPED_TRACE(::testing::Message() << "width " << width << " path " << path << (self ? " self" : ""));
+        const ScopedRegroupMinEntries regroup(path == 2 ? 0 : adgnn::kernels::regroup_min_entries());
+        const at::Tensor rows = path == 0 ? at::Tensor() : few;
+        const int64_t n_out = path == 0 ? n : few.numel();
+        const int64_t entries = path >= 2 ? (deg.index_select(0, few)).sum().item<int64_t>() : -1;
+        const at::Tensor x = torch::randn({n, width}).to(torch::kBFloat16);
+        const at::Tensor w = torch::rand({col.numel()}).to(torch::kBFloat16);
+        const at::Tensor self_w = self ? torch::rand({n_out}).to(torch::kBFloat16) : at::Tensor();
+        const at::Tensor probe = torch::randn({n_out, width}).to(torch::kBFloat16);
+        at::Tensor x64 = x.to(torch::kFloat64).requires_grad_(true);
+        const at::Tensor ref = adgnn::csr_aggregate(rowptr, col, w.to(torch::kFloat64), x64, rows,
+                                                    self ? self_w.to(torch::kFloat64) : at::Tensor());
+        (ref * probe.to(torch::kFloat64)).sum().backward();
+        at::Tensor out[2], grad[2];
+        for (int k = 0; k < 2; ++k) {
+          at::Tensor xd = x.to(d).requires_grad_(true);
+          out[k] = adgnn::csr_aggregate(rowptr_d, col_d, w.to(d), xd, rows.defined() ? rows.to(d) : rows,
+                                        self ? self_w.to(d) : at::Tensor(), entries);
+          (out[k] * probe.to(d)).sum().backward();
+          grad[k] = xd.grad();
+        }
+        EXPECT_EQ(out[0].scalar_type(), torch::kBFloat16);
+        EXPECT_EQ(grad[0].scalar_type(), torch::kBFloat16);
+        EXPECT_TRUE(torch::equal(out[0], out[1]));
+        EXPECT_TRUE(torch::equal(grad[0], grad[1]));
+        EXPECT_TRUE(close_to_scale(out[0].cpu(), ref, 5e-3)) << "forward";
+        EXPECT_TRUE(close_to_scale(grad[0].cpu(), x64.grad(), 5e-3)) << "backward";
+      }
+    }
+  }
+}
+
 }  // namespace

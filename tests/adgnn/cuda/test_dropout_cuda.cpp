@@ -1,5 +1,6 @@
 // Row dropout on the GPU (ops/dropout.cpp, dropout_cuda.cu) against the CPU, bit for bit: masks,
-// the flat kernel, row flags, the dropout that passes its input on. Every test skips without a GPU.
+// the flat kernel, row flags, the dropout that passes its input on; float, double and bfloat16
+// (its products in float32, rounded once on both devices). Every test skips without a GPU.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -41,7 +42,7 @@ TEST(Cuda, DropoutMasksEqualTheCpuOnes) {
   EXPECT_TRUE(torch::equal(adgnn::dropout_rows(h, ids1001, 0.3, 11, 7, 2),
                            adgnn::dropout_rows(h.cuda(), ids1001.cuda(), 0.3, 11, 7, 2).cpu()));
   // Values and gradients: the same mask applied in backward, float and double, ids on the host.
-  for (auto dtype : {torch::kFloat32, torch::kFloat64})
+  for (auto dtype : {torch::kFloat32, torch::kFloat64, torch::kBFloat16})
     for (const DropoutInput& in : dropout_inputs(dtype)) {
       const at::Tensor& x = in.cpu;
       const at::Tensor ids = torch::arange(5000, 5000 + x.size(0), torch::kInt64);
@@ -63,7 +64,7 @@ TEST(Cuda, DropoutMasksEqualTheCpuOnes) {
 // 100 features), 32 and 65, with partial chunks at the end.
 TEST(Cuda, FlatDropoutEqualsTheCpu) {
   REQUIRE_GPU();
-  for (auto dtype : {torch::kFloat32, torch::kFloat64})
+  for (auto dtype : {torch::kFloat32, torch::kFloat64, torch::kBFloat16})
     for (int64_t cols : {32, 100, 128, 260})
       for (int64_t rows : {int64_t(1), int64_t(37), int64_t(4099)}) {
         SCOPED_TRACE(::testing::Message() << dtype << " " << rows << " x " << cols);
@@ -114,7 +115,7 @@ TEST(Cuda, DropoutRowFlagsEqualTheCpu) {
 // flags (most warps with no flagged row), float and double.
 TEST(Cuda, DropoutAndInputEqualsTheCpu) {
   REQUIRE_GPU();
-  for (auto dtype : {torch::kFloat32, torch::kFloat64})
+  for (auto dtype : {torch::kFloat32, torch::kFloat64, torch::kBFloat16})
     for (const DropoutInput& in : dropout_inputs(dtype))
       for (const int64_t every : {int64_t(7), int64_t(97)}) {
         const at::Tensor& x = in.cpu;

@@ -36,6 +36,7 @@ struct PredictOptions {
   std::string out;     // HDF5: prediction, probabilities, depth, logits (write_predictions' layout)
   std::string csv;     // optional: node, prediction, depth, p_0..p_{C-1}; empty: none
   std::string device = "cpu";
+  std::string precision;  // the activations' storage (ModelConfig::precision); empty: the trained model's
 };
 
 struct PredictSummary {

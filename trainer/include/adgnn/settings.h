@@ -103,6 +103,11 @@ void for_each_setting(Visit&& visit, Config&... c) {
                 "AD (learned): f_delta's precision: fp32, tf32 or bf16 (tf32, bf16: faster, less precise; CUDA only)",
                 L::UnlessDefault, S::Option},
         c.model.fdelta_precision...);
+  visit(Setting{"precision", "--precision",
+                "Activations' storage: fp32, or bf16 (features, layer outputs and halo rows in bfloat16, sums in "
+                "float32: half the bytes a GPU step moves and holds; slower on the CPU)",
+                L::UnlessDefault, S::Option},
+        c.model.precision...);
   // The same numbers whatever their value.
   visit(Setting{"compact", "--compact",
                 "AD: deeper layers read a compact input: auto (CPU only), on, off (fewer passes, more device waits)",
