@@ -124,7 +124,7 @@ sum_reader_lists(const int32_t* __restrict__ count_less_one, int64_t max_owners,
         for (int u = 0; u < U; ++u) {
           const int32_t i = __shfl_sync(0xffffffffu, sorted_i, (s + u) & 31);
           as[u] = __shfl_sync(0xffffffffu, sorted_a, (s + u) & 31);
-          vals[u] = s + u < m && v < vecs ? gv[int64_t(i) * vecs + v] : P::zero();
+          vals[u] = s + u < m && v < vecs ? gv[int64_t(i) * vecs + v] : P::zeros();
         }
 #pragma unroll
         for (int u = 0; u < U; ++u)

@@ -25,7 +25,8 @@ struct alignas(sizeof(T) * V) Vec {
 // element), with the row kernels' accumulator `acc` of A = at::opmath_type<T> elements: the vector
 // itself for float and double, 8 floats for bfloat16, whose sums run in float32 and are rounded
 // once by store(). fma: acc += a v; add: acc += another acc (exact where V > 1 shares the FMA's
-// rounding: a product by one); ldcg: an acc written by another block (L2).
+// rounding: a product by one); ldcg: an acc written by another block (L2); zeros: the storage
+// vector of zeros (a load skipped).
 template <typename T, int V>
 struct Pack;
 template <>
@@ -37,6 +38,7 @@ struct Pack<float, 4> {
   }
   __device__ static void add(float4& acc, const float4 v) { fma(acc, 1.f, v); }
   __device__ static float4 zero() { return make_float4(0.f, 0.f, 0.f, 0.f); }
+  __device__ static float4 zeros() { return zero(); }
   __device__ static float4 store(const float4 a) { return a; }
   __device__ static float4 ldcg(const float4* p) { return __ldcg(p); }
 };
@@ -47,6 +49,7 @@ struct Pack<double, 2> {
   __device__ static void fma(double2& acc, double a, const double2 v) { acc.x += a * v.x; acc.y += a * v.y; }
   __device__ static void add(double2& acc, const double2 v) { fma(acc, 1.0, v); }
   __device__ static double2 zero() { return make_double2(0.0, 0.0); }
+  __device__ static double2 zeros() { return zero(); }
   __device__ static double2 store(const double2 a) { return a; }
   __device__ static double2 ldcg(const double2* p) { return __ldcg(p); }
 };
@@ -67,6 +70,12 @@ struct Pack<c10::BFloat16, 8> {
 #pragma unroll
     for (int k = 0; k < 8; ++k) s.v[k] = 0.f;
     return s;
+  }
+  __device__ static type zeros() {
+    type o;
+#pragma unroll
+    for (int k = 0; k < 8; ++k) o.v[k] = c10::BFloat16(0.f);
+    return o;
   }
   __device__ static type store(const acc& s) {
     type o;
@@ -90,6 +99,7 @@ struct Pack<T, 1> {
   __device__ static void fma(acc& s, acc a, const T v) { s += a * acc(v); }
   __device__ static void add(acc& s, const acc v) { s += v; }
   __device__ static acc zero() { return acc(0); }
+  __device__ static T zeros() { return T(0); }
   __device__ static T store(const acc s) { return T(s); }
   __device__ static acc ldcg(const acc* p) { return __ldcg(p); }
 };

@@ -101,7 +101,7 @@ __global__ void dropout_apply_rows(const T* __restrict__ x, const int64_t* __res
           if (!take[q]) continue;
           VT* outr = reinterpret_cast<VT*>(out + (base + bit[q]) * cols);
           if (!drop[q]) {
-            outr[v] = Pack<T, V>::store(Pack<T, V>::zero());
+            outr[v] = Pack<T, V>::zeros();
             continue;
           }
           apply_dropout_vector<T, V, accumulate>(a[q], o[q], row_key[q] + uint64_t(v * V), threshold, scale);

@@ -79,7 +79,7 @@ __device__ void add_entries(typename Pack<T, V>::acc& acc, int64_t begin, int64_
       for (int u = 0; u < U; ++u) {
         const int32_t cj = __shfl_sync(mask, c, j + u, width);
         if (Clamped) vals[u] = xv[int64_t(j + u < n && cj >= 0 ? cj : 0) * vecs + (v < vecs ? v : 0)];
-        else vals[u] = (j + u < n && cj >= 0 && v < vecs) ? xv[int64_t(cj) * vecs + v] : P::zero();
+        else vals[u] = (j + u < n && cj >= 0 && v < vecs) ? xv[int64_t(cj) * vecs + v] : P::zeros();
       }
 #pragma unroll
       for (int u = 0; u < U; ++u) {
