@@ -18,9 +18,15 @@ torch::autograd::variable_list band_term_grads(torch::autograd::AutogradContext*
   const at::Tensor &eps = saved[0], &tau_t = saved[1], &band_rows = saved[2], &diff = saved[3];
   const double kappa = ctx->saved_data["kappa"].toDouble();
 #ifdef ADGNN_HAVE_CUDA_KERNELS
-  if (eps.is_cuda() && eps.scalar_type() == grad.scalar_type() && tau_t.scalar_type() == eps.scalar_type()) {
-    const kernels::BandTermGrads k = kernels::band_term_grads_cuda(eps, tau_t, band_rows, grad, diff, kappa,
-                                                                   of_band_rows, ctx->needs_input_grad(eps_input));
+  if (eps.is_cuda() && tau_t.scalar_type() == eps.scalar_type() &&
+      (grad.scalar_type() == eps.scalar_type() || grad.scalar_type() == torch::kBFloat16)) {
+    // bfloat16 rows (ModelConfig::precision): the band rows' gradient and difference in eps's
+    // type, a few rows (the band), for the one kernel instead of the formula's ATen operations.
+    const bool cast = grad.scalar_type() != eps.scalar_type();
+    const at::Tensor g = !cast ? grad : (of_band_rows ? grad.index_select(0, band_rows) : grad).to(eps.scalar_type());
+    const kernels::BandTermGrads k = kernels::band_term_grads_cuda(
+        eps, tau_t, band_rows, g, cast ? diff.to(eps.scalar_type()) : diff, kappa, of_band_rows && !cast,
+        ctx->needs_input_grad(eps_input));
     at::Tensor grad_tau;
     if (ctx->needs_input_grad(eps_input + 1)) grad_tau = tau_t.dim() == 0 ? k.tau : k.tau.view(tau_t.sizes());
     return {k.eps, grad_tau};
