@@ -22,11 +22,12 @@ class DirGnnLayer : public Layer {
     b_root_ = zeros("lin.bias", out);
   }
   at::Tensor forward(const MessageGraph& g, const at::Tensor& h, const at::Tensor& rows) override {
-    const at::Tensor x_in =
-        torch::addmm(like(b_in_, h), csr_aggregate(g.in_rowptr, g.in_col, g.in_weight, h, csr_rows(g, rows)), like(w_in_, h));
-    const at::Tensor x_out =
-        torch::addmm(like(b_out_, h), csr_aggregate(g.out_rowptr, g.out_col, g.out_weight, h, csr_rows(g, rows)), like(w_out_, h));
-    return alpha_ * x_out + (1 - alpha_) * x_in + torch::addmm(like(b_root_, h), self_rows(g, h, rows), like(w_root_, h));
+    const at::Tensor x_in = torch::addmm(
+        like(b_in_, h), csr_aggregate(g.in_rowptr, g.in_col, g.in_weight, h, csr_rows(g, rows)), like(w_in_, h));
+    const at::Tensor x_out = torch::addmm(
+        like(b_out_, h), csr_aggregate(g.out_rowptr, g.out_col, g.out_weight, h, csr_rows(g, rows)), like(w_out_, h));
+    return alpha_ * x_out + (1 - alpha_) * x_in +
+           torch::addmm(like(b_root_, h), self_rows(g, h, rows), like(w_root_, h));
   }
   at::Tensor self_only(const at::Tensor& h_rows) override { return self_only_leading(h_rows, -1); }
   at::Tensor self_only_leading(const at::Tensor& h, int64_t rows) override {

@@ -32,10 +32,12 @@ class MixHopLayer : public Layer {
     if (halo_) a1 = halo_->inner_fill(a1, halo_layer_, *halo_stats_);
     const at::Tensor a1_rows = a1.index_select(0, rows);
     const at::Tensor a2_rows = propagate(g, a1, rows);
-    return finish(torch::cat({self_rows(g, h, rows).mm(like(w_[0], h)), a1_rows.mm(like(w_[1], h)), a2_rows.mm(like(w_[2], h))}, 1));
+    return finish(torch::cat(
+        {self_rows(g, h, rows).mm(like(w_[0], h)), a1_rows.mm(like(w_[1], h)), a2_rows.mm(like(w_[2], h))}, 1));
   }
   at::Tensor self_only(const at::Tensor& h_rows) override {
-    return finish(torch::cat({h_rows.mm(like(w_[0], h_rows)), h_rows.mm(like(w_[1], h_rows)), h_rows.mm(like(w_[2], h_rows))}, 1));
+    return finish(torch::cat(
+        {h_rows.mm(like(w_[0], h_rows)), h_rows.mm(like(w_[1], h_rows)), h_rows.mm(like(w_[2], h_rows))}, 1));
   }
   at::Tensor input_transform(const at::Tensor& h) override { return h.mm(like(w_[1], h)); }
   at::Tensor edges_read(const MessageGraph& g, const at::Tensor& rows, const at::Tensor& rows_entries) const override {

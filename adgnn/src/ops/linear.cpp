@@ -165,8 +165,8 @@ std::pair<at::Tensor, at::Tensor> linear_relu_dropout(const at::Tensor& x, const
   const int64_t r = leading_rows(x, rows);
   TORCH_CHECK(mask.gid.numel() == r, "linear_relu_dropout: one global id per output row");
   // The 64-bit key and threshold travel through autograd's int64 slots bit for bit.
-  const auto out = LinearReluDropoutFn::apply(x, like(w, x), like(b, x), r, mask.gid, int64_t(mask.key), int64_t(mask.threshold),
-                                              double(mask.scale));
+  const auto out = LinearReluDropoutFn::apply(x, like(w, x), like(b, x), r, mask.gid, int64_t(mask.key),
+                                              int64_t(mask.threshold), double(mask.scale));
   return {out[0], out[1]};
 }
 
