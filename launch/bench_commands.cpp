@@ -110,8 +110,9 @@ BenchRow bench_model(const MessageGraph& mg, const at::Tensor& x_host, const at:
   mc.fdelta_precision = fdelta_precision;
   mc.seed = f.seed;
   mc.device = f.device;
-  // The input rows in the activations' type, held only while this row runs (the graph and inputs
-  // of the peak's breakdown).
+  // No other row's caches (transposes, f_delta's pairs) in this row's peak; the input rows in the
+  // activations' type, held only while this row runs (the graph and inputs of its breakdown).
+  release_graph_caches();
   const at::Tensor x = x_host.to(dev, activation_type(mc));
   reset_peak_device_memory(dev);
   const int64_t held_before_model = current_device_memory(dev);

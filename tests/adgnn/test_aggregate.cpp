@@ -140,6 +140,28 @@ TEST(CsrAggregate, BackwardOfFewAndManyRowsEqualsTheDenseReference) {
   }
 }
 
+// The backward caches the CSR's transpose, holding the CSR's tensors; release_graph_caches drops
+// it (and every other cached entry): the tensors are this test's alone again, and the next
+// backward rebuilds the transpose with the same gradient.
+TEST(CsrAggregate, ReleasingTheCachesDropsTheTransposeAndRebuildsIt) {
+  const auto c = random_csr(120, 120, 0.06, 9);
+  const at::Tensor rowptr = c.rowptr.clone(), col = c.col.clone();  // this test's own handles
+  const at::Tensor w = torch::rand({col.numel()}, torch::kFloat64);
+  const at::Tensor x0 = torch::randn({120, 4}, torch::kFloat64);
+  at::Tensor grads[2];
+  for (int k = 0; k < 2; ++k) {
+    at::Tensor x = x0.clone().requires_grad_(true);
+    const at::Tensor rows = torch::arange(0, 120, 2, torch::kInt64);  // not every row: the transposed backward
+    adgnn::csr_aggregate(rowptr, col, w, x, rows).sum().backward();
+    grads[k] = x.grad();
+    EXPECT_GT(rowptr.use_count(), 1) << "the transpose's cache entry holds the row pointer";
+    adgnn::release_graph_caches();
+    EXPECT_EQ(rowptr.use_count(), 1);
+    EXPECT_EQ(col.use_count(), 1);
+  }
+  EXPECT_TRUE(torch::equal(grads[0], grads[1]));
+}
+
 TEST(CsrAggregate, DeterministicAcrossThreadCounts) {
   const auto c = random_csr(3000, 3000, 0.004, 3);
   const at::Tensor x = torch::randn({3000, 16});

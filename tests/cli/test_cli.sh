@@ -98,16 +98,17 @@ grep -qF "warning: --fdelta-precision bf16: CUDA only; f_delta computes in float
   [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q "^AD-GCN " "$tmp/out" && ok ||
   bad "train --fdelta-precision bf16 on the CPU: no one-line warning: $(cat "$tmp/err")"
 expect_ok "$adgnn" train csbm:demo --variant ad_fast --fdelta-precision bf16 --epochs 2 --no-progress
+[ ! -s "$tmp/err" ] && ok || bad "train without the learned variant warned about f_delta: $(cat "$tmp/err")"
 # --precision bf16 (features, layer outputs, halo rows in bfloat16) runs on every device: the run's
-# settings line names it, the checkpoint's model predicts in either precision, bad values are refused.
+# summary's settings name it, the checkpoint's model predicts in either precision, bad values are refused.
 expect_error "--precision fp16: expected fp32 or bf16" "$adgnn" train csbm:demo --precision fp16 --epochs 1
-expect_ok "$adgnn" train csbm:demo --variant ad_fast --precision bf16 --epochs 3 --no-progress --checkpoint "$tmp/bf16.h5"
-grep -q "precision=bf16" "$tmp/out" && ok || bad "train --precision bf16: not in the settings line: $(head -5 "$tmp/out")"
+expect_ok "$adgnn" train csbm:demo --variant ad_fast --precision bf16 --epochs 3 --no-progress --checkpoint "$tmp/bf16.h5" \
+  --summary "$tmp/bf16.json"
+grep -q " precision=bf16" "$tmp/bf16.json" && ok || bad "train --precision bf16: not in the summary's settings: $(cat "$tmp/bf16.json")"
 expect_ok "$adgnn" predict csbm:demo --checkpoint "$tmp/bf16.h5" --out "$tmp/bf16_pred.h5"
 expect_ok "$adgnn" predict csbm:demo --checkpoint "$tmp/bf16.h5" --out "$tmp/fp32_pred.h5" --precision fp32
 expect_error "--precision fp16: expected fp32 or bf16" "$adgnn" predict csbm:demo --checkpoint "$tmp/bf16.h5" \
   --out "$tmp/x.h5" --precision fp16
-[ ! -s "$tmp/err" ] && ok || bad "train without the learned variant warned about f_delta: $(cat "$tmp/err")"
 printf 'variant: ad_fast\ncompact: off\ncompact_halo: off\nepochs: 2\n' >"$tmp/compact.yaml"
 expect_ok "$adgnn" train --config "$tmp/compact.yaml" --dataset csbm:demo --no-progress
 expect_ok "$adgnn" train csbm:demo --model gcn --variant plain,ad_fast --epochs 3 --no-progress

@@ -37,6 +37,11 @@ at::Tensor csr_aggregate(const at::Tensor& rowptr, const at::Tensor& col, const 
 at::Tensor cross_entropy_sum(const at::Tensor& logits, const at::Tensor& rows, const at::Tensor& labels,
                              double scale = 1.0);
 
+// Drops what the operations keep per graph (CSR transposes, row schedules, f_delta's pair lists, a
+// rank's halo layouts) and the graph tensors those entries hold; the next use rebuilds them.
+// `adgnn bench` calls it before each row, so that a row's peak memory holds its own caches only.
+void release_graph_caches();
+
 // Whether this build has the CUDA kernels (ADGNN_CUDA=ON).
 bool cuda_kernels_built();
 // Peak bytes allocated by PyTorch's CUDA allocator on `device` since the last reset (0 for the

@@ -10,13 +10,29 @@
 
 namespace adgnn::detail {
 
+// Every CsrCache, so that clear_csr_caches (adgnn::release_graph_caches) can empty them all.
+class CsrCacheBase {
+ public:
+  CsrCacheBase();
+  virtual ~CsrCacheBase();
+  CsrCacheBase(const CsrCacheBase&) = delete;
+  CsrCacheBase& operator=(const CsrCacheBase&) = delete;
+  virtual void clear() = 0;
+};
+// Empties every cache (their entries' CSR tensors and values are released).
+void clear_csr_caches();
+
 // A model aggregates the same few CSRs every layer and epoch, and a rank's forward pass reads the
 // same halo bookkeeping every step. An entry holds the CSR tensors it was built from, so their
 // storage, and hence the data pointers that identify them, cannot be reused by another graph
 // while the entry lives; the oldest of 8 entries is dropped.
 template <typename Value>
-class CsrCache {
+class CsrCache : public CsrCacheBase {
  public:
+  void clear() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    entries_.clear();
+  }
   template <typename Make>
   Value get(const at::Tensor& rowptr, const at::Tensor& col, int64_t num_src, Make make) {
     std::lock_guard<std::mutex> lock(mu_);
