@@ -504,7 +504,7 @@ void add_bench_commands(CLI::App& app, std::function<int()>& run) {
                   "AD (learned): f_delta's precision, one row per entry (fp32, tf32, bf16; tf32 and bf16 on CUDA only)")
       ->delimiter(',')->capture_default_str();
   cmd->add_option("--precision", f->precisions,
-                  "Activations' storage, one row per entry: fp32, bf16 (bfloat16 rows, float32 sums)")
+                  "Activations' storage, one row per entry: fp32, bf16 (bfloat16 rows, float32 sums; for GPUs)")
       ->delimiter(',')->capture_default_str();
   cmd->add_option("--normalisation", f->normalisation, "AD: depth-benefit normalisation (linear, log, rank)")
       ->check(CLI::IsMember({"linear", "log"}))->capture_default_str();

@@ -105,7 +105,7 @@ void for_each_setting(Visit&& visit, Config&... c) {
         c.model.fdelta_precision...);
   visit(Setting{"precision", "--precision",
                 "Activations' storage: fp32, or bf16 (features, layer outputs and halo rows in bfloat16, sums in "
-                "float32: half the bytes a GPU step moves and holds; slower on the CPU)",
+                "float32: half the bytes a GPU step moves and holds; several times slower on the CPU)",
                 L::UnlessDefault, S::Option},
         c.model.precision...);
   // The same numbers whatever their value.
