@@ -2,6 +2,7 @@
 // initialisation, and the aggregation over its rows; and the factory of the six.
 #include "backbones/layer.h"
 
+#include <ATen/OpMathType.h>
 #include <torch/torch.h>
 
 #include <cmath>
@@ -74,8 +75,7 @@ at::Tensor gcn_self_weight(const MessageGraph& g, const at::Tensor& rows, c10::S
     return g.gcn_self_weight.slice(0, 0, g.num_dst);
   const at::Tensor d = all ? g.degree.slice(0, 0, g.num_dst) : g.degree.index_select(0, rows);
   // (bfloat16: computed in float32 and rounded once; bfloat16 holds integers exactly only to 256.)
-  const c10::ScalarType in = dt == torch::kBFloat16 ? torch::kFloat32 : dt;
-  return (d.to(in) + 1).reciprocal().to(dt);
+  return (d.to(at::toOpMathType(dt)) + 1).reciprocal().to(dt);
 }
 
 at::Tensor csr_rows(const MessageGraph& g, const at::Tensor& rows) {

@@ -1,6 +1,7 @@
 // Loaded graphs -> tensors (to_tensors); graph tensors -> message graphs: one process's
 // (message_graph) and a rank's share of a partitioned graph (part_tensors), with their edge
 // normalisations; and the smaller graphs a pass builds from them (subgraphs.h).
+#include <ATen/OpMathType.h>
 #include <torch/torch.h>
 
 #include <cstdint>
@@ -62,9 +63,7 @@ void fill_weights(MessageGraph& g, c10::ScalarType dtype) {
   const at::Tensor rows = entry_rows(g.rowptr), cols = g.col.to(torch::kInt64);
   const at::Tensor inv_sqrt = (g.degree.to(torch::kFloat64) + 1).rsqrt();
   g.gcn_weight = (inv_sqrt.index_select(0, rows) * inv_sqrt.index_select(0, cols)).to(dtype);
-  // As gcn_self_weight computes it per layer.
-  const c10::ScalarType in = dtype == torch::kBFloat16 ? torch::kFloat32 : dtype;
-  g.gcn_self_weight = (g.degree.to(in) + 1).reciprocal().to(dtype);
+  g.gcn_self_weight = (g.degree.to(at::toOpMathType(dtype)) + 1).reciprocal().to(dtype);  // as gcn_self_weight
   // DirGNN: PyG's gcn_norm without self-loops uses the degree at the message's target for both
   // endpoints: in-degree for incoming messages, out-degree for outgoing ones (0 -> weight 0).
   auto dir_weight = [&](const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& deg) {

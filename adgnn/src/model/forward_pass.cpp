@@ -5,6 +5,7 @@
 
 #include <c10/core/Event.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
+#include <ATen/OpMathType.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -61,7 +62,7 @@ ForwardPass::ForwardPass(ModelParts& m, const MessageGraph& g, const at::Tensor&
     : m_(m),
       c_(m.cfg),
       g_(g),
-      x_(x.scalar_type() == m.activation_type() ? x : x.to(m.activation_type())),
+      x_(x.to(activation_type(m.cfg))),
       training_(training),
       epoch_(epoch),
       labels_(labels),
@@ -90,8 +91,7 @@ void ForwardPass::begin() {
               "Model::forward: halo rows need a transport (the distributed trainer sets it)");
   TORCH_CHECK(x_.size(0) == g_.num_src, "Model::forward: x must have one row per source row");
   // (No launch: training_loss. In the logits' type: float32 where the activations are bfloat16.)
-  out_.reg_loss = torch::zeros({}, x_.options().device(torch::kCPU).dtype(
-                                       x_.scalar_type() == at::kBFloat16 ? at::kFloat : x_.scalar_type()));
+  out_.reg_loss = torch::zeros({}, x_.options().device(torch::kCPU).dtype(at::toOpMathType(x_.scalar_type())));
   // A plain model's layers compute every row (an AD model's never ask for this list).
   if (!m_.adaptive() && c_.degree_threshold <= 0) all_rows_ = torch::arange(n_, g_.rowptr.options());
   // A rank's training pass updates each exchanged input in place (HaloPass::set_in_place): no
@@ -132,8 +132,8 @@ void ForwardPass::depths() {
     if (c_.variant == Variant::Ad) z_ = m_.layers.front()->input_transform(hin_);
     // (f_delta reads z in float32 where the activations are bfloat16: its own precision is
     // ModelConfig::fdelta_precision.)
-    eps_ = m_.depth_benefit(g_, z_.defined() && z_.scalar_type() == at::kBFloat16 ? z_.to(at::kFloat) : z_, training_,
-                            labels_, train_mask_, out_.reg_loss);
+    eps_ = m_.depth_benefit(g_, z_.defined() ? z_.to(at::toOpMathType(z_.scalar_type())) : z_, training_, labels_,
+                            train_mask_, out_.reg_loss);
     Thresholds th = m_.tau();
     tau_ = th.all;
     tau_layers_ = std::move(th.layers);
@@ -672,7 +672,7 @@ void ForwardPass::finish() {
       edges_are_entries_ && int64_t(edges_.size()) == L_ ? comp_entries_dev_ : torch::stack(edges_);
   if (!m_.defer_stats) out_.stats.settle();
   out_.logits = halo_ ? halo_->finish(h_dst_) : h_dst_;
-  if (out_.logits.scalar_type() == at::kBFloat16) out_.logits = out_.logits.to(at::kFloat);  // the loss in float32
+  out_.logits = out_.logits.to(at::toOpMathType(out_.logits.scalar_type()));  // bfloat16: the loss in float32
   out_.depth = depth_;
   out_.eps = eps_;
   if (m_.adaptive()) out_.benefit_range = m_.benefit_range;

@@ -79,8 +79,6 @@ struct ModelParts {
   bool defer_stats = false;
 
   bool adaptive() const { return cfg.variant != Variant::Plain; }
-  // The activations' type (ModelConfig::precision; float64 models: theirs).
-  c10::ScalarType activation_type() const { return adgnn::activation_type(cfg); }
 
   // AD#'s degree bucket of each node, floor(log2(d + 1)) clamped to the buckets.
   static at::Tensor degree_bucket(const at::Tensor& deg);
