@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <map>
+#include <type_traits>
 #include <utility>
 
 #include "ops/cuda_rows.cuh"
@@ -52,6 +53,71 @@ spmm_rows(const int64_t* __restrict__ ptr, const int32_t* __restrict__ idx, cons
     if (self_w && valid && !zero && v < vecs)
       add_self<T, V, SelfByRow>(acc, self_w, backward, n_self, pos, r, oo, xv, v, vecs);
     if (valid && v < vecs) reinterpret_cast<VT*>(out)[oo * vecs + v] = P::store(acc);
+  }
+}
+
+// spmm_rows' sums for rows narrower than a warp's vectors (vl = lanes_for(vecs) < 32 lanes), one
+// warp per row: the row's entries are dealt in turn to the warp's S = 32 / vl groups of vl lanes
+// (entry j + u S + s to group s), each group sums its share, and shuffles add the S partial sums
+// (the same tree on every run: deterministic, grouped differently from spmm_rows). spmm_rows gives
+// each such row a group of its own: the groups of one warp then walk rows of different lengths
+// one after the other, and a short row's group idles while its neighbour's long row runs. Every
+// row, forward only (no positions, no flags); bfloat16 only (docs/decisions/dealt-rows.md).
+// Six gathers in flight per lane: at 64 registers eight spill.
+template <typename T, int V, bool SelfByRow>
+__global__ void __launch_bounds__(kRowsThreads, kRowsMinBlocks)
+spmm_dealt_rows(const int64_t* __restrict__ ptr, const int32_t* __restrict__ idx, const int64_t* __restrict__ eid,
+                const T* __restrict__ w, const T* __restrict__ x, const int64_t* __restrict__ rows, int64_t n_out,
+                int64_t vecs, int vl, const T* __restrict__ self_w, int64_t long_min, bool out_by_row,
+                T* __restrict__ out) {
+  using P = Pack<T, V>;
+  using VT = typename P::type;
+  using A = at::opmath_type<T>;
+  constexpr int U = 6;
+  const int64_t o = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32, group = lane / vl, groups = 32 / vl;
+  bool valid = o < n_out;
+  const int64_t r = valid ? (rows ? rows[o] : o) : 0;
+  const int64_t oo = out_by_row ? r : o;
+  int64_t begin = valid ? ptr[r] : 0, end = valid ? ptr[r + 1] : 0;
+  if (end - begin >= long_min) {  // a block of its own writes this row
+    valid = false;
+    begin = end = 0;
+  }
+  const VT* xv = reinterpret_cast<const VT*>(x);
+  for (int64_t v0 = 0; v0 < vecs; v0 += vl) {
+    const int64_t v = v0 + lane % vl;
+    typename P::acc acc = P::zero();
+    for (int64_t b = begin; b < end; b += 32) {  // each lane loads one entry (column, weight)
+      const int64_t p = b + lane;
+      int32_t c = 0;
+      A a = A(0);
+      if (p < end) {
+        c = idx[p];
+        a = w ? A(w[eid ? eid[p] : p]) : A(1);
+      }
+      const int n = int(end - b < 32 ? end - b : 32);
+      for (int j = 0; j < n; j += U * groups) {
+        VT vals[U];
+#pragma unroll
+        for (int u = 0; u < U; ++u) {  // clamped, unconditional gathers (add_entries)
+          const int e = j + u * groups + group;
+          const int32_t ce = __shfl_sync(0xffffffffu, c, e & 31);
+          vals[u] = xv[int64_t(e < n ? ce : 0) * vecs + (v < vecs ? v : 0)];
+        }
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+          const int e = j + u * groups + group;
+          const A ae = __shfl_sync(0xffffffffu, a, e & 31);
+          if (e < n && v < vecs) P::fma(acc, ae, vals[u]);
+        }
+      }
+    }
+    for (int s = vl; s < 32; s *= 2) P::add(acc, P::shfl_xor(acc, s));
+    if (group == 0 && valid && v < vecs) {
+      if (self_w) add_self<T, V, SelfByRow>(acc, self_w, false, 0, nullptr, r, oo, xv, v, vecs);
+      reinterpret_cast<VT*>(out)[oo * vecs + v] = P::store(acc);
+    }
   }
 }
 
@@ -302,6 +368,13 @@ struct SpmmLaunch {
   int64_t entries = 0;       // the CSR's entry count: bounds the listed rows' chunks (0: no split)
 };
 
+// spmm_dealt_rows where it is used: bfloat16's 8-value vectors (nullptr otherwise).
+template <typename T, int V, bool SelfByRow>
+constexpr auto dealt_rows_kernel() {
+  if constexpr (V == 8) return spmm_dealt_rows<T, V, SelfByRow>;
+  else return nullptr;
+}
+
 template <typename T>
 void launch_spmm(const SpmmLaunch<T>& a, const at::Tensor& x, at::Tensor& out) {
   const int64_t *ptr = a.ptr, *eid = a.eid, *rows = a.rows, *long_rows = a.long_rows;
@@ -350,8 +423,19 @@ void launch_spmm(const SpmmLaunch<T>& a, const at::Tensor& x, at::Tensor& out) {
   // Some rows computed: the rows (forward) or the flagged blocked rows (backward) are the
   // candidates for a block (list_blocked_rows).
   const bool listed = n_long > 0 && ((rows && !out_by_row) || flags);
-  auto launch = [&](auto rows_kernel, auto long_kernel, auto listed_kernel) {
-    if (n_out > 0) {  // (none when every row is long)
+  // Every row of a forward narrower than a warp's vectors: spmm_dealt_rows (where it exists).
+  const bool dealt = vec_ok && tpr < 32 && !pos && !flags && !backward;
+  auto launch = [&](auto rows_kernel, auto dealt_kernel, auto long_kernel, auto listed_kernel) {
+    bool rows_done = n_out == 0;  // (none when every row is long)
+    if constexpr (!std::is_null_pointer_v<decltype(dealt_kernel)>) {
+      if (!rows_done && dealt) {
+        dealt_kernel<<<(n_out * 32 + kRowsThreads - 1) / kRowsThreads, kRowsThreads, 0, stream>>>(
+            ptr, idx, eid, w, xp, rows, n_out, vecs, tpr, self_w, long_min, out_by_row, op);
+        C10_CUDA_KERNEL_LAUNCH_CHECK();
+        rows_done = true;
+      }
+    }
+    if (!rows_done) {
       rows_kernel<<<blocks, kRowsThreads, 0, stream>>>(ptr, idx, eid, w, pos, xp, rows, n_out, vecs, tpr, self_w,
                                                        backward, n_self, long_min, out_by_row, flags, op);
       C10_CUDA_KERNEL_LAUNCH_CHECK();
@@ -393,13 +477,13 @@ void launch_spmm(const SpmmLaunch<T>& a, const at::Tensor& x, at::Tensor& out) {
     }
   };
   if (vec_ok && self_by_row)
-    launch(spmm_rows<T, kVec, true>, spmm_long_rows<T, kVec, true>, spmm_listed_rows<T, kVec, true>);
+    launch(spmm_rows<T, kVec, true>, dealt_rows_kernel<T, kVec, true>(), spmm_long_rows<T, kVec, true>, spmm_listed_rows<T, kVec, true>);
   else if (vec_ok)
-    launch(spmm_rows<T, kVec, false>, spmm_long_rows<T, kVec, false>, spmm_listed_rows<T, kVec, false>);
+    launch(spmm_rows<T, kVec, false>, dealt_rows_kernel<T, kVec, false>(), spmm_long_rows<T, kVec, false>, spmm_listed_rows<T, kVec, false>);
   else if (self_by_row)
-    launch(spmm_rows<T, 1, true>, spmm_long_rows<T, 1, true>, spmm_listed_rows<T, 1, true>);
+    launch(spmm_rows<T, 1, true>, nullptr, spmm_long_rows<T, 1, true>, spmm_listed_rows<T, 1, true>);
   else
-    launch(spmm_rows<T, 1, false>, spmm_long_rows<T, 1, false>, spmm_listed_rows<T, 1, false>);
+    launch(spmm_rows<T, 1, false>, nullptr, spmm_long_rows<T, 1, false>, spmm_listed_rows<T, 1, false>);
 }
 
 // A block per row: thread 0 flags the row, the threads its entries' columns. Threads that flag

@@ -26,7 +26,7 @@ struct alignas(sizeof(T) * V) Vec {
 // itself for float and double, 8 floats for bfloat16, whose sums run in float32 and are rounded
 // once by store(). fma: acc += a v; add: acc += another acc (exact where V > 1 shares the FMA's
 // rounding: a product by one); ldcg: an acc written by another block (L2); zeros: the storage
-// vector of zeros (a load skipped).
+// vector of zeros (a load skipped); shfl_xor (bfloat16): the acc of lane ^ lanes in the warp.
 template <typename T, int V>
 struct Pack;
 template <>
@@ -81,6 +81,12 @@ struct Pack<c10::BFloat16, 8> {
     type o;
 #pragma unroll
     for (int k = 0; k < 8; ++k) o.v[k] = c10::BFloat16(s.v[k]);
+    return o;
+  }
+  __device__ static acc shfl_xor(const acc& s, int lanes) {
+    acc o;
+#pragma unroll
+    for (int k = 0; k < 8; ++k) o.v[k] = __shfl_xor_sync(0xffffffffu, s.v[k], lanes);
     return o;
   }
   __device__ static acc ldcg(const acc* p) {
