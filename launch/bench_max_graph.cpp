@@ -5,10 +5,12 @@
 // of memory there (exit 3, or the kernel's out-of-memory killer) ends the child, not the search,
 // and leaves the device's allocator as fresh for the next probe as for a real run.
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -53,11 +55,21 @@ int64_t nominal_edges(const CsbmParams& p) {
 
 Probe run_probe(const BenchFlags& f, const std::string& backbone, const std::string& variant, int64_t depth,
                 const std::string& act_precision, const std::string& precision, int64_t nodes) {
-  char path[] = "/tmp/adgnn-probe-XXXXXX";
-  const int fd = mkstemp(path);
-  if (fd < 0) throw std::runtime_error("--max-graph: cannot create a temporary file in /tmp");
+  // The child's JSON in $TMPDIR (else /tmp), removed on every way out of this probe, a SIGINT or
+  // SIGTERM included.
+  const char* tmpdir = std::getenv("TMPDIR");
+  std::string pattern = std::string(tmpdir && *tmpdir ? tmpdir : "/tmp") + "/adgnn-probe-XXXXXX";
+  const int fd = mkstemp(pattern.data());
+  if (fd < 0)
+    throw InputError(fmt::format("--max-graph: cannot create a temporary file {} ($TMPDIR): {}", pattern,
+                                 std::strerror(errno)));
   close(fd);
-  const std::string json = path;
+  const std::string json = pattern;
+  struct RemoveOnExit {
+    const std::string& path;
+    ~RemoveOnExit() { std::remove(path.c_str()); }
+  } remove_json{json};
+  const CleanupOnSignal on_signal(json);
   std::vector<std::string> argv = {self_executable(), "bench", "--dataset", f.dataset, "--nodes", std::to_string(nodes)};
   if (f.avg_degree > 0) argv.insert(argv.end(), {"--avg-degree", number(f.avg_degree)});
   if (f.features > 0) argv.insert(argv.end(), {"--features", std::to_string(f.features)});
@@ -78,7 +90,6 @@ Probe run_probe(const BenchFlags& f, const std::string& backbone, const std::str
   p.undirected_edges = nominal_edges(bench_graph_params(sized));
   if (r.exit_code == 0) {
     const nlohmann::json doc = nlohmann::json::parse(read_file(json));
-    std::remove(json.c_str());
     const auto& row = doc.at("rows").at(0);
     p.undirected_edges = doc.at("graph").at("edges").get<int64_t>() / 2;
     p.step_ms = row.at("step_ms_median").get<double>();
@@ -87,7 +98,6 @@ Probe run_probe(const BenchFlags& f, const std::string& backbone, const std::str
     p.result = p.fits ? "trains" : "over --memory-limit";
     return p;
   }
-  std::remove(json.c_str());
   if (r.exit_code == kOutOfMemoryExit) {
     p.result = "out of memory";
   } else if (r.signal == SIGKILL) {

@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include <fcntl.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -22,6 +23,36 @@ std::string self_executable() {
   const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
   if (n <= 0) throw std::runtime_error(std::string("/proc/self/exe: ") + std::strerror(errno));
   return std::string(buf, size_t(n));
+}
+
+namespace {
+// What the signal handler cleans up: async-signal-safe state (a pid, a fixed buffer).
+volatile sig_atomic_t running_child = 0;
+char cleanup_path[4096];
+struct sigaction previous_int, previous_term;
+
+void clean_up_and_die(int sig) {
+  if (running_child > 0) kill(pid_t(running_child), SIGKILL);
+  if (cleanup_path[0]) unlink(cleanup_path);
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+}  // namespace
+
+CleanupOnSignal::CleanupOnSignal(const std::string& path) {
+  if (path.size() >= sizeof cleanup_path) throw std::runtime_error(path + ": path too long");
+  std::memcpy(cleanup_path, path.c_str(), path.size() + 1);
+  struct sigaction sa {};
+  sa.sa_handler = clean_up_and_die;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, &previous_int);
+  sigaction(SIGTERM, &sa, &previous_term);
+}
+
+CleanupOnSignal::~CleanupOnSignal() {
+  sigaction(SIGINT, &previous_int, nullptr);
+  sigaction(SIGTERM, &previous_term, nullptr);
+  cleanup_path[0] = '\0';
 }
 
 ChildResult run_child(const std::vector<std::string>& argv) {
@@ -44,14 +75,17 @@ ChildResult run_child(const std::vector<std::string>& argv) {
     close(err_fd);
     throw std::runtime_error(argv[0] + ": cannot start (" + std::strerror(rc) + ")");
   }
+  running_child = pid;
   int status = 0;
   struct rusage usage {};
   while (wait4(pid, &status, 0, &usage) < 0) {
     if (errno != EINTR) {
+      running_child = 0;
       close(err_fd);
       throw std::runtime_error(std::string("waiting for ") + argv[0] + ": " + std::strerror(errno));
     }
   }
+  running_child = 0;
   ChildResult r;
   if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
   if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);

@@ -22,4 +22,15 @@ std::string self_executable();
 // for it. Throws std::runtime_error when it cannot be started.
 ChildResult run_child(const std::vector<std::string>& argv);
 
+// While one is alive, SIGINT and SIGTERM first kill the child that run_child is waiting for and
+// remove `path` (the child's output file), then end this process as the signal would: a search
+// stopped by its user leaves no probe running and no file behind. One at a time.
+class CleanupOnSignal {
+ public:
+  explicit CleanupOnSignal(const std::string& path);
+  ~CleanupOnSignal();
+  CleanupOnSignal(const CleanupOnSignal&) = delete;
+  CleanupOnSignal& operator=(const CleanupOnSignal&) = delete;
+};
+
 }  // namespace adgnn::cli

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `adgnn bench --max-graph` on the CPU: the search's answer fits and the next size does not, under
 # a --memory-limit (peak resident memory) and under an address-space limit that makes the probes
-# run out of memory (exit 3: a probe that does not fit, not a failed search); bad flags refused.
+# run out of memory (exit 3: a probe that does not fit, not a failed search); stopped by SIGTERM,
+# it leaves neither a probe nor a file; bad flags refused.
 # Usage: test_bench_max_graph.sh <adgnn binary>
 set -u
 adgnn=$1
@@ -40,11 +41,33 @@ print(f"largest {s['largest_nodes']} nodes, first failing {s['smallest_failing_n
 PY
 }
 
-# Within a memory limit: the resident peak of each probe decides.
-run limit "$adgnn" "${probe[@]}" --max-graph --memory-limit 400MiB --resolution 0.2 --json "$tmp/limit.search.json"
+# Within a memory limit: the resident peak of each probe decides. The probes' JSON files go to
+# $TMPDIR and are gone afterwards.
+mkdir -p "$tmp/probes"
+run limit env TMPDIR="$tmp/probes" "$adgnn" "${probe[@]}" --max-graph --memory-limit 400MiB --resolution 0.2 \
+  --json "$tmp/limit.search.json"
+[ -z "$(ls -A "$tmp/probes")" ] && ok || bad "probe files left in \$TMPDIR: $(ls "$tmp/probes")"
 check_search "$tmp/limit.search.json" $((400 << 20)) 0.2 "over --memory-limit" && ok || bad "search under --memory-limit 400MiB"
 grep -q "^GCN depth 2: the largest graph that trains has [0-9]* nodes" "$tmp/limit.json" && ok ||
   bad "the search's summary line is missing: $(tail -3 "$tmp/limit.json")"
+
+# Stopped by SIGTERM mid-search: its probe is killed with it and no probe file is left behind.
+mkdir -p "$tmp/stopped"
+TMPDIR="$tmp/stopped" "$adgnn" "${probe[@]}" --max-graph --memory-limit 100GiB >/dev/null 2>&1 &
+searcher=$!
+for _ in $(seq 300); do [ -n "$(ls -A "$tmp/stopped")" ] && break; sleep 0.1; done
+probe_file=$(ls "$tmp/stopped")
+[ -n "$probe_file" ] && ok || bad "no probe file appeared in \$TMPDIR"
+sleep 0.5
+kill -TERM $searcher
+wait $searcher
+rc=$?
+sleep 0.5
+[ $rc -eq 143 ] && ok || bad "the stopped search exited $rc (want 143: SIGTERM)"
+[ -z "$(ls -A "$tmp/stopped")" ] && ok || bad "the stopped search left $(ls "$tmp/stopped")"
+if [ -n "$probe_file" ] && pgrep -f -- "$tmp/stopped/$probe_file" >/dev/null; then
+  bad "the stopped search's probe still runs"
+else ok; fi
 
 # Out of memory: an address-space limit below the host's memory makes large probes fail to
 # allocate; they exit 3 and the search goes on.
@@ -63,15 +86,8 @@ run nodes "$adgnn" "${probe[@]}" --nodes 500 --avg-degree 4 --features 24 --step
 python3 -c "import json,sys; g=json.load(open(sys.argv[1]))['graph']; assert (g['nodes'], g['edges'], g['features']) == (500, 2000, 24), g" \
   "$tmp/nodes.bench.json" && ok || bad "--nodes 500 --avg-degree 4 --features 24: $(cat "$tmp/nodes.bench.json")"
 
-# expect_error <stderr fragment> <command...>: exit code 2 and one stderr line holding the fragment.
-expect_error() {
-  local frag=$1; shift
-  "$@" >"$tmp/out" 2>"$tmp/err"
-  local rc=$?
-  if [ $rc -eq 2 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -qF -- "$frag" "$tmp/err"; then ok
-  else bad "$* -> exit $rc: $(cat "$tmp/err") (want exit 2 and '$frag')"; fi
-}
 expect_error "--memory-limit" "$adgnn" "${probe[@]}" --max-graph
+expect_error "$tmp/nosuch/adgnn-probe" env TMPDIR="$tmp/nosuch" "$adgnn" "${probe[@]}" --max-graph --memory-limit 1GiB
 expect_error "--memory-limit lots" "$adgnn" "${probe[@]}" --max-graph --memory-limit lots
 expect_error "--memory-limit 0GiB" "$adgnn" "${probe[@]}" --max-graph --memory-limit 0GiB
 expect_error "--memory-limit: only with --max-graph" "$adgnn" "${probe[@]}" --memory-limit 1GiB

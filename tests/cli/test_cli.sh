@@ -4,23 +4,9 @@
 set -u
 adgnn=$1
 data=${2:-}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pass=0; fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+# shellcheck source=harness.sh
+source "$(dirname "$0")/harness.sh"
 
-# expect_error <stderr fragment> <command...>: exit code 2, one stderr line containing the fragment.
-expect_error() {
-  local frag=$1; shift
-  "$@" >"$tmp/out" 2>"$tmp/err"
-  local rc=$?
-  local lines; lines=$(wc -l <"$tmp/err")
-  if [ $rc -ne 2 ]; then bad "$* -> exit $rc (want 2): $(cat "$tmp/err")"; return; fi
-  if [ "$lines" -ne 1 ]; then bad "$* -> $lines stderr lines (want 1): $(cat "$tmp/err")"; return; fi
-  grep -qF -- "$frag" "$tmp/err" || { bad "$* -> '$(cat "$tmp/err")' lacks '$frag'"; return; }
-  ok
-}
 expect_ok() {
   "$@" >"$tmp/out" 2>"$tmp/err" && ok || bad "$* -> exit $?: $(cat "$tmp/err")"
 }
@@ -230,5 +216,4 @@ else
   echo "SKIP: shared data absent, dataset CLI checks skipped"
 fi
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish
