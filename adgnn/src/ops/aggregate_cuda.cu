@@ -61,9 +61,9 @@ spmm_rows(const int64_t* __restrict__ ptr, const int32_t* __restrict__ idx, cons
 // (entry j + u S + s to group s), each group sums its share, and shuffles add the S partial sums
 // (the same tree on every run: deterministic, grouped differently from spmm_rows). spmm_rows gives
 // each such row a group of its own: the groups of one warp then walk rows of different lengths
-// one after the other, and a short row's group idles while its neighbour's long row runs. Every
-// row, forward only (no positions, no flags); bfloat16 only (docs/decisions/dealt-rows.md).
-// Six gathers in flight per lane: at 64 registers eight spill.
+// one after the other, and a short row's group idles while its neighbour's long row runs.
+// Forwards only, over every row or listed rows (no positions, no flags); bfloat16 only
+// (docs/decisions/dealt-rows.md). Six gathers in flight per lane: at 64 registers eight spill.
 template <typename T, int V, bool SelfByRow>
 __global__ void __launch_bounds__(kRowsThreads, kRowsMinBlocks)
 spmm_dealt_rows(const int64_t* __restrict__ ptr, const int32_t* __restrict__ idx, const int64_t* __restrict__ eid,
@@ -423,7 +423,7 @@ void launch_spmm(const SpmmLaunch<T>& a, const at::Tensor& x, at::Tensor& out) {
   // Some rows computed: the rows (forward) or the flagged blocked rows (backward) are the
   // candidates for a block (list_blocked_rows).
   const bool listed = n_long > 0 && ((rows && !out_by_row) || flags);
-  // Every row of a forward narrower than a warp's vectors: spmm_dealt_rows (where it exists).
+  // A forward's rows narrower than a warp's vectors: spmm_dealt_rows (where it exists).
   const bool dealt = vec_ok && tpr < 32 && !pos && !flags && !backward;
   auto launch = [&](auto rows_kernel, auto dealt_kernel, auto long_kernel, auto listed_kernel) {
     bool rows_done = n_out == 0;  // (none when every row is long)
