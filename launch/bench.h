@@ -31,6 +31,7 @@ struct BenchFlags {
   bool max_graph = false;
   int64_t memory_limit = 0;  // bytes a probe may peak at (0: the device's memory)
   double resolution = 0.05;  // the search stops when the fitting and failing sizes are this close
+  int64_t max_nodes = 0;     // the largest size probed (0: the 32-bit node index's limit)
 };
 
 // The parameters of the generated graph the flags describe (the csbm preset of --dataset,

@@ -321,6 +321,7 @@ int run_bench(const BenchFlags& f) {
     throw InputError("--nodes / --avg-degree / --features: resize a generated graph only (--dataset csbm:<preset>, not " +
                      f.dataset + ")");
   if (f.memory_limit) throw InputError("--memory-limit: only with --max-graph");
+  if (f.max_nodes) throw InputError("--max-nodes: only with --max-graph");
   if (f.steps < 1) throw InputError("--steps: must be at least 1");
   if (f.warmup < 0) throw InputError("--warmup: must be non-negative");
   if (f.hidden < 1) throw InputError("--hidden: must be at least 1");
@@ -529,6 +530,9 @@ void add_bench_commands(CLI::App& app, std::function<int()>& run) {
                     ->type_name("SIZE");
   cmd->add_option("--resolution", f->resolution, "--max-graph: stop when the failing size is within this share of the fitting one")
       ->capture_default_str();
+  cmd->add_option("--max-nodes", f->max_nodes,
+                  "--max-graph: probe no more nodes than this (a known upper bound saves the probes of larger graphs)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--json", f->json, "Write the results as JSON (atomically)");
   cmd->callback([f, cmd, limit, &run] {
     if (limit->count()) f->memory_limit = parse_byte_size(limit->as<std::string>(), "--memory-limit");

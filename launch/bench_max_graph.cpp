@@ -131,6 +131,9 @@ int run_max_graph(const BenchFlags& f) {
     throw InputError("--max-graph on the CPU: give --memory-limit (a probe fits when its peak resident memory stays below it)");
   const CsbmParams shape = bench_graph_params(f);  // checks the dataset name
   const int64_t min_nodes = std::max<int64_t>(64, 2 * shape.classes);
+  const int64_t max_nodes = f.max_nodes ? std::min<int64_t>(f.max_nodes, INT32_MAX) : INT32_MAX;
+  if (max_nodes < min_nodes)
+    throw InputError(fmt::format("--max-nodes {}: below the smallest probe ({} nodes)", f.max_nodes, min_nodes));
   const double degree = 2.0 * double(nominal_edges(shape)) / double(shape.nodes);
 
   fmt::print("largest graph that trains: csbm:{} shape (average degree {:.1f}, {} features, {} classes), hidden {}, "
@@ -151,6 +154,7 @@ int run_max_graph(const BenchFlags& f) {
                   {"classes", shape.classes}, {"hidden", f.hidden}};
   doc["memory_limit_bytes"] = f.memory_limit;
   doc["resolution"] = f.resolution;
+  doc["max_nodes"] = max_nodes;
   doc["searches"] = nlohmann::json::array();
   std::string summary;
   for (int64_t d : f.depths) {
@@ -161,7 +165,7 @@ int run_max_graph(const BenchFlags& f) {
           const std::string label = bench_label(b, v, act, prec);
           Probe best, failed;
           nlohmann::json probes = nlohmann::json::array();
-          int64_t n = std::clamp<int64_t>(shape.nodes, min_nodes, INT32_MAX);
+          int64_t n = std::clamp<int64_t>(shape.nodes, min_nodes, max_nodes);
           for (;;) {
             const Probe p = run_probe(f, b, v, d, act, prec, n);
             fmt::print("| {} | {} | {} | {} | {} | {} | {} |\n", label, d, p.nodes, p.undirected_edges, p.result,
@@ -173,9 +177,9 @@ int run_max_graph(const BenchFlags& f) {
             if (best.nodes == 0) {  // nothing fits yet: halve
               if (n == min_nodes) break;
               n = std::max(min_nodes, n / 2);
-            } else if (failed.nodes == 0) {  // nothing failed yet: double
-              if (n == INT32_MAX) break;
-              n = std::min<int64_t>(INT32_MAX, 2 * n);
+            } else if (failed.nodes == 0) {  // nothing failed yet: double, up to the largest size
+              if (n == max_nodes) break;
+              n = std::min<int64_t>(max_nodes, 2 * n);
             } else {
               if (double(failed.nodes - best.nodes) <= std::max(1.0, f.resolution * double(best.nodes))) break;
               n = best.nodes + (failed.nodes - best.nodes) / 2;
@@ -189,7 +193,8 @@ int run_max_graph(const BenchFlags& f) {
                                "(peak {:.0f} MiB){}",
                                label, d, best.nodes, best.undirected_edges, mib(best.peak_bytes),
                                failed.nodes ? fmt::format("; {} nodes: {}", failed.nodes, failed.result)
-                                            : "; the 32-bit node index is the limit");
+                               : f.max_nodes && max_nodes == f.max_nodes ? std::string("; --max-nodes is the limit")
+                                                                          : std::string("; the 32-bit node index is the limit"));
           summary += line + "\n";
           doc["searches"].push_back({{"model", label}, {"backbone", b}, {"variant", v}, {"precision", act},
                                      {"fdelta_precision", prec},

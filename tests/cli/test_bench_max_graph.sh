@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # `adgnn bench --max-graph` on the CPU: the search's answer fits and the next size does not, under
 # a --memory-limit (peak resident memory) and under an address-space limit that makes the probes
-# run out of memory (exit 3: a probe that does not fit, not a failed search); stopped by SIGTERM,
-# it leaves neither a probe nor a file; bad flags refused.
+# run out of memory (exit 3: a probe that does not fit, not a failed search); bounded by
+# --max-nodes; stopped by SIGTERM, it leaves neither a probe nor a file; bad flags refused.
 # Usage: test_bench_max_graph.sh <adgnn binary>
 set -u
 adgnn=$1
@@ -51,6 +51,18 @@ check_search "$tmp/limit.search.json" $((400 << 20)) 0.2 "over --memory-limit" &
 grep -q "^GCN depth 2: the largest graph that trains has [0-9]* nodes" "$tmp/limit.json" && ok ||
   bad "the search's summary line is missing: $(tail -3 "$tmp/limit.json")"
 
+# --max-nodes: the doubling stops there; a graph of that size that fits is the answer.
+run cap "$adgnn" "${probe[@]}" --max-graph --memory-limit 400MiB --max-nodes 5000 --json "$tmp/cap.search.json"
+python3 - "$tmp/cap.search.json" <<'PY' && ok || bad "--max-nodes 5000: $(cat "$tmp/cap.search.json")"
+import json, sys
+doc = json.load(open(sys.argv[1]))
+s = doc["searches"][0]
+assert doc["max_nodes"] == 5000, doc
+assert all(p["nodes"] <= 5000 and p["fits"] for p in s["probes"]), s
+assert s["probes"][-1]["nodes"] == s["largest_nodes"] == 5000 and s["smallest_failing_nodes"] == 0, s
+PY
+grep -q "5000 nodes .*; --max-nodes is the limit" "$tmp/cap.json" && ok || bad "--max-nodes summary: $(tail -2 "$tmp/cap.json")"
+
 # Stopped by SIGTERM mid-search: its probe is killed with it and no probe file is left behind.
 mkdir -p "$tmp/stopped"
 TMPDIR="$tmp/stopped" "$adgnn" "${probe[@]}" --max-graph --memory-limit 100GiB >/dev/null 2>&1 &
@@ -91,6 +103,8 @@ expect_error "$tmp/nosuch/adgnn-probe" env TMPDIR="$tmp/nosuch" "$adgnn" "${prob
 expect_error "--memory-limit lots" "$adgnn" "${probe[@]}" --max-graph --memory-limit lots
 expect_error "--memory-limit 0GiB" "$adgnn" "${probe[@]}" --max-graph --memory-limit 0GiB
 expect_error "--memory-limit: only with --max-graph" "$adgnn" "${probe[@]}" --memory-limit 1GiB
+expect_error "--max-nodes: only with --max-graph" "$adgnn" "${probe[@]}" --max-nodes 5000
+expect_error "--max-nodes 10: below the smallest probe" "$adgnn" "${probe[@]}" --max-graph --memory-limit 1GiB --max-nodes 10
 expect_error "--dataset must be csbm" "$adgnn" bench --dataset cora_ml --device cpu --max-graph --memory-limit 1GiB
 expect_error "resize a generated graph only" "$adgnn" bench --dataset cora_ml --device cpu --nodes 100
 expect_error "--resolution 1" "$adgnn" "${probe[@]}" --max-graph --memory-limit 1GiB --resolution 1
