@@ -95,6 +95,37 @@ TEST(CsrAggregate, GradientsMatchFiniteDifferences) {
   }
 }
 
+// The backward keeps its input rows only for the edge weights' gradient: with constant weights
+// (GCN), x is not saved, so an in-place change of x after the call cannot touch the gradient
+// (autograd would refuse it if x were saved); with weights that need a gradient it is saved.
+TEST(CsrAggregate, KeepsItsInputOnlyForTheWeightGradient) {
+  const auto c = random_csr(12, 9, 0.3, 3);
+  const at::Tensor leaf = torch::randn({9, 3}, torch::kFloat64).requires_grad_(true);
+  const at::Tensor w = torch::rand({c.col.numel()}, torch::kFloat64);
+  const at::Tensor probe = torch::randn({12, 3}, torch::kFloat64);
+  {
+    at::Tensor x = leaf * 2;  // a non-leaf that the caller may change in place
+    const at::Tensor out = adgnn::csr_aggregate(c.rowptr, c.col, w, x);
+    {
+      torch::NoGradGuard no_grad;
+      x.add_(1.0);
+    }
+    (out * probe).sum().backward();
+    const at::Tensor ref = 2 * torch::mm(dense_of(c, w, 9).t(), probe);
+    EXPECT_TRUE(torch::allclose(leaf.grad(), ref, 1e-12, 1e-12));
+  }
+  {
+    at::Tensor x = leaf * 2;
+    const at::Tensor wg = w.clone().requires_grad_(true);
+    const at::Tensor out = adgnn::csr_aggregate(c.rowptr, c.col, wg, x);
+    {
+      torch::NoGradGuard no_grad;
+      x.add_(1.0);
+    }
+    EXPECT_THROW((out * probe).sum().backward(), c10::Error);  // x was saved for wg's gradient
+  }
+}
+
 // Gradients against the dense float64 reference for a handful of rows (the backward then regroups
 // their entries by source) and for many (it scans the transpose), with and without weights and
 // the fused self term.

@@ -79,7 +79,11 @@ class CsrAggregate : public torch::autograd::Function<CsrAggregate> {
                             const at::Tensor& col, const at::Tensor& weight_in, const at::Tensor& x,
                             const at::Tensor& rows_in, const at::Tensor& self_in, const at::Tensor& pos_in,
                             bool has_weight, bool has_rows, bool has_self, bool cache_csr, int64_t rows_entries) {
-    ctx->save_for_backward({rowptr, col, weight_in, x, rows_in, self_in, pos_in});
+    // x only for the edge weights' gradient (attention): GCN's first layer would otherwise hold
+    // its dropped-out input features, and its classifier x W, until the backward.
+    const bool keep_x = has_weight && weight_in.requires_grad();
+    ctx->save_for_backward({rowptr, col, weight_in, keep_x ? x : at::Tensor(), rows_in, self_in, pos_in});
+    ctx->saved_data["num_src"] = x.size(0);
     ctx->saved_data["cache_csr"] = cache_csr;
     ctx->saved_data["rows_entries"] = rows_entries;
     ctx->saved_data["has_weight"] = has_weight;
@@ -105,7 +109,8 @@ class CsrAggregate : public torch::autograd::Function<CsrAggregate> {
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
     auto saved = ctx->get_saved_variables();
-    const at::Tensor rowptr = saved[0], col = saved[1], x = saved[3];
+    const at::Tensor rowptr = saved[0], col = saved[1], x = saved[3];  // x: only where grad_w needs it
+    const int64_t num_src = ctx->saved_data["num_src"].toInt();
     const at::Tensor weight = ctx->saved_data["has_weight"].toBool() ? saved[2] : at::Tensor();
     const at::Tensor rows = ctx->saved_data["has_rows"].toBool() ? saved[4] : at::Tensor();
     const at::Tensor self_w = ctx->saved_data["has_self"].toBool() ? saved[5] : at::Tensor();
@@ -116,14 +121,14 @@ class CsrAggregate : public torch::autograd::Function<CsrAggregate> {
     // transposes out of the cache: its transpose is built here and dropped.
     const bool cache = ctx->saved_data["cache_csr"].toBool();
     auto transposed = [&] {
-      return cache ? cached_transpose(rowptr, col, x.size(0)) : kernels::transpose_entries(rowptr, col, x.size(0));
+      return cache ? cached_transpose(rowptr, col, num_src) : kernels::transpose_entries(rowptr, col, num_src);
     };
     // Every row computed over a graph's own CSR that is its own transpose (GCN on one process):
     // the forward kernel sums the gradient, reading entries in row order without the transpose's
     // entry indirection (rows: every row in order, or undefined).
     auto self_adjoint = [&] {
-      return cache && x.size(0) == rowptr.numel() - 1 && (!rows.defined() || rows.numel() == x.size(0)) &&
-             detail::csr_is_self_adjoint(rowptr, col, weight, x.size(0));
+      return cache && num_src == rowptr.numel() - 1 && (!rows.defined() || rows.numel() == num_src) &&
+             detail::csr_is_self_adjoint(rowptr, col, weight, num_src);
     };
     at::Tensor grad_x, grad_w;
     // A few computed rows (AD's deeper layers): regroup their entries rather than scan the
@@ -134,16 +139,16 @@ class CsrAggregate : public torch::autograd::Function<CsrAggregate> {
     // its measurements: kernels::kRegroupMinEntries).
     const int64_t entries = ctx->saved_data["rows_entries"].toInt();
     const bool few_rows = rows.defined() && rows.numel() * 8 < rowptr.numel() - 1;
-    const bool regroup = !x.is_cuda() || (entries >= 0 && col.numel() >= kernels::regroup_min_entries());
+    const bool regroup = !g.is_cuda() || (entries >= 0 && col.numel() >= kernels::regroup_min_entries());
     if (few_rows && regroup && ctx->needs_input_grad(3)) {
-      grad_x = backward_x_few_rows(rowptr, col, weight, g, rows, x.size(0), self_w, self_by_row, entries);
+      grad_x = backward_x_few_rows(rowptr, col, weight, g, rows, num_src, self_w, self_by_row, entries);
       if (weight.defined() && ctx->needs_input_grad(2)) {
 #ifdef ADGNN_HAVE_CUDA_KERNELS
-        if (x.is_cuda()) grad_w = kernels::aggregate_backward_w_cuda(rowptr, col, x, g, rows);
+        if (g.is_cuda()) grad_w = kernels::aggregate_backward_w_cuda(rowptr, col, x, g, rows);
 #endif
-        if (!x.is_cuda()) grad_w = kernels::aggregate_backward_w_cpu(rowptr, col, x, g, rows);
+        if (!g.is_cuda()) grad_w = kernels::aggregate_backward_w_cpu(rowptr, col, x, g, rows);
       }
-    } else if (x.is_cuda()) {
+    } else if (g.is_cuda()) {
 #ifdef ADGNN_HAVE_CUDA_KERNELS
       if (ctx->needs_input_grad(3) && self_adjoint())
         grad_x = kernels::aggregate_cuda(rowptr, col, weight, g, rows, self_w, cached_schedule(rowptr));
@@ -154,15 +159,15 @@ class CsrAggregate : public torch::autograd::Function<CsrAggregate> {
         // Very few (AD's deeper layers: tens of hubs), with their entry count: lists of the
         // entries that read each source row instead.
         const bool lists = few_rows && entries >= 0 &&
-                           rows.numel() <= kernels::kMaxListRows && x.size(0) >= rowptr.numel() - 1 &&
+                           rows.numel() <= kernels::kMaxListRows && num_src >= rowptr.numel() - 1 &&
                            col.numel() < (int64_t(1) << 31);
         at::Tensor read_flags;
-        if (!lists && few_rows && x.size(0) >= rowptr.numel() - 1) {
-          read_flags = kernels::zeroed_cuda({x.size(0)}, rowptr.options().dtype(torch::kUInt8));
+        if (!lists && few_rows && num_src >= rowptr.numel() - 1) {
+          read_flags = kernels::zeroed_cuda({num_src}, rowptr.options().dtype(torch::kUInt8));
           kernels::mark_rows_read_cuda(rowptr, col, rows, read_flags);
         }
         grad_x = lists ? kernels::aggregate_backward_x_lists_cuda(rowptr, col, transposed(), weight, g, rows,
-                                                                  rows_pos, x.size(0), self_w, entries, self_by_row)
+                                                                  rows_pos, num_src, self_w, entries, self_by_row)
                        : kernels::aggregate_backward_x_cuda(transposed(), weight, g, rows, rowptr.numel() - 1,
                                                             self_w, rows_pos, read_flags, self_by_row);
       }
