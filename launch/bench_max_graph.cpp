@@ -64,12 +64,8 @@ Probe run_probe(const BenchFlags& f, const std::string& backbone, const std::str
     throw InputError(fmt::format("--max-graph: cannot create a temporary file {} ($TMPDIR): {}", pattern,
                                  std::strerror(errno)));
   close(fd);
-  const std::string json = pattern;
-  struct RemoveOnExit {
-    const std::string& path;
-    ~RemoveOnExit() { std::remove(path.c_str()); }
-  } remove_json{json};
-  const CleanupOnSignal on_signal(json);
+  const TemporaryOutput output(pattern);
+  const std::string& json = output.path();
   std::vector<std::string> argv = {self_executable(), "bench", "--dataset", f.dataset, "--nodes", std::to_string(nodes)};
   if (f.avg_degree > 0) argv.insert(argv.end(), {"--avg-degree", number(f.avg_degree)});
   if (f.features > 0) argv.insert(argv.end(), {"--features", std::to_string(f.features)});

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+#include <utility>
 
 #include <fcntl.h>
 #include <signal.h>
@@ -39,9 +40,12 @@ void clean_up_and_die(int sig) {
 }
 }  // namespace
 
-CleanupOnSignal::CleanupOnSignal(const std::string& path) {
-  if (path.size() >= sizeof cleanup_path) throw std::runtime_error(path + ": path too long");
-  std::memcpy(cleanup_path, path.c_str(), path.size() + 1);
+TemporaryOutput::TemporaryOutput(std::string path) : path_(std::move(path)) {
+  if (path_.size() >= sizeof cleanup_path) {
+    std::remove(path_.c_str());
+    throw std::runtime_error(path_ + ": path too long");
+  }
+  std::memcpy(cleanup_path, path_.c_str(), path_.size() + 1);
   struct sigaction sa {};
   sa.sa_handler = clean_up_and_die;
   sigemptyset(&sa.sa_mask);
@@ -49,10 +53,11 @@ CleanupOnSignal::CleanupOnSignal(const std::string& path) {
   sigaction(SIGTERM, &sa, &previous_term);
 }
 
-CleanupOnSignal::~CleanupOnSignal() {
+TemporaryOutput::~TemporaryOutput() {
   sigaction(SIGINT, &previous_int, nullptr);
   sigaction(SIGTERM, &previous_term, nullptr);
   cleanup_path[0] = '\0';
+  std::remove(path_.c_str());
 }
 
 ChildResult run_child(const std::vector<std::string>& argv) {

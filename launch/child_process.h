@@ -22,15 +22,20 @@ std::string self_executable();
 // for it. Throws std::runtime_error when it cannot be started.
 ChildResult run_child(const std::vector<std::string>& argv);
 
-// While one is alive, SIGINT and SIGTERM first kill the child that run_child is waiting for and
-// remove `path` (the child's output file), then end this process as the signal would: a search
-// stopped by its user leaves no probe running and no file behind. One at a time.
-class CleanupOnSignal {
+// A child's output file, removed when this goes out of scope; while it is alive, SIGINT and
+// SIGTERM first kill the child that run_child is waiting for and remove the file, then end this
+// process as the signal would: a search stopped by its user leaves no probe running and no file
+// behind. One at a time.
+class TemporaryOutput {
  public:
-  explicit CleanupOnSignal(const std::string& path);
-  ~CleanupOnSignal();
-  CleanupOnSignal(const CleanupOnSignal&) = delete;
-  CleanupOnSignal& operator=(const CleanupOnSignal&) = delete;
+  explicit TemporaryOutput(std::string path);
+  ~TemporaryOutput();
+  TemporaryOutput(const TemporaryOutput&) = delete;
+  TemporaryOutput& operator=(const TemporaryOutput&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
 };
 
 }  // namespace adgnn::cli
