@@ -489,6 +489,22 @@ TEST(Linear, EqualsAddmmWithGradients) {
   }
 }
 
+// Column sums (the bias gradients) come in the accumulation type: float32 for bfloat16 rows,
+// summed without rounding to bfloat16 (1 + 2^-9 + 2^-9 needs float32's bits).
+TEST(Linear, ColumnSumsAreInTheAccumulationType) {
+  const auto bf = torch::dtype(torch::kBFloat16);
+  const at::Tensor x = torch::tensor({1.0, 0.001953125, 0.001953125}, bf).reshape({3, 1}).repeat({1, 3});
+  const at::Tensor sums = adgnn::detail::column_sums(x);
+  ASSERT_EQ(sums.scalar_type(), torch::kFloat32);
+  EXPECT_TRUE(torch::equal(sums, torch::full({3}, 1.00390625, torch::kFloat32))) << sums;
+  const at::Tensor out = torch::tensor({1.0, 0.0, 2.0}, bf).reshape({3, 1}).repeat({1, 3});
+  const auto [masked, msums] = adgnn::detail::relu_grad_column_sums(x, out);
+  EXPECT_EQ(masked.scalar_type(), torch::kBFloat16);
+  ASSERT_EQ(msums.scalar_type(), torch::kFloat32);
+  EXPECT_TRUE(torch::equal(msums, torch::full({3}, 1.001953125, torch::kFloat32))) << msums;
+  EXPECT_EQ(adgnn::detail::column_sums(torch::randn({4, 3}, torch::kFloat64)).scalar_type(), torch::kFloat64);
+}
+
 // Of x's leading rows only: the product and the bias / ReLU as of the slice, x's gradient of x's
 // shape with zeros below them.
 TEST(Linear, LeadingRowsEqualASlice) {

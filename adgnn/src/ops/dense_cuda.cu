@@ -322,9 +322,10 @@ BandTermGrads band_term_grads_cuda(const at::Tensor& eps, const at::Tensor& tau_
 at::Tensor column_sums_cuda(const at::Tensor& x_in) {
   TORCH_CHECK(x_in.dim() == 2, "column_sums_cuda: a matrix");
   const at::Tensor x = x_in.contiguous();
-  if (x.size(0) == 0 || x.size(1) == 0) return at::zeros({x.size(1)}, x.options());
+  const auto acc = at::toOpMathType(x.scalar_type());  // every path: sums in this type
+  if (x.size(0) == 0 || x.size(1) == 0) return at::zeros({x.size(1)}, x.options().dtype(acc));
   at::Tensor none, sums;
-  return launch_column_sums<false>(x, {}, none, sums) ? sums : x.sum(0);
+  return launch_column_sums<false>(x, {}, none, sums) ? sums : x.sum(0, false, acc);
 }
 
 std::pair<at::Tensor, at::Tensor> relu_grad_column_sums_cuda(const at::Tensor& g_in, const at::Tensor& out_in,
@@ -332,10 +333,11 @@ std::pair<at::Tensor, at::Tensor> relu_grad_column_sums_cuda(const at::Tensor& g
   TORCH_CHECK(g_in.dim() == 2 && g_in.sizes() == out_in.sizes(), "relu_grad_column_sums_cuda: g and out alike");
   const at::Tensor g = g_in.contiguous(), out = out_in.contiguous();
   at::Tensor masked = at::empty_like(g), sums;
-  if (g.size(0) == 0 || g.size(1) == 0) return {masked, at::zeros({g.size(1)}, g.options())};
+  const auto acc = at::toOpMathType(g.scalar_type());  // every path: sums in this type
+  if (g.size(0) == 0 || g.size(1) == 0) return {masked, at::zeros({g.size(1)}, g.options().dtype(acc))};
   if (launch_column_sums<true>(g, out, masked, sums, scale)) return {masked, sums};
   masked = at::threshold_backward(scale == 1 ? g : g * scale, out, 0);
-  return {masked, masked.sum(0)};
+  return {masked, masked.sum(0, false, acc)};
 }
 
 std::pair<at::Tensor, std::vector<at::Tensor>> tau_thresholds_cuda(const at::Tensor& a_in, int64_t L, double lambda) {

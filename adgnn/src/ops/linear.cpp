@@ -1,4 +1,5 @@
 // The dense layers' products with their fused epilogues and backward passes (ops/linear.h).
+#include <ATen/OpMathType.h>
 #include <torch/torch.h>
 
 #include <utility>
@@ -13,7 +14,7 @@ at::Tensor column_sums(const at::Tensor& x) {
 #ifdef ADGNN_HAVE_CUDA_KERNELS
   if (x.is_cuda() && x.dim() == 2) return kernels::column_sums_cuda(x);
 #endif
-  return x.sum(0);
+  return x.sum(0, false, at::toOpMathType(x.scalar_type()));
 }
 
 std::pair<at::Tensor, at::Tensor> relu_grad_column_sums(const at::Tensor& g, const at::Tensor& out, double scale) {
@@ -22,7 +23,7 @@ std::pair<at::Tensor, at::Tensor> relu_grad_column_sums(const at::Tensor& g, con
 #endif
   // (g * scale, then masked: the rounding of the separate dropout's backward, then the ReLU's.)
   const at::Tensor masked = at::threshold_backward(scale == 1 ? g : g * scale, out, 0);
-  return {masked, masked.sum(0)};
+  return {masked, masked.sum(0, false, at::toOpMathType(masked.scalar_type()))};
 }
 
 namespace {

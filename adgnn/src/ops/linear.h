@@ -16,10 +16,12 @@ namespace adgnn::detail {
 // gradient); p itself where they agree. The products below take their weights through it.
 at::Tensor like(const at::Tensor& p, const at::Tensor& x);
 
-// x [rows, C] -> [C]: x's column sums; on the GPU by a row-parallel kernel in a fixed order
-// (ATen's sum over rows takes several times the time to read them).
+// x [rows, C] -> [C]: x's column sums, in x's accumulation type (float32 for bfloat16); on the
+// GPU by a row-parallel kernel in a fixed order (ATen's sum over rows takes several times the
+// time to read them).
 at::Tensor column_sums(const at::Tensor& x);
-// The gradient through a ReLU (g where out > 0, else 0) and its column sums; on the GPU in one pass.
+// The gradient through a ReLU (g where out > 0, else 0) and its column sums (as column_sums'); on
+// the GPU in one pass.
 // scale: g's factor where out > 0 (linear_relu_dropout's backward).
 std::pair<at::Tensor, at::Tensor> relu_grad_column_sums(const at::Tensor& g, const at::Tensor& out, double scale = 1);
 // addmm(b, x, w) (x [N, in], w [in, out], b [out]) whose backward sums b's gradient with

@@ -24,8 +24,8 @@ using namespace adgnn::cuda_test;
 
 // Column sums (the bias gradients of linear layers): the row-parallel kernel's vectorised paths
 // (one, two and four vectors per lane), its scalar ones (widths 47, 7) and ATen's for wider rows
-// equal a float64 sum on the host, with the same bits on a second call, also through a ReLU
-// (masked); up to 8,192 rows the kernel's last block finishes the sum (8,000: a full grid of 64
+// equal a float64 sum on the host (bfloat16 rows too: every path sums them in float32), with the
+// same bits on a second call, also through a ReLU (masked); up to 8,192 rows the kernel's last block finishes the sum (8,000: a full grid of 64
 // blocks), above it ATen's sum does; linear()'s gradients equal addmm's, linear_relu()'s
 // relu(addmm)'s.
 TEST(Cuda, ColumnSumsAndLinearEqualATen) {
@@ -34,8 +34,8 @@ TEST(Cuda, ColumnSumsAndLinearEqualATen) {
   for (const int64_t C : {int64_t(128), int64_t(256), int64_t(512), int64_t(40), int64_t(47), int64_t(7),
                           int64_t(2000)})
     for (const int64_t rows : {int64_t(0), int64_t(1), int64_t(37), int64_t(8000), int64_t(8193), int64_t(70001)})
-      for (const auto dtype : {torch::kFloat32, torch::kFloat64}) {
-        SCOPED_TRACE(std::to_string(rows) + " x " + std::to_string(C) + (dtype == torch::kFloat64 ? " float64" : ""));
+      for (const auto dtype : {torch::kFloat32, torch::kFloat64, torch::kBFloat16}) {
+        SCOPED_TRACE(std::to_string(rows) + " x " + std::to_string(C) + " " + std::string(c10::toString(dtype)));
         const at::Tensor x = torch::randn({rows, C}, torch::dtype(dtype));
         const at::Tensor ref = x.to(torch::kFloat64).sum(0);
         const at::Tensor got = adgnn::detail::column_sums(x.cuda());
