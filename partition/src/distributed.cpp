@@ -165,13 +165,20 @@ DistributedPartitionReport partition_distributed(Communicator& comm, const std::
       edges.insert(edges.end(), sym[r].begin(), sym[r].end());
     }
     std::vector<SCOTCH_Num> part(static_cast<size_t>(std::max<int64_t>(rows, 1)));
-    SCOTCH_Dgraph graph;
+    // The graph is partitioned through `bound`, a view of it bound to a context that asks for
+    // deterministic behaviour and carries the seed: without it PT-Scotch's threads make the
+    // parts differ from run to run at a fixed seed (the global SCOTCH_randomSeed is not enough).
+    SCOTCH_Dgraph graph, bound;
+    SCOTCH_Context context;
     SCOTCH_Strat strat;
     std::string why;
-    if (SCOTCH_dgraphInit(&graph, MPI_COMM_WORLD) != 0) why = "SCOTCH_dgraphInit failed";
+    if (SCOTCH_dgraphInit(&graph, MPI_COMM_WORLD) != 0 || SCOTCH_dgraphInit(&bound, MPI_COMM_WORLD) != 0)
+      why = "SCOTCH_dgraphInit failed";
+    if (SCOTCH_contextInit(&context) != 0 ||
+        SCOTCH_contextOptionSetNum(&context, SCOTCH_OPTIONNUMDETERMINISTIC, 1) != 0)
+      why = "SCOTCH_contextInit failed";
+    SCOTCH_contextRandomSeed(&context, static_cast<SCOTCH_Num>(opt.seed));
     SCOTCH_stratInit(&strat);
-    SCOTCH_randomSeed(static_cast<SCOTCH_Num>(opt.seed));
-    SCOTCH_randomReset();
     // Every process must enter each PT-Scotch call: agree before each.
     const std::string first = first_error(comm, why);
     if (!first.empty()) throw InputError(first);
@@ -180,15 +187,20 @@ DistributedPartitionReport partition_distributed(Communicator& comm, const std::
                                 vert[rows], vert[rows], edges.data(), nullptr, nullptr);
     int64_t bad = rc != 0;
     comm.allreduce(&bad, 1, DType::I64, ReduceOp::Max);
-    if (bad) {
+    const auto release = [&] {
+      SCOTCH_dgraphExit(&bound);
       SCOTCH_dgraphExit(&graph);
+      SCOTCH_contextExit(&context);
       SCOTCH_stratExit(&strat);
+    };
+    if (bad) {
+      release();
       throw InputError(fmt::format("{}: PT-Scotch refused the graph (SCOTCH_dgraphBuild)", graph_path));
     }
-    rc = SCOTCH_stratDgraphMapBuild(&strat, SCOTCH_STRATDEFAULT, parts, parts, opt.imbalance - 1);
-    if (rc == 0) rc = SCOTCH_dgraphPart(&graph, parts, &strat, part.data());
-    SCOTCH_dgraphExit(&graph);
-    SCOTCH_stratExit(&strat);
+    rc = SCOTCH_contextBindDgraph(&context, &graph, &bound);
+    if (rc == 0) rc = SCOTCH_stratDgraphMapBuild(&strat, SCOTCH_STRATDEFAULT, parts, parts, opt.imbalance - 1);
+    if (rc == 0) rc = SCOTCH_dgraphPart(&bound, parts, &strat, part.data());
+    release();
     bad = rc != 0;
     comm.allreduce(&bad, 1, DType::I64, ReduceOp::Max);
     if (bad) throw InputError(fmt::format("{}: PT-Scotch failed to partition into {} parts", graph_path, parts));

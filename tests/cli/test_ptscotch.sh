@@ -4,7 +4,8 @@
 # into 4 parts) and `mpirun -n 4 adgnn partition --method coarse-metis` on it: valid folders (train reads them), the training under mpirun equals the
 # one-process run (losses within 1e-4 relative), the cut is near the communities' own (4
 # communities keep 98% of the edges: about 1.5% of the edges cross a 4-way split along them),
-# and the refusals: another method across processes, a file that is not ours.
+# a second run at the same seed writes the same parts (byte for byte), and the refusals: another
+# method across processes, a file that is not ours.
 # Usage: test_ptscotch.sh <adgnn binary> ["extra mpirun flags"]
 set -u
 adgnn=$1
@@ -26,6 +27,10 @@ run metis "$adgnn" partition "$tmp/g.h5" --parts 4 --out "$tmp/metis4" --json
 # The folders below are made from the 3-process file and trained against the one-process file.
 run pt2 mpi 2 "$adgnn" partition "$tmp/g3.h5" --method ptscotch --parts 2 --out "$tmp/pt2" --json
 run pt4 mpi 4 "$adgnn" partition "$tmp/g3.h5" --method ptscotch --parts 4 --out "$tmp/pt4" --json
+run pt4again mpi 4 "$adgnn" partition "$tmp/g3.h5" --method ptscotch --parts 4 --out "$tmp/pt4again" --json
+same=1
+for f in "$tmp"/pt4/part-*.h5; do cmp -s "$f" "$tmp/pt4again/$(basename "$f")" || same=0; done
+if [ "$same" = 1 ]; then ok; else bad "two PT-Scotch runs at one seed gave different parts"; fi
 run pt2x4 mpi 2 "$adgnn" partition "$tmp/g3.h5" --method ptscotch --parts 4 --out "$tmp/pt2x4" --json
 run cm4 mpi 4 "$adgnn" partition "$tmp/g3.h5" --method coarse-metis --coarse-nodes 256 --parts 4 --out "$tmp/cm4" --json
 run one "$adgnn" "${train[@]}" "$tmp/g.h5" --metrics "$tmp/one.jsonl"
