@@ -505,6 +505,26 @@ TEST(Linear, ColumnSumsAreInTheAccumulationType) {
   EXPECT_EQ(adgnn::detail::column_sums(torch::randn({4, 3}, torch::kFloat64)).scalar_type(), torch::kFloat64);
 }
 
+// A float32 bias of bfloat16 rows gets its gradient as the float32 column sums, not rounded to
+// bfloat16 on the way (1 + 2^-9 + 2^-9 needs float32's bits): linear, linear_relu, bias_add.
+TEST(Linear, Bf16RowsGiveAFloat32BiasItsUnroundedGradient) {
+  const auto bf = torch::dtype(torch::kBFloat16);
+  const at::Tensor x = torch::ones({3, 2}, bf);
+  const at::Tensor g = torch::tensor({1.0, 0.001953125, 0.001953125}, bf).reshape({3, 1}).repeat({1, 4});
+  for (int op = 0; op < 3; ++op) {
+    const at::Tensor w = torch::full({2, 4}, 0.5, torch::kFloat32).requires_grad_(true);
+    const at::Tensor b = torch::full({4}, 10.0, torch::kFloat32).requires_grad_(true);  // the ReLU passes all
+    const at::Tensor out = op == 0   ? adgnn::detail::linear(x, w, b)
+                           : op == 1 ? adgnn::detail::linear_relu(x, w, b)
+                                     : adgnn::detail::bias_add(x.mm(w.to(torch::kBFloat16)), b);
+    ASSERT_EQ(out.scalar_type(), torch::kBFloat16) << op;
+    EXPECT_TRUE(torch::equal(out, torch::full({3, 4}, 11.0, bf))) << op;
+    out.backward(g);
+    ASSERT_EQ(b.grad().scalar_type(), torch::kFloat32) << op;
+    EXPECT_TRUE(torch::equal(b.grad(), torch::full({4}, 1.00390625, torch::kFloat32))) << op << b.grad();
+  }
+}
+
 // Of x's leading rows only: the product and the bias / ReLU as of the slice, x's gradient of x's
 // shape with zeros below them.
 TEST(Linear, LeadingRowsEqualASlice) {

@@ -71,8 +71,9 @@ at::Tensor addmm_relu(const at::Tensor& b, const at::Tensor& xr, const at::Tenso
 class LinearFn : public torch::autograd::Function<LinearFn> {
  public:
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w,
-                            const at::Tensor& b, bool relu, int64_t rows, int64_t room) {
+                            const at::Tensor& bias, bool relu, int64_t rows, int64_t room) {
     const at::Tensor xr = rows == x.size(0) ? x : x.narrow(0, 0, rows);
+    const at::Tensor b = like(bias, x);
     at::Tensor out;
     if (room >= 0) {  // written into a buffer with room for `room` rows after it (halo.h)
       out = rows_with_room(rows, w.size(1), room, xr.options());
@@ -108,11 +109,11 @@ class LinearFn : public torch::autograd::Function<LinearFn> {
 class LinearReluDropoutFn : public torch::autograd::Function<LinearReluDropoutFn> {
  public:
   static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x,
-                                                const at::Tensor& w, const at::Tensor& b, int64_t rows,
+                                                const at::Tensor& w, const at::Tensor& bias, int64_t rows,
                                                 const at::Tensor& gid, int64_t key, int64_t threshold,
                                                 double scale) {
     const at::Tensor xr = rows == x.size(0) ? x : x.narrow(0, 0, rows);
-    const at::Tensor out = addmm_relu(b, xr, w);
+    const at::Tensor out = addmm_relu(like(bias, x), xr, w);
     const at::Tensor dropped =
         apply_dropout_mask(out, DropoutMask{gid, uint64_t(key), uint64_t(threshold), float(scale)});
     ctx->save_for_backward({xr, w, dropped});
@@ -138,7 +139,7 @@ class LinearReluDropoutFn : public torch::autograd::Function<LinearReluDropoutFn
 class BiasAddFn : public torch::autograd::Function<BiasAddFn> {
  public:
   static at::Tensor forward(torch::autograd::AutogradContext*, const at::Tensor& x, const at::Tensor& b) {
-    return x + b;
+    return x + like(b, x);
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
@@ -154,11 +155,11 @@ int64_t leading_rows(const at::Tensor& x, int64_t rows) {
 }  // namespace
 
 at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, int64_t rows, int64_t room) {
-  return LinearFn::apply(x, like(w, x), like(b, x), false, leading_rows(x, rows), room);
+  return LinearFn::apply(x, like(w, x), b, false, leading_rows(x, rows), room);
 }
 
 at::Tensor linear_relu(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, int64_t rows, int64_t room) {
-  return LinearFn::apply(x, like(w, x), like(b, x), true, leading_rows(x, rows), room);
+  return LinearFn::apply(x, like(w, x), b, true, leading_rows(x, rows), room);
 }
 
 std::pair<at::Tensor, at::Tensor> linear_relu_dropout(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b,
@@ -166,7 +167,7 @@ std::pair<at::Tensor, at::Tensor> linear_relu_dropout(const at::Tensor& x, const
   const int64_t r = leading_rows(x, rows);
   TORCH_CHECK(mask.gid.numel() == r, "linear_relu_dropout: one global id per output row");
   // The 64-bit key and threshold travel through autograd's int64 slots bit for bit.
-  const auto out = LinearReluDropoutFn::apply(x, like(w, x), like(b, x), r, mask.gid, int64_t(mask.key),
+  const auto out = LinearReluDropoutFn::apply(x, like(w, x), b, r, mask.gid, int64_t(mask.key),
                                               int64_t(mask.threshold), double(mask.scale));
   return {out[0], out[1]};
 }
@@ -175,6 +176,6 @@ at::Tensor like(const at::Tensor& p, const at::Tensor& x) {
   return !p.defined() || p.scalar_type() == x.scalar_type() ? p : p.to(x.scalar_type());
 }
 
-at::Tensor bias_add(const at::Tensor& x, const at::Tensor& b) { return BiasAddFn::apply(x, like(b, x)); }
+at::Tensor bias_add(const at::Tensor& x, const at::Tensor& b) { return BiasAddFn::apply(x, b); }
 
 }  // namespace adgnn::detail
