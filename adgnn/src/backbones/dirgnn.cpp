@@ -22,16 +22,14 @@ class DirGnnLayer : public Layer {
     b_root_ = zeros("lin.bias", out);
   }
   at::Tensor forward(const MessageGraph& g, const at::Tensor& h, const at::Tensor& rows) override {
-    const at::Tensor x_in = torch::addmm(
-        like(b_in_, h), csr_aggregate(g.in_rowptr, g.in_col, g.in_weight, h, csr_rows(g, rows)), like(w_in_, h));
-    const at::Tensor x_out = torch::addmm(
-        like(b_out_, h), csr_aggregate(g.out_rowptr, g.out_col, g.out_weight, h, csr_rows(g, rows)), like(w_out_, h));
-    return alpha_ * x_out + (1 - alpha_) * x_in +
-           torch::addmm(like(b_root_, h), self_rows(g, h, rows), like(w_root_, h));
+    const at::Tensor x_in = linear(csr_aggregate(g.in_rowptr, g.in_col, g.in_weight, h, csr_rows(g, rows)), w_in_, b_in_);
+    const at::Tensor x_out =
+        linear(csr_aggregate(g.out_rowptr, g.out_col, g.out_weight, h, csr_rows(g, rows)), w_out_, b_out_);
+    return alpha_ * x_out + (1 - alpha_) * x_in + linear(self_rows(g, h, rows), w_root_, b_root_);
   }
   at::Tensor self_only(const at::Tensor& h_rows) override { return self_only_leading(h_rows, -1); }
   at::Tensor self_only_leading(const at::Tensor& h, int64_t rows) override {
-    return like(alpha_ * b_out_ + (1 - alpha_) * b_in_, h) + linear(h, w_root_, b_root_, rows);
+    return bias_add(linear(h, w_root_, b_root_, rows), alpha_ * b_out_ + (1 - alpha_) * b_in_);
   }
   at::Tensor input_transform(const at::Tensor& h) override { return h.mm(like(w_in_, h)); }
   std::optional<std::vector<std::pair<at::Tensor, at::Tensor>>> read_csrs(const MessageGraph& g) const override {

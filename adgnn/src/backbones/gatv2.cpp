@@ -6,6 +6,7 @@
 #include "backbones/layer.h"
 #include "ops/attention.h"
 #include "ops/csr.h"
+#include "ops/linear.h"
 
 namespace adgnn::detail {
 
@@ -28,8 +29,8 @@ class Gatv2Layer : public Layer {
     const EdgeList e = edges_of_rows(g.rowptr, g.col, rows, rows_entries_);
     const Needed n = needed_rows(g, e, rows);
     const at::Tensor hn = n.graph_csr ? h : h.index_select(0, n.rows);
-    const at::Tensor xl = torch::addmm(like(bl_, h), hn, like(wl_, h)).view({-1, heads_, c_});
-    const at::Tensor xr_rows = torch::addmm(like(br_, h), self_rows(g, h, rows), like(wr_, h)).view({-1, heads_, c_});
+    const at::Tensor xl = linear(hn, wl_, bl_).view({-1, heads_, c_});
+    const at::Tensor xr_rows = linear(self_rows(g, h, rows), wr_, br_).view({-1, heads_, c_});
     const at::Tensor xl_src = xl.index_select(0, n.src_pos), xl_self = xl.index_select(0, n.dst_pos);
     const auto slope = F::LeakyReLUFuncOptions().negative_slope(0.2);
     const at::Tensor s_edge =
@@ -41,7 +42,7 @@ class Gatv2Layer : public Layer {
                                       xl_self));
   }
   at::Tensor self_only(const at::Tensor& h_rows) override {
-    return finish(h_rows, torch::addmm(like(bl_, h_rows), h_rows, like(wl_, h_rows)).view({-1, heads_, c_}));
+    return finish(h_rows, linear(h_rows, wl_, bl_).view({-1, heads_, c_}));
   }
   at::Tensor input_transform(const at::Tensor& h) override { return h.mm(like(wl_, h)); }
 

@@ -7,6 +7,7 @@
 #include "adgnn/ops.h"
 #include "distributed/halo.h"
 #include "ops/csr.h"
+#include "ops/linear.h"
 
 namespace adgnn::detail {
 
@@ -64,8 +65,8 @@ class MixHopLayer : public Layer {
     return csr_aggregate(g.rowptr, g.col, g.gcn_weight, h, csr_rows(g, rows), gcn_self_weight(g, rows, h.scalar_type()));
   }
   at::Tensor finish(const at::Tensor& cat) {
-    const at::Tensor out = cat + like(b_, cat);
-    return classifier_ ? torch::addmm(like(bc_, cat), out, like(wc_, cat)) : out;
+    const at::Tensor out = bias_add(cat, b_);
+    return classifier_ ? linear(out, wc_, bc_) : out;
   }
   int64_t c_;
   bool classifier_;

@@ -19,7 +19,7 @@ class SageLayer : public Layer {
   at::Tensor forward(const MessageGraph& g, const at::Tensor& h, const at::Tensor& rows) override {
     const at::Tensor deg = g.degree.index_select(0, rows).clamp_min(1).unsqueeze(1).to(h.scalar_type());
     const at::Tensor mean = aggregate_rows(g, {}, h, rows, {}) / deg;
-    return torch::addmm(like(bl_, h), mean, like(wl_, h)) + self_rows(g, h, rows).mm(like(wr_, h));
+    return linear(mean, wl_, bl_) + self_rows(g, h, rows).mm(like(wr_, h));
   }
   at::Tensor self_only(const at::Tensor& h_rows) override { return self_only_leading(h_rows, -1); }
   at::Tensor self_only_leading(const at::Tensor& h, int64_t rows) override { return linear(h, wr_, bl_, rows); }
