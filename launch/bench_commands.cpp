@@ -291,10 +291,7 @@ bool bench_resizes_graph(const BenchFlags& f) { return f.nodes > 0 || f.features
 CsbmParams bench_graph_params(const BenchFlags& f) {
   CsbmParams p = csbm_params_of(f.dataset, "--dataset");
   if (f.nodes > 0) {
-    if (p.undirected_edges >= 0) p.avg_degree = 2.0 * double(p.undirected_edges) / double(p.nodes);
-    p.undirected_edges = -1;  // the preset's average degree at the new size
-    p.nodes = f.nodes;
-    p.communities = std::min(p.communities, p.nodes);
+    p = csbm_at_nodes(p, f.nodes);
     p.name += fmt::format("-{}nodes", f.nodes);
   }
   if (f.avg_degree > 0) {

@@ -167,7 +167,7 @@ void add_data_commands(CLI::App& app, std::function<int()>& run) {
                                 fmt::join(csbm_presets(), ", ")));
     cmd->add_option("--out,-o", *out, "Output .h5 file (written atomically)")->required();
     cmd->add_option("--name", p->name, "Graph name stored in the file");
-    cmd->add_option("--nodes", p->nodes, "Number of nodes");
+    cmd->add_option("--nodes", p->nodes, "Number of nodes (on a --preset: at its average degree unless --edges)");
     cmd->add_option("--classes", p->classes, "Number of classes");
     cmd->add_option("--avg-degree", p->avg_degree, "Average degree (2 x edges / nodes)");
     cmd->add_option("--edges", p->undirected_edges, "Exact number of undirected edges (overrides --avg-degree)");
@@ -186,13 +186,13 @@ void add_data_commands(CLI::App& app, std::function<int()>& run) {
     cmd->add_option("--deflate", *deflate, "Deflate level 0-9 for the output")->check(CLI::Range(0, 9));
     cmd->add_flag("--stats", *show_stats, "Print the statistics table of the generated graph");
     cmd->callback([&run, cmd, p, preset, out, show_stats, deflate] {
-      // A preset sets the defaults; flags given explicitly win.
+      // A preset sets the defaults; flags given explicitly win (--nodes keeps its average degree).
       CsbmParams q = *p;
       if (!preset->empty()) {
         q = csbm_preset(*preset);
         auto given = [&](const char* name) { return cmd->count(name) > 0; };
         if (given("--name")) q.name = p->name;
-        if (given("--nodes")) q.nodes = p->nodes;
+        if (given("--nodes")) q = csbm_at_nodes(q, p->nodes);  // the preset's degree, not its edge count
         if (given("--classes")) q.classes = p->classes;
         if (given("--avg-degree")) { q.avg_degree = p->avg_degree; q.undirected_edges = -1; }
         if (given("--edges")) q.undirected_edges = p->undirected_edges;

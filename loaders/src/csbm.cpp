@@ -590,6 +590,14 @@ int bit_width(uint64_t x) {
 
 std::vector<std::string> csbm_presets() { return {"arxiv-scale", "demo", "papers100m-scale", "products-scale"}; }
 
+CsbmParams csbm_at_nodes(CsbmParams p, int64_t nodes) {
+  if (p.undirected_edges >= 0 && p.nodes > 0) p.avg_degree = 2.0 * double(p.undirected_edges) / double(p.nodes);
+  p.undirected_edges = -1;
+  p.nodes = nodes;
+  p.communities = std::max<int64_t>(1, std::min(p.communities, nodes));
+  return p;
+}
+
 CsbmParams csbm_preset(const std::string& preset) {
   CsbmParams p;
   p.name = preset;

@@ -349,6 +349,32 @@ TEST(Csbm, Presets) {
   expect_simple_symmetric(g);
 }
 
+// A preset at another node count keeps its average degree (its exact edge count does not carry
+// over) and its other parameters; its communities are at most one per node. The graph made at
+// that size has the degree.
+TEST(Csbm, PresetAtOtherNodeCountsKeepsItsDegree) {
+  const auto arxiv = adgnn::csbm_preset("arxiv-scale");
+  const double degree = 2.0 * 1166243 / 169343;
+  const auto big = adgnn::csbm_at_nodes(arxiv, 4000000);
+  EXPECT_EQ(big.nodes, 4000000);
+  EXPECT_EQ(big.undirected_edges, -1);
+  EXPECT_DOUBLE_EQ(big.avg_degree, degree);
+  EXPECT_EQ(big.communities, arxiv.communities);
+  EXPECT_EQ(big.features, arxiv.features);
+  EXPECT_DOUBLE_EQ(big.homophily, arxiv.homophily);
+  EXPECT_EQ(adgnn::csbm_at_nodes(arxiv, 10).communities, 10);
+  auto demo = adgnn::csbm_preset("demo");  // given by its degree: kept as it is
+  EXPECT_DOUBLE_EQ(adgnn::csbm_at_nodes(demo, 500).avg_degree, demo.avg_degree);
+
+  auto small = adgnn::csbm_at_nodes(arxiv, 20000);
+  small.features = 4;
+  small.communities = 4;  // (64 of 313 nodes hold too few pairs for the preset's locality)
+  small.threads = 1;
+  const auto g = adgnn::generate_csbm(small);
+  g.validate("arxiv-scale at 20000 nodes");
+  EXPECT_NEAR(double(g.adj.nnz()) / double(g.num_nodes), degree, 0.01 * degree);
+}
+
 // The generator's two halves (the structure, then feature rows on demand) make the graph
 // generate_csbm makes, for any number of processes (played by threads): each holds its range of
 // rows, and the file they write together (features made chunk by chunk as they are written, rows

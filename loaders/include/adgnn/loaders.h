@@ -212,6 +212,10 @@ struct CsbmParams {
   int threads = 0;                 // 0 = hardware concurrency; results do not depend on it
 };
 CsbmParams csbm_preset(const std::string& preset);  // csbm_presets(): the OGB-sized ones and "demo"
+// p's shape at `nodes` nodes: an exact edge count becomes the average degree it gives p (so the
+// degree, not the edge count, carries over), and at most one community per node. How `--nodes`
+// resizes a preset (adgnn data generate, adgnn bench).
+CsbmParams csbm_at_nodes(CsbmParams p, int64_t nodes);
 std::vector<std::string> csbm_presets();
 Graph generate_csbm(const CsbmParams& p);
 // The parameters of a "csbm:<preset>[:seed]" dataset name (load_dataset generates it);
