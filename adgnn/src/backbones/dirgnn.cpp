@@ -22,7 +22,8 @@ class DirGnnLayer : public Layer {
     b_root_ = zeros("lin.bias", out);
   }
   at::Tensor forward(const MessageGraph& g, const at::Tensor& h, const at::Tensor& rows) override {
-    const at::Tensor x_in = linear(csr_aggregate(g.in_rowptr, g.in_col, g.in_weight, h, csr_rows(g, rows)), w_in_, b_in_);
+    const at::Tensor x_in =
+        linear(csr_aggregate(g.in_rowptr, g.in_col, g.in_weight, h, csr_rows(g, rows)), w_in_, b_in_);
     const at::Tensor x_out =
         linear(csr_aggregate(g.out_rowptr, g.out_col, g.out_weight, h, csr_rows(g, rows)), w_out_, b_out_);
     return alpha_ * x_out + (1 - alpha_) * x_in + linear(self_rows(g, h, rows), w_root_, b_root_);

@@ -25,9 +25,9 @@ using namespace adgnn::cuda_test;
 // Column sums (the bias gradients of linear layers): the row-parallel kernel's vectorised paths
 // (one, two and four vectors per lane), its scalar ones (widths 47, 7) and ATen's for wider rows
 // equal a float64 sum on the host (bfloat16 rows too: every path sums them in float32), with the
-// same bits on a second call, also through a ReLU (masked); up to 8,192 rows the kernel's last block finishes the sum (8,000: a full grid of 64
-// blocks), above it ATen's sum does; linear()'s gradients equal addmm's, linear_relu()'s
-// relu(addmm)'s.
+// same bits on a second call, also through a ReLU (masked); up to 8,192 rows the kernel's last
+// block finishes the sum (8,000: a full grid of 64 blocks), above it ATen's sum does; linear()'s
+// gradients equal addmm's, linear_relu()'s relu(addmm)'s.
 TEST(Cuda, ColumnSumsAndLinearEqualATen) {
   REQUIRE_GPU();
   torch::manual_seed(2);
