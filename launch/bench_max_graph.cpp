@@ -5,12 +5,10 @@
 // of memory there (exit 3, or the kernel's out-of-memory killer) ends the child, not the search,
 // and leaves the device's allocator as fresh for the next probe as for a real run.
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -57,13 +55,8 @@ Probe run_probe(const BenchFlags& f, const std::string& backbone, const std::str
                 const std::string& act_precision, const std::string& precision, int64_t nodes) {
   // The child's JSON in $TMPDIR (else /tmp), removed on every way out of this probe, a SIGINT or
   // SIGTERM included.
-  const char* tmpdir = std::getenv("TMPDIR");
-  std::string pattern = std::string(tmpdir && *tmpdir ? tmpdir : "/tmp") + "/adgnn-probe-XXXXXX";
-  const int fd = mkstemp(pattern.data());
-  if (fd < 0)
-    throw InputError(fmt::format("--max-graph: cannot create a temporary file {} ($TMPDIR): {}", pattern,
-                                 std::strerror(errno)));
-  close(fd);
+  std::string pattern;
+  close(temporary_file("--max-graph", "adgnn-probe-", pattern));
   const TemporaryOutput output(pattern);
   const std::string& json = output.path();
   std::vector<std::string> argv = {self_executable(), "bench", "--dataset", f.dataset, "--nodes", std::to_string(nodes)};

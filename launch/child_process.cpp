@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -15,6 +16,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "adgnn/loaders.h"
+#include "fmt/format.h"
+
 extern char** environ;
 
 namespace adgnn::cli {
@@ -24,6 +28,15 @@ std::string self_executable() {
   const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
   if (n <= 0) throw std::runtime_error(std::string("/proc/self/exe: ") + std::strerror(errno));
   return std::string(buf, size_t(n));
+}
+
+int temporary_file(const std::string& what, const std::string& stem, std::string& path) {
+  const char* tmpdir = std::getenv("TMPDIR");
+  path = std::string(tmpdir && *tmpdir ? tmpdir : "/tmp") + "/" + stem + "XXXXXX";
+  const int fd = mkstemp(path.data());
+  if (fd < 0)
+    throw InputError(fmt::format("{}: cannot create a temporary file {} ($TMPDIR): {}", what, path, std::strerror(errno)));
+  return fd;
 }
 
 namespace {
@@ -62,10 +75,9 @@ TemporaryOutput::~TemporaryOutput() {
 
 ChildResult run_child(const std::vector<std::string>& argv) {
   // stderr goes to an unlinked temporary file, read back after the child ends.
-  char path[] = "/tmp/adgnn-child-XXXXXX";
-  const int err_fd = mkstemp(path);
-  if (err_fd < 0) throw std::runtime_error(std::string("temporary file in /tmp: ") + std::strerror(errno));
-  unlink(path);
+  std::string path;
+  const int err_fd = temporary_file(argv.at(0), "adgnn-child-", path);
+  unlink(path.c_str());
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);

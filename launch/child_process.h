@@ -18,6 +18,10 @@ struct ChildResult {
 // The path of the running executable (/proc/self/exe).
 std::string self_executable();
 
+// A new empty file <$TMPDIR, else /tmp>/<stem>XXXXXX, open: its descriptor, and its path in
+// `path`. InputError naming `what`, the path and $TMPDIR when it cannot be made.
+int temporary_file(const std::string& what, const std::string& stem, std::string& path);
+
 // Runs `argv` (argv[0]: the program's path) with stdout discarded and stderr captured, and waits
 // for it. Throws std::runtime_error when it cannot be started.
 ChildResult run_child(const std::vector<std::string>& argv);
