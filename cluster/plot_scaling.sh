@@ -18,7 +18,7 @@ command -v gnuplot >/dev/null || {
   exit 1
 }
 [ -f "$csv" ] || die "$csv: no such file"
-header="gpus,layers,model,variant,partition,ms_per_epoch,speedup_vs_1,halo_bytes_active,halo_bytes_full,peak_mem_gib,test_acc"
+header="gpus,layers,model,variant,partition,ms_per_epoch,speedup_vs_1,halo_bytes_active,halo_bytes_full,peak_mem_gib,test_score"
 [ "$(head -n1 "$csv")" = "$header" ] || die "$csv: header is not $header"
 name=$(basename "$csv" .csv)
 outdir=${2:-$(dirname "$csv")}

@@ -13,7 +13,7 @@ import os
 import sys
 
 COLUMNS = ["gpus", "layers", "model", "variant", "partition", "ms_per_epoch", "speedup_vs_1",
-           "halo_bytes_active", "halo_bytes_full", "peak_mem_gib", "test_acc"]
+           "halo_bytes_active", "halo_bytes_full", "peak_mem_gib", "test_score"]
 KEY = COLUMNS[:5]
 
 
@@ -85,7 +85,7 @@ def row_of(s, key_values):
     row.update(ms_per_epoch=fmt(ms, ".3f"), speedup_vs_1="", halo_bytes_active=fmt(active, ".0f"),
                halo_bytes_full=fmt(full, ".0f"),
                peak_mem_gib=fmt(None if peak is None else peak / 2**30, ".3f"),
-               test_acc=fmt(test, ".4f"))
+               test_score=fmt(test, ".4f"))
     return row
 
 

@@ -25,8 +25,9 @@
 # Columns: gpus, layers, model, variant, partition, ms_per_epoch (rank 0's mean over runs),
 # speedup_vs_1 (the 1-rank row of the same layers/model/variant over this row; recomputed on every
 # write), halo_bytes_active / halo_bytes_full (bytes per epoch summed over layers, active rows only
-# vs every halo row), peak_mem_gib (max over ranks), test_acc, from the file `adgnn train --summary`
-# writes (FILE's .runs/<point>.json). A field the summary lacks is an empty cell.
+# vs every halo row), peak_mem_gib (max over ranks), test_score (the dataset's test metric:
+# accuracy, or ROC AUC on minesweeper), from the file `adgnn train --summary` writes (FILE's
+# .runs/<point>.json). A field the summary lacks is an empty cell.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 die() { echo "scaling_study.sh: $*" >&2; exit 2; }
@@ -132,7 +133,7 @@ if [ "$launcher" = mpirun ]; then
 fi
 read -r -a launcher_extra <<<"$launcher_args"
 
-csv_header="gpus,layers,model,variant,partition,ms_per_epoch,speedup_vs_1,halo_bytes_active,halo_bytes_full,peak_mem_gib,test_acc"
+csv_header="gpus,layers,model,variant,partition,ms_per_epoch,speedup_vs_1,halo_bytes_active,halo_bytes_full,peak_mem_gib,test_score"
 done_key() {  # done_key G L MODEL VARIANT PARTITION: 0 when the CSV has that row
   [ -f "$out" ] && grep -q "^$1,$2,$3,$4,$5," "$out"
 }

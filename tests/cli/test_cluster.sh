@@ -104,7 +104,7 @@ expect_field "$out" 2,2,gcn,ad_fast,metis speedup_vs_1 2.000
 expect_field "$out" 2,2,gcn,ad_fast,metis halo_bytes_active 1500
 expect_field "$out" 2,2,gcn,ad_fast,metis halo_bytes_full 2000
 expect_field "$out" 2,2,gcn,ad_fast,metis peak_mem_gib 2.000
-expect_field "$out" 2,2,gcn,ad_fast,metis test_acc 0.7500
+expect_field "$out" 2,2,gcn,ad_fast,metis test_score 0.7500
 expect_field "$out" 1,3,gcn,ad_fast,none ms_per_epoch "<no row>"
 
 # Resume: done points are skipped (the dry run says so), a new point is added.
@@ -143,7 +143,7 @@ check "real run exit 0 ($(tail -n 3 "$tmp/real.log" | tr '\n' ' '))" [ $? = 0 ]
 check "real run: 2 rows ($(grep -h . "$tmp"/real.runs/*.err 2>/dev/null | grep -v '^\[' | tail -n 4 | tr '\n' ' '))" \
   [ "$(wc -l <"$real" 2>/dev/null)" = 3 ]
 check "real run: ms and test accuracy filled" \
-  python3 -c 'import csv,sys; rows=list(csv.DictReader(open(sys.argv[1]))); sys.exit(not rows or not all(r["ms_per_epoch"] and r["test_acc"] and r["speedup_vs_1"] for r in rows))' "$real"
+  python3 -c 'import csv,sys; rows=list(csv.DictReader(open(sys.argv[1]))); sys.exit(not rows or not all(r["ms_per_epoch"] and r["test_score"] and r["speedup_vs_1"] for r in rows))' "$real"
 
 # The step profile of a 2-rank run: one summary per rank, with the distributed scopes.
 OMP_NUM_THREADS=1 mpirun $mpirun_extra -n 2 "$adgnn" train csbm:demo --model gcn --variant ad_fast --layers 3 \
