@@ -8,7 +8,9 @@
 # a bracket that holds the answer (max_nodes <= 2 x first_nodes) costs two probes, then bisection.
 # Each search runs under `timeout $BOX` seconds (default: none) and prints the probes it finished,
 # so that one device call of 600 s can hold several searches; END (seconds since the start, e.g.
-# 570) skips the searches that would start after it. Logs and JSON in $OUT.
+# 570) skips the searches that would start after it. FLAGS adds flags to every search (e.g.
+# "--device cpu --memory-limit 2GiB" with ADGNN=build/adgnn: the script on a CPU build). Logs and
+# JSON in $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 # shellcheck source=../scripts/device_env.sh
@@ -18,14 +20,14 @@ SHAPE=${SHAPE:-arxiv-scale}
 DEPTH=${DEPTH:-4}
 RESOLUTION=${RESOLUTION:-0.1}
 SEARCHES=${SEARCHES:-plain:fp32:24000000:48000000 plain:bf16:24000000:48000000 ad_fast:fp32:24000000:48000000 ad_fast:bf16:32000000:64000000}
-ADGNN=build-gpu/adgnn
+ADGNN=${ADGNN:-build-gpu/adgnn}
 if [ ! -x "$ADGNN" ]; then
   ensure_gpu_configure "$OUT" || exit 1
   { adgnn_gpu_configure build-gpu && cmake --build build-gpu -j"$(nproc)" --target adgnn; } >"$OUT/build.log" 2>&1 ||
     { grep -B2 -A12 error "$OUT/build.log" | head -60; exit 1; }
   elapsed "built adgnn"
 fi
-echo "card: $(nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | head -1); $(date -u '+%Y-%m-%d %H:%M UTC'); $(git rev-parse --short HEAD 2>/dev/null || echo 'commit unknown')"
+echo "card: $(nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>/dev/null | head -1); $(date -u '+%Y-%m-%d %H:%M UTC'); $(git rev-parse --short HEAD 2>/dev/null || echo 'commit unknown')"
 for s in $SEARCHES; do
   IFS=: read -r variant precision first last <<<"$s"
   if [ -n "${END:-}" ] && [ $(( $(date +%s) - t0 )) -ge "$END" ]; then
@@ -35,7 +37,7 @@ for s in $SEARCHES; do
   log="$OUT/max_graph_${variant}_$precision.log"
   ${BOX:+timeout "$BOX"} "$ADGNN" bench --max-graph --dataset "csbm:$SHAPE" --backbones gcn --depths "$DEPTH" \
     --variants "$variant" --precision "$precision" --nodes "$first" --max-nodes "$last" --resolution "$RESOLUTION" \
-    --json "$OUT/max_graph_${variant}_$precision.json" >"$log" 2>&1
+    ${FLAGS:-} --json "$OUT/max_graph_${variant}_$precision.json" >"$log" 2>&1
   rc=$?
   elapsed "$variant $precision: exit $rc${BOX:+ (time box $BOX s)}"
   grep -E '^\| (GCN|AD-GCN)|largest graph that trains has|does not train' "$log"

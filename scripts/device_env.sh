@@ -21,7 +21,7 @@ device_script_start() {
   mkdir -p "$OUT"
   export NCCL_NVLS_ENABLE=0 OMP_NUM_THREADS=${OMP_NUM_THREADS:-4}
   # shellcheck disable=SC2034  # ngpu is for the scripts that source this file
-  ngpu=$(nvidia-smi -L | wc -l)
+  ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
   t0=$(date +%s)
 }
 elapsed() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
