@@ -592,9 +592,13 @@ std::vector<std::string> csbm_presets() { return {"arxiv-scale", "demo", "papers
 
 CsbmParams csbm_at_nodes(CsbmParams p, int64_t nodes) {
   if (p.undirected_edges >= 0 && p.nodes > 0) p.avg_degree = 2.0 * double(p.undirected_edges) / double(p.nodes);
+  // Fewer nodes: fewer communities, each at least the preset's size (smaller ones hold too few
+  // node pairs for the preset's locality); more nodes: the preset's count, so that a partition
+  // into a few parts cuts the same share of the edges.
+  if (p.nodes > 0 && nodes < p.nodes) p.communities = p.communities * nodes / p.nodes;
+  p.communities = std::max<int64_t>(1, std::min(p.communities, nodes));
   p.undirected_edges = -1;
   p.nodes = nodes;
-  p.communities = std::max<int64_t>(1, std::min(p.communities, nodes));
   return p;
 }
 

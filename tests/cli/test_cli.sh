@@ -39,7 +39,7 @@ expect_ok "$adgnn" data stats "$tmp/demo.h5" --json
 grep -q '"nodes"' "$tmp/out" && ok || bad "stats --json lacks nodes"
 # --nodes on a preset keeps its average degree (arxiv-scale's 13.77: 206,606 undirected edges at
 # 30,000 nodes), not its edge count.
-expect_ok "$adgnn" data generate --preset arxiv-scale --nodes 30000 --communities 2 --features 4 -o "$tmp/resized.h5"
+expect_ok "$adgnn" data generate --preset arxiv-scale --nodes 30000 --features 4 -o "$tmp/resized.h5"
 grep -q '30000 nodes, 206606 undirected edges' "$tmp/err" "$tmp/out" && ok || bad "--nodes on a preset: $(cat "$tmp/err")"
 expect_ok "$adgnn" data convert "$tmp/demo.h5" -o "$tmp/demo2.h5"
 # Renumbering for locality: same statistics, original ids stored; bad method / block refused.

@@ -362,14 +362,16 @@ TEST(Csbm, PresetAtOtherNodeCountsKeepsItsDegree) {
   EXPECT_EQ(big.communities, arxiv.communities);
   EXPECT_EQ(big.features, arxiv.features);
   EXPECT_DOUBLE_EQ(big.homophily, arxiv.homophily);
-  EXPECT_EQ(adgnn::csbm_at_nodes(arxiv, 10).communities, 10);
+  // Fewer nodes: communities of at least the preset's size.
+  EXPECT_EQ(adgnn::csbm_at_nodes(arxiv, 10).communities, 1);
+  EXPECT_EQ(adgnn::csbm_at_nodes(arxiv, 20000).communities, 64 * 20000 / 169343);
+  EXPECT_EQ(adgnn::csbm_at_nodes(arxiv, 169343).communities, 64);
   auto demo = adgnn::csbm_preset("demo");  // given by its degree: kept as it is
   EXPECT_DOUBLE_EQ(adgnn::csbm_at_nodes(demo, 500).avg_degree, demo.avg_degree);
 
   auto small = adgnn::csbm_at_nodes(arxiv, 20000);
   small.features = 4;
-  small.communities = 4;  // (64 of 313 nodes hold too few pairs for the preset's locality)
-  small.threads = 1;
+  small.threads = 1;  // generates as resized: 7 communities (64 of 313 nodes hold too few pairs)
   const auto g = adgnn::generate_csbm(small);
   g.validate("arxiv-scale at 20000 nodes");
   EXPECT_NEAR(double(g.adj.nnz()) / double(g.num_nodes), degree, 0.01 * degree);

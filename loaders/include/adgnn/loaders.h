@@ -213,8 +213,9 @@ struct CsbmParams {
 };
 CsbmParams csbm_preset(const std::string& preset);  // csbm_presets(): the OGB-sized ones and "demo"
 // p's shape at `nodes` nodes: an exact edge count becomes the average degree it gives p (so the
-// degree, not the edge count, carries over), and at most one community per node. How `--nodes`
-// resizes a preset (adgnn data generate, adgnn bench).
+// degree, not the edge count, carries over); fewer nodes keep p's community size (fewer
+// communities), more nodes keep p's community count. How `--nodes` resizes a preset (adgnn data
+// generate, adgnn bench).
 CsbmParams csbm_at_nodes(CsbmParams p, int64_t nodes);
 std::vector<std::string> csbm_presets();
 Graph generate_csbm(const CsbmParams& p);
