@@ -167,7 +167,8 @@ void add_data_commands(CLI::App& app, std::function<int()>& run) {
                                 fmt::join(csbm_presets(), ", ")));
     cmd->add_option("--out,-o", *out, "Output .h5 file (written atomically)")->required();
     cmd->add_option("--name", p->name, "Graph name stored in the file");
-    cmd->add_option("--nodes", p->nodes, "Number of nodes (on a --preset: at its average degree unless --edges; fewer nodes, fewer communities)");
+    cmd->add_option("--nodes", p->nodes,
+                    "Number of nodes (on a --preset: at its average degree unless --edges; fewer nodes, fewer communities)");
     cmd->add_option("--classes", p->classes, "Number of classes");
     cmd->add_option("--avg-degree", p->avg_degree, "Average degree (2 x edges / nodes)");
     cmd->add_option("--edges", p->undirected_edges, "Exact number of undirected edges (overrides --avg-degree)");

@@ -142,7 +142,7 @@ OMP_NUM_THREADS=1 run_study --adgnn "$adgnn" --out "$real" --device cpu --gpus "
 check "real run exit 0 ($(tail -n 3 "$tmp/real.log" | tr '\n' ' '))" [ $? = 0 ]
 check "real run: 2 rows ($(grep -h . "$tmp"/real.runs/*.err 2>/dev/null | grep -v '^\[' | tail -n 4 | tr '\n' ' '))" \
   [ "$(wc -l <"$real" 2>/dev/null)" = 3 ]
-check "real run: ms and test accuracy filled" \
+check "real run: ms and test score filled" \
   python3 -c 'import csv,sys; rows=list(csv.DictReader(open(sys.argv[1]))); sys.exit(not rows or not all(r["ms_per_epoch"] and r["test_score"] and r["speedup_vs_1"] for r in rows))' "$real"
 
 # The step profile of a 2-rank run: one summary per rank, with the distributed scopes.

@@ -370,8 +370,9 @@ TEST(Csbm, PresetAtOtherNodeCountsKeepsItsDegree) {
   EXPECT_DOUBLE_EQ(adgnn::csbm_at_nodes(demo, 500).avg_degree, demo.avg_degree);
 
   auto small = adgnn::csbm_at_nodes(arxiv, 20000);
+  // Generates as resized, with no override: 7 communities (64 of 313 nodes hold too few pairs).
   small.features = 4;
-  small.threads = 1;  // generates as resized: 7 communities (64 of 313 nodes hold too few pairs)
+  small.threads = 1;
   const auto g = adgnn::generate_csbm(small);
   g.validate("arxiv-scale at 20000 nodes");
   EXPECT_NEAR(double(g.adj.nnz()) / double(g.num_nodes), degree, 0.01 * degree);
